@@ -1,0 +1,106 @@
+"""The one exception tree of changelake.
+
+Every error a user can cause is a ``ChangelakeError``; subclasses also inherit the matching builtin
+so callers may catch either. Messages say what was wrong, where, and what to do.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class ChangelakeError(Exception):
+    """Base of every changelake error."""
+
+
+class JavaNotFoundError(ChangelakeError, RuntimeError):
+    """Java 17+ is missing, so Spark cannot start."""
+
+
+class SqlSyntaxError(ChangelakeError, ValueError):
+    """The SQL text could not be parsed."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None):
+        where = f" (line {line}, column {column})" if line is not None else ""
+        super().__init__(f"{message}{where}")
+        self.line = line
+        self.column = column
+
+
+class UnsupportedError(ChangelakeError, NotImplementedError):
+    """A statement or clause changelake does not support."""
+
+
+class ObjectNotFoundError(ChangelakeError, KeyError):
+    """A table, view, column or stream that does not exist."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
+class TableNotFoundError(ObjectNotFoundError):
+    """No table or view of that name."""
+
+
+class ColumnNotFoundError(ObjectNotFoundError):
+    """No column of that name."""
+
+
+class StreamNotFoundError(ObjectNotFoundError):
+    """No stream of that name."""
+
+
+class ObjectExistsError(ChangelakeError, ValueError):
+    """An object of that name already exists."""
+
+
+class TypeMismatchError(ChangelakeError, TypeError):
+    """A value does not fit the type of the column it goes into."""
+
+
+class NotNullViolationError(ChangelakeError, ValueError):
+    """A NULL went into a NOT NULL column."""
+
+
+class InvalidStatementError(ChangelakeError, ValueError):
+    """A statement that parses but cannot run as written (wrong arity, bad option, ...)."""
+
+
+class TimeTravelError(ChangelakeError, ValueError):
+    """A point in time outside the table's readable history."""
+
+
+class ConflictError(ChangelakeError, RuntimeError):
+    """A concurrent writer committed a change this statement conflicts with."""
+
+
+class DependencyError(ChangelakeError, ValueError):
+    """An object cannot be dropped or changed because another depends on it."""
+
+
+class TransactionError(ChangelakeError, RuntimeError):
+    """BEGIN / COMMIT / ROLLBACK used out of order, or a statement not allowed in a transaction."""
+
+
+class StaleStreamError(ChangelakeError, RuntimeError):
+    """A stream whose frontier fell out of its table's retention."""
+
+
+class StreamConsumedError(ConflictError):
+    """A stream was consumed by another transaction first."""
+
+
+def closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate closest to ``name``, or None when nothing is close."""
+    found = difflib.get_close_matches(name.lower(), [c.lower() for c in candidates], n=1, cutoff=0.6)
+    if not found:
+        return None
+    by_lower = {c.lower(): c for c in candidates}
+    return by_lower[found[0]]
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """' Did you mean X?' or '' — to append to a not-found message."""
+    match = closest(name, list(candidates))
+    return f" Did you mean {match}?" if match else ""
