@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Prepare a development environment for changelake; safe to run any number of times.
+#
+# - creates .venv (python3 -m venv) when missing;
+# - installs changelake editable with its test extras, skipped when pyproject.toml is unchanged
+#   since the last install (a hash stamp lives in .venv);
+# - checks for Java 17+ (Spark needs it);
+# - makes sure the PostgreSQL server binaries exist (the PostgreSQL catalog tests start a real server).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo"
+
+venv="$repo/.venv"
+stamp="$venv/.changelake-install-stamp"
+
+if [[ ! -x "$venv/bin/python" ]]; then
+    echo "bootstrap: creating $venv" >&2
+    python3 -m venv "$venv"
+fi
+
+wanted_hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted_hash" ]] \
+    || ! "$venv/bin/python" -c 'import changelake' >/dev/null 2>&1; then
+    echo "bootstrap: installing changelake and its test dependencies into $venv" >&2
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    echo "$wanted_hash" >"$stamp"
+fi
+
+# `java -version` prints e.g. `openjdk version "17.0.15"` or `java version "1.8.0_392"` on stderr.
+java_major() {
+    local line version
+    line="$(java -version 2>&1 | grep -m1 -i 'version' || true)"
+    version="$(sed -E 's/.*version "([^"]+)".*/\1/' <<<"$line")"
+    if [[ "$version" == 1.* ]]; then
+        cut -d. -f2 <<<"$version"
+    else
+        cut -d. -f1 <<<"$version" | grep -oE '^[0-9]+' || true
+    fi
+}
+
+if ! command -v java >/dev/null 2>&1; then
+    echo "bootstrap: Java 17 or newer is required and was not found; install it with:" \
+        "apt-get install -y openjdk-17-jre-headless" >&2
+    exit 1
+fi
+major="$(java_major)"
+if [[ -z "$major" || "$major" -lt 17 ]]; then
+    echo "bootstrap: Java 17 or newer is required but found '${major:-unknown}'; install it with:" \
+        "apt-get install -y openjdk-17-jre-headless" >&2
+    exit 1
+fi
+
+if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
+    if [[ "$(id -u)" -eq 0 ]]; then
+        echo "bootstrap: installing the PostgreSQL server (needed by the PostgreSQL catalog tests)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    else
+        echo "bootstrap: the PostgreSQL server is missing, so PostgreSQL catalog tests will fail;" \
+            "install it with: sudo apt-get install -y postgresql" >&2
+    fi
+fi
