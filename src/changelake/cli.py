@@ -1,0 +1,199 @@
+"""The ``changelake`` command line: run SQL against a warehouse and print the results as tables.
+
+Results go to stdout; progress, notes and errors go to stderr, so the output can be piped.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TextIO, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import TokenError
+from sqlglot.tokens import TokenType
+
+import changelake
+from changelake.errors import ChangelakeError, SqlSyntaxError
+
+DEFAULT_MAX_ROWS = 100
+_SPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where statements run: the warehouse and, optionally, a catalog database URL."""
+
+    warehouse: str
+    catalog: str | None
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of ``text`` separated by ``;``, in order, without empty ones.
+
+    A ``;`` inside a string, a quoted identifier or a comment does not separate statements.
+    """
+    try:
+        tokens = Dialect.get_or_raise("spark").tokenize(text)
+    except TokenError as e:
+        raise SqlSyntaxError(f"could not split the input into statements: {e}") from e
+    statements: list[str] = []
+    first = last = None
+    for token in [*tokens, None]:
+        if token is None or token.token_type == TokenType.SEMICOLON:
+            if first is not None and last is not None:
+                statements.append(text[first.start : last.end + 1])
+            first = last = None
+        else:
+            first = first or token
+            last = token
+    return statements
+
+
+def _max_rows_option(command: _Command) -> _Command:
+    return click.option(
+        "--max-rows",
+        type=click.IntRange(min=0),
+        default=DEFAULT_MAX_ROWS,
+        show_default=True,
+        help="Print at most this many rows of each result.",
+    )(command)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--warehouse",
+    "-w",
+    envvar="CHANGELAKE_WAREHOUSE",
+    default="./wh",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Warehouse directory (or URI). Env: CHANGELAKE_WAREHOUSE.",
+)
+@click.option(
+    "--catalog",
+    default=None,
+    help="Catalog database URL, e.g. postgresql+psycopg://host/db (default: SQLite in warehouse).",
+)
+@click.version_option(package_name="changelake")
+@click.pass_context
+def main(ctx: click.Context, warehouse: str, catalog: str | None) -> None:
+    """Change-tracked tables on Apache Spark and Parquet."""
+    ctx.obj = _Target(warehouse=warehouse, catalog=catalog)
+
+
+@main.command()
+@click.argument("statement", required=False)
+@click.option(
+    "--file",
+    "-f",
+    "sql_file",
+    type=click.File("r"),
+    help="Run the ';'-separated statements of this file, one at a time.",
+)
+@_max_rows_option
+@click.pass_obj
+def sql(target: _Target, statement: str | None, sql_file: TextIO | None, max_rows: int) -> None:
+    """Run STATEMENT (or the statements in --file, or on stdin) and print each result."""
+    if statement is not None and sql_file is not None:
+        raise click.UsageError("give either STATEMENT or --file, not both")
+    if statement is not None:
+        text = statement
+    elif sql_file is not None:
+        text = sql_file.read()
+    else:
+        text = sys.stdin.read()
+    _run(target, text, max_rows=max_rows)
+
+
+@main.command()
+@_max_rows_option
+@click.pass_obj
+def tables(target: _Target, max_rows: int) -> None:
+    """List the tables and views of the warehouse."""
+    _run(target, "SHOW TABLES", max_rows=max_rows)
+
+
+@main.command()
+@click.argument("table")
+@_max_rows_option
+@click.pass_obj
+def history(target: _Target, table: str, max_rows: int) -> None:
+    """Show the versions of TABLE: one row per committed change."""
+    _run(target, f"DESCRIBE HISTORY {table}", max_rows=max_rows)
+
+
+@main.command()
+@click.argument("table")
+@_max_rows_option
+@click.pass_obj
+def describe(target: _Target, table: str, max_rows: int) -> None:
+    """Show the columns of TABLE."""
+    _run(target, f"DESCRIBE TABLE {table}", max_rows=max_rows)
+
+
+def _run(target: _Target, text: str, *, max_rows: int) -> None:
+    """Run each statement of ``text`` in order; the first error stops the run with exit code 1."""
+    out, err = Console(), Console(stderr=True)
+    where = ""  # which statement failed, when there are several
+    try:
+        statements = split_statements(text)
+        if not statements:
+            raise click.UsageError("no SQL statement given")
+        _quiet_spark_error_logs()
+        with err.status("Starting Spark…"):
+            session = changelake.connect(target.warehouse, catalog=target.catalog)
+        for number, statement in enumerate(statements, start=1):
+            where = f"statement {number}: " if len(statements) > 1 else ""
+            with err.status("Running…"):
+                df = session.sql(statement)
+                columns = list(df.columns)
+                rows = df.limit(max_rows + 1).collect()
+            _print_result(out, err, columns, rows, max_rows=max_rows)
+    except ChangelakeError as e:
+        err.print(Text(f"error: {where}{e}", style="red"))
+        raise click.exceptions.Exit(1) from e
+
+
+def _quiet_spark_error_logs() -> None:
+    # PySpark logs every analysis error with its JVM stack trace to stderr, even when the error is
+    # caught and becomes a ChangelakeError; the CLI reports errors itself, in one line.
+    from pyspark.logger import PySparkLogger
+
+    for name in _SPARK_ERROR_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
+def _print_result(
+    out: Console, err: Console, columns: Sequence[str], rows: Sequence[Any], *, max_rows: int
+) -> None:
+    if not columns:
+        return
+    table = Table(show_lines=False)
+    for name in columns:
+        table.add_column(Text(name), overflow="fold")
+    for row in rows[:max_rows]:
+        table.add_row(*(_cell(value) for value in row))
+    out.print(table)
+    if len(rows) > max_rows:
+        err.print(
+            Text(f"showing the first {max_rows} rows; use --max-rows to see more", style="yellow")
+        )
+    else:
+        err.print(Text(f"{len(rows)} row{'' if len(rows) == 1 else 's'}", style="dim"))
+
+
+def _cell(value: object) -> Text:
+    # Text, not str: rich would read "[...]" inside a value as markup.
+    return Text("NULL", style="dim") if value is None else Text(str(value))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The ``changelake`` CLI, run in-process against a real temporary warehouse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from changelake.cli import main, split_statements
+from changelake.errors import SqlSyntaxError
+
+
+def _invoke(warehouse: Path, *args: str, stdin: str | None = None) -> Result:
+    # A wide terminal keeps rich from folding values across lines, which would break `in` checks.
+    runner = CliRunner(env={"COLUMNS": "250"})
+    return runner.invoke(main, ["-w", str(warehouse), *args], input=stdin)
+
+
+def _ok(result: Result) -> str:
+    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.exception!r}"
+    return result.stdout
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("SELECT 1", ["SELECT 1"]),
+        ("SELECT 1;", ["SELECT 1"]),
+        (" SELECT 1 ;\n\n SELECT 2 ; ; ", ["SELECT 1", "SELECT 2"]),
+        ("SELECT 'a;b', \"c;d\" FROM t; SELECT 2", ["SELECT 'a;b', \"c;d\" FROM t", "SELECT 2"]),
+        ("SELECT `x;y` FROM t /* ; */; SELECT 2", ["SELECT `x;y` FROM t", "SELECT 2"]),
+        ("SELECT 1 -- trailing ; comment\n; SELECT 2", ["SELECT 1", "SELECT 2"]),
+        ("INSERT INTO t VALUES ('it\\'s; fine')", ["INSERT INTO t VALUES ('it\\'s; fine')"]),
+        ("SELECT * FROM t AT (VERSION => 1)", ["SELECT * FROM t AT (VERSION => 1)"]),
+        ("  ;; -- nothing\n", []),
+    ],
+)
+def test_split_statements(text: str, expected: list[str]) -> None:
+    assert split_statements(text) == expected
+
+
+def test_split_statements_reports_an_unterminated_string() -> None:
+    with pytest.raises(SqlSyntaxError, match="could not split"):
+        split_statements("SELECT 'abc")
+
+
+def test_create_insert_select_tables_history_describe(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    _ok(_invoke(wh, "sql", "CREATE TABLE people (id INT, name STRING)"))
+    _ok(_invoke(wh, "sql", "INSERT INTO people VALUES (1, 'Jeff'), (2, 'Donny')"))
+
+    selected = _ok(_invoke(wh, "sql", "SELECT id, name FROM people ORDER BY id"))
+    assert "name" in selected
+    assert selected.index("Jeff") < selected.index("Donny")
+
+    assert "people" in _ok(_invoke(wh, "tables"))
+
+    history = _ok(_invoke(wh, "history", "people")).lower()
+    assert "version" in history
+    assert "insert" in history
+
+    described = _ok(_invoke(wh, "describe", "people"))
+    assert "id" in described
+    assert "name" in described
+
+
+def test_statements_from_a_file_run_in_order(tmp_path: Path) -> None:
+    script = tmp_path / "setup.sql"
+    script.write_text(
+        "CREATE TABLE notes (id INT, body STRING);\n"
+        "INSERT INTO notes VALUES (1, 'semi;colon'), (2, 'plain');\n"
+        "SELECT body FROM notes WHERE id = 1;\n"
+    )
+    out = _ok(_invoke(tmp_path / "wh", "sql", "-f", str(script)))
+    assert "semi;colon" in out
+    assert "plain" not in out
+
+
+def test_statements_from_stdin(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    _ok(_invoke(wh, "sql", stdin="CREATE TABLE t (x INT); INSERT INTO t VALUES (41), (42);"))
+    assert "42" in _ok(_invoke(wh, "sql", stdin="SELECT max(x) AS top FROM t"))
+
+
+def test_max_rows_truncates_and_says_so(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    _ok(_invoke(wh, "sql", "CREATE TABLE n (x INT)"))
+    _ok(_invoke(wh, "sql", "INSERT INTO n VALUES (101), (102), (103), (104), (105)"))
+    result = _invoke(wh, "sql", "--max-rows", "2", "SELECT x FROM n ORDER BY x")
+    out = _ok(result)
+    assert "101" in out and "102" in out
+    assert "103" not in out
+    assert "--max-rows" in result.stderr
+
+
+def test_unknown_table_is_a_clean_error(tmp_path: Path) -> None:
+    result = _invoke(tmp_path / "wh", "sql", "SELECT * FROM no_such_table")
+    assert result.exit_code == 1
+    # SystemExit means the CLI handled it; anything else would have printed a traceback.
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "error:" in result.stderr
+    assert "no_such_table" in result.stderr
+    assert "Traceback" not in result.output
+    assert "java" not in result.output.lower()
+
+
+def test_statement_and_file_together_is_a_usage_error(tmp_path: Path) -> None:
+    script = tmp_path / "s.sql"
+    script.write_text("SELECT 1")
+    result = _invoke(tmp_path / "wh", "sql", "-f", str(script), "SELECT 2")
+    assert result.exit_code == 2
+    assert "not both" in result.output
