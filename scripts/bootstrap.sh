@@ -21,7 +21,8 @@ fi
 
 wanted_hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted_hash" ]] \
-    || ! "$venv/bin/python" -c 'import changelake' >/dev/null 2>&1; then
+    || ! "$venv/bin/python" -c 'import importlib.metadata as m; m.version("changelake")' \
+        >/dev/null 2>&1; then
     echo "bootstrap: installing changelake and its test dependencies into $venv" >&2
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
     echo "$wanted_hash" >"$stamp"
