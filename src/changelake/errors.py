@@ -93,7 +93,9 @@ class StreamConsumedError(ConflictError):
 
 def closest(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate closest to ``name``, or None when nothing is close."""
-    found = difflib.get_close_matches(name.lower(), [c.lower() for c in candidates], n=1, cutoff=0.6)
+    found = difflib.get_close_matches(
+        name.lower(), [c.lower() for c in candidates], n=1, cutoff=0.6
+    )
     if not found:
         return None
     by_lower = {c.lower(): c for c in candidates}

@@ -1,0 +1,96 @@
+"""Typed values the catalog hands out and takes in. Immutable; no database or Spark types."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+Stats = dict[str, dict[str, Any]]  # physical column -> {"min": v, "max": v, "nulls": n}
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """A live table as the catalog knows it now."""
+
+    table_id: int
+    name: str
+    current_version: int
+    created_at: float
+    properties: dict[str, str]
+    vacuumed_before_version: int = 0
+
+    def retention_days(self) -> float:
+        return float(self.properties.get("data_retention_time_in_days", "1"))
+
+    def max_extension_days(self) -> float:
+        return float(self.properties.get("max_data_extension_time_in_days", "14"))
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One committed version of a table."""
+
+    version: int
+    committed_at: float
+    operation: str
+    statement_id: str
+    rows_inserted: int
+    rows_updated: int
+    rows_deleted: int
+    files_added: int
+    files_removed: int
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A Parquet data file of a table. ``path`` is relative to the warehouse root."""
+
+    path: str
+    row_count: int
+    size_bytes: int
+    base_row_id: int | None  # None: allocated from the table's counter at commit
+    begin_version: int | None  # None until committed
+    stats: Stats = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class LiveFile:
+    """A data file as visible in one snapshot: the file plus its deletion-vector parts."""
+
+    file: DataFile
+    dv_paths: tuple[str, ...] = ()
+    deleted_rows: int = 0
+
+    @property
+    def live_rows(self) -> int:
+        return self.file.row_count - self.deleted_rows
+
+
+@dataclass(frozen=True)
+class NewDeletes:
+    """Positions of ``file_path`` deleted by one statement, stored in the DV file ``dv_path``."""
+
+    file_path: str
+    dv_path: str
+    row_count: int
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    """What one statement changes in one table; the unit the commit protocol validates."""
+
+    table_id: int
+    table_name: str
+    read_version: int
+    operation: str
+    statement_id: str
+    added: tuple[DataFile, ...] = ()
+    removed_paths: tuple[str, ...] = ()
+    deletes: tuple[NewDeletes, ...] = ()
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+
+    @property
+    def touches_existing_rows(self) -> bool:
+        return bool(self.removed_paths or self.deletes)

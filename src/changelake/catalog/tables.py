@@ -1,0 +1,149 @@
+"""The catalog's database schema, defined once, in code.
+
+Rows carry half-open validity ``[begin_version, end_version)``; ``end_version`` NULL means current.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Float,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+SCHEMA_VERSION = 1
+
+metadata = MetaData()
+
+meta = Table(
+    "cl_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+tables = Table(
+    "cl_tables",
+    metadata,
+    Column("table_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(255), nullable=False),
+    Column("current_version", BigInteger, nullable=False),
+    Column("next_row_id", BigInteger, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("dropped_at", Float),
+    Column("properties", Text, nullable=False),
+    Column("vacuumed_before_version", BigInteger, nullable=False, server_default="0"),
+)
+Index(
+    "cl_tables_live_name",
+    tables.c.name,
+    unique=True,
+    sqlite_where=text("dropped_at IS NULL"),
+    postgresql_where=text("dropped_at IS NULL"),
+)
+
+columns = Table(
+    "cl_columns",
+    metadata,
+    Column("table_id", Integer, primary_key=True),
+    Column("column_id", Integer, primary_key=True),
+    Column("begin_version", BigInteger, primary_key=True),
+    Column("end_version", BigInteger),
+    Column("ordinal", Integer, nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("nullable", Boolean, nullable=False),
+)
+
+versions = Table(
+    "cl_versions",
+    metadata,
+    Column("table_id", Integer, primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("committed_at", Float, nullable=False),
+    Column("operation", String(64), nullable=False),
+    Column("statement_id", String(64), nullable=False),
+    Column("rows_inserted", BigInteger, nullable=False),
+    Column("rows_updated", BigInteger, nullable=False),
+    Column("rows_deleted", BigInteger, nullable=False),
+    Column("files_added", Integer, nullable=False),
+    Column("files_removed", Integer, nullable=False),
+)
+Index("cl_versions_statement", versions.c.statement_id)
+Index("cl_versions_time", versions.c.table_id, versions.c.committed_at)
+
+files = Table(
+    "cl_files",
+    metadata,
+    Column("file_id", Integer, primary_key=True, autoincrement=True),
+    Column("table_id", Integer, nullable=False),
+    Column("path", String(1024), nullable=False),
+    Column("row_count", BigInteger, nullable=False),
+    Column("size_bytes", BigInteger, nullable=False),
+    Column("base_row_id", BigInteger, nullable=False),
+    Column("begin_version", BigInteger, nullable=False),
+    Column("end_version", BigInteger),
+    Column("stats", Text, nullable=False),
+)
+Index("cl_files_table_path", files.c.table_id, files.c.path, unique=True)
+Index("cl_files_live", files.c.table_id, files.c.end_version)
+
+deletes = Table(
+    "cl_deletes",
+    metadata,
+    Column("table_id", Integer, primary_key=True),
+    Column("file_id", Integer, primary_key=True),
+    Column("version", BigInteger, primary_key=True),
+    Column("dv_path", String(1024), nullable=False),
+    Column("row_count", BigInteger, nullable=False),
+)
+Index("cl_deletes_version", deletes.c.table_id, deletes.c.version)
+
+views = Table(
+    "cl_views",
+    metadata,
+    Column("view_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(255), nullable=False),
+    Column("sql", Text, nullable=False),
+    Column("depends_on", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("dropped_at", Float),
+)
+Index(
+    "cl_views_live_name",
+    views.c.name,
+    unique=True,
+    sqlite_where=text("dropped_at IS NULL"),
+    postgresql_where=text("dropped_at IS NULL"),
+)
+
+streams = Table(
+    "cl_streams",
+    metadata,
+    Column("stream_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(255), nullable=False),
+    Column("table_id", Integer, nullable=False),
+    Column("frontier_version", BigInteger, nullable=False),
+    Column("append_only", Boolean, nullable=False),
+    Column("show_initial_rows", Boolean, nullable=False),
+    Column("initial_consumed", Boolean, nullable=False),
+    Column("comment", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+    Column("consumed_at", Float),
+    Column("dropped_at", Float),
+)
+Index(
+    "cl_streams_live_name",
+    streams.c.name,
+    unique=True,
+    sqlite_where=text("dropped_at IS NULL"),
+    postgresql_where=text("dropped_at IS NULL"),
+)

@@ -1,0 +1,136 @@
+"""Pieces every write statement shares: targets, deletion bookkeeping, committing."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame
+
+from changelake.catalog.model import DataFile, NewDeletes, TableCommit, TableInfo
+from changelake.errors import InvalidStatementError
+from changelake.sql.results import StatementResult
+from changelake.storage.snapshot import TableState, file_name, read_state
+from changelake.storage.writer import DuplicateTargetRowError, write_deletes
+
+if TYPE_CHECKING:
+    from changelake.session import Session
+
+
+@dataclass(frozen=True)
+class Target:
+    """The table a write statement changes, as read by this statement."""
+
+    info: TableInfo
+    state: TableState
+
+    @staticmethod
+    def of(session: Session, name: str) -> Target:
+        info = session.catalog.table(name)
+        return Target(info, session.state(info))
+
+    def with_identity(self, session: Session, state: TableState | None = None) -> DataFrame:
+        return read_state(session.spark, session.warehouse, state or self.state, identity=True)
+
+
+def record_deletes(
+    session: Session,
+    target: Target,
+    positions: DataFrame,
+    *,
+    statement_id: str,
+    what: str,
+) -> tuple[tuple[str, ...], tuple[NewDeletes, ...], int]:
+    """Write the deleted positions as a DV file; returns (removed paths, DV deletes, row count).
+
+    Files that lose all their live rows are removed outright instead of carrying a DV.
+    """
+    try:
+        by_name = write_deletes(
+            session.spark,
+            session.warehouse,
+            positions,
+            directory=session.warehouse.dv_dir(statement_id),
+        )
+    except DuplicateTargetRowError:
+        raise InvalidStatementError(
+            f"{what} on {target.info.name}: a target row matched more than one source row, so the"
+            " result would depend on row order. Make the join condition match at most one source"
+            " row per target row (e.g. deduplicate the source)."
+        ) from None
+    return split_deletes(target.state, by_name)
+
+
+def split_deletes(
+    state: TableState, by_name: Mapping[str, NewDeletes]
+) -> tuple[tuple[str, ...], tuple[NewDeletes, ...], int]:
+    removed, kept, total = [], [], 0
+    for live in state.files:
+        d = by_name.get(file_name(live.file.path))
+        if d is None:
+            continue
+        total += d.row_count
+        if d.row_count >= live.live_rows:
+            removed.append(live.file.path)
+        else:
+            kept.append(
+                NewDeletes(file_path=live.file.path, dv_path=d.dv_path, row_count=d.row_count)
+            )
+    return tuple(removed), tuple(kept), total
+
+
+def commit_one(
+    session: Session,
+    target: Target,
+    *,
+    operation: str,
+    statement_id: str,
+    added: tuple[DataFile, ...] = (),
+    removed_paths: tuple[str, ...] = (),
+    deletes: tuple[NewDeletes, ...] = (),
+    rows_inserted: int = 0,
+    rows_updated: int = 0,
+    rows_deleted: int = 0,
+) -> StatementResult:
+    """Commit (or stage, inside a transaction) one statement's change to one table."""
+    commit = TableCommit(
+        table_id=target.info.table_id,
+        table_name=target.info.name,
+        read_version=target.state.version,
+        operation=operation,
+        statement_id=statement_id,
+        added=added,
+        removed_paths=removed_paths,
+        deletes=deletes,
+        rows_inserted=rows_inserted,
+        rows_updated=rows_updated,
+        rows_deleted=rows_deleted,
+    )
+    if session.transaction is not None and added:
+        base = session.catalog.allocate_row_ids(
+            target.info.table_id, sum(f.row_count for f in added)
+        )
+        commit = _with_bases(commit, base)
+    versions = session.commit([commit])
+    made = versions.get(target.info.table_id)
+    return StatementResult(
+        statement_id=statement_id,
+        operation=operation,
+        object=target.info.name,
+        version=made[-1] if made else None,
+        rows_inserted=rows_inserted,
+        rows_updated=rows_updated,
+        rows_deleted=rows_deleted,
+        message="committed" if made else "staged in the open transaction",
+    )
+
+
+def _with_bases(commit: TableCommit, base: int) -> TableCommit:
+    from dataclasses import replace
+
+    files = []
+    for f in commit.added:
+        files.append(replace(f, base_row_id=base))
+        base += f.row_count
+    return replace(commit, added=tuple(files))

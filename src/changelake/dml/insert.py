@@ -1,0 +1,283 @@
+"""INSERT INTO ... VALUES | SELECT, and appends from Python."""
+
+from __future__ import annotations
+
+import decimal
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from changelake.dml.common import Target, commit_one
+from changelake.errors import (
+    InvalidStatementError,
+    NotNullViolationError,
+    TypeMismatchError,
+)
+from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema
+from changelake.sql.resolve import Resolver
+from changelake.sql.results import StatementResult
+from changelake.storage.footers import describe_files
+from changelake.storage.writer import write_data
+
+if TYPE_CHECKING:
+    from changelake.session import Session
+
+_ARROW_TYPES = {
+    "int": pa.int32(),
+    "bigint": pa.int64(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "string": pa.string(),
+    "date": pa.date32(),
+    "binary": pa.binary(),
+}
+
+
+def target_columns(schema: TableSchema, listed: list[str] | None, *, table: str) -> list[Column]:
+    """The columns an INSERT provides values for, in the order given."""
+    if listed is None:
+        return list(schema.columns)
+    chosen = [schema.column(name, table=table) for name in listed]
+    if len({c.column_id for c in chosen}) != len(chosen):
+        raise InvalidStatementError(f"INSERT into {table} names a column more than once.")
+    return chosen
+
+
+def full_rows(df: DataFrame, schema: TableSchema, chosen: list[Column], *, table: str) -> DataFrame:
+    """``df`` (one column per chosen column) widened to every table column, NULL where missing."""
+    if len(df.columns) != len(chosen):
+        raise InvalidStatementError(
+            f"INSERT into {table} expects {len(chosen)} value(s) per row"
+            f" ({', '.join(c.name for c in chosen)}), but the source gives {len(df.columns)}."
+        )
+    given = {c.column_id: df.columns[i] for i, c in enumerate(chosen)}
+    exprs = []
+    for c in schema.columns:
+        if c.column_id in given:
+            exprs.append(F.col(f"`{given[c.column_id]}`").alias(c.name))
+        elif not c.nullable:
+            raise NotNullViolationError(
+                f"Column {table}.{c.name} is NOT NULL but the INSERT gives it no value."
+            )
+        else:
+            exprs.append(F.lit(None).cast(c.type).alias(c.name))
+    return df.select(*exprs)
+
+
+def insert(session: Session, stmt: exp.Insert, statement_id: str) -> StatementResult:
+    into = stmt.this
+    listed = None
+    if isinstance(into, exp.Schema):
+        listed = [c.name for c in into.expressions]
+        into = into.this
+    target = Target.of(session, into.name)
+    schema, name = target.state.schema, target.info.name
+    chosen = target_columns(schema, listed, table=name)
+    overwrite = bool(stmt.args.get("overwrite"))
+    source = stmt.expression
+    files = None
+    if isinstance(source, exp.Values) and not overwrite:
+        files = _write_literal_rows(
+            session, source, schema, chosen, table=name, statement_id=statement_id
+        )
+    if files is None:
+        resolver = Resolver(session)
+        df = full_rows(resolver.query(source), schema, chosen, table=name)
+        files = write_data(
+            session.warehouse,
+            df,
+            schema=schema,
+            table=name,
+            directory=session.warehouse.data_dir(statement_id),
+        )
+    removed = tuple(f.file.path for f in target.state.files) if overwrite else ()
+    return commit_one(
+        session,
+        target,
+        operation="INSERT OVERWRITE" if overwrite else "INSERT",
+        statement_id=statement_id,
+        added=tuple(files),
+        removed_paths=removed,
+        rows_inserted=sum(f.row_count for f in files),
+        rows_deleted=target.state.live_rows if overwrite else 0,
+    )
+
+
+def append_dataframe(
+    session: Session, target: Target, df: DataFrame, *, statement_id: str
+) -> StatementResult:
+    """Append a Spark DataFrame, matching its columns to the table's by name."""
+    schema, name = target.state.schema, target.info.name
+    by_lower = {c.lower(): c for c in df.columns}
+    unknown = [c for c in df.columns if schema.find(c) is None]
+    if unknown:
+        schema.column(unknown[0], table=name)  # raises with a suggestion
+    chosen = [c for c in schema.columns if c.name.lower() in by_lower]
+    df = df.select(*[F.col(f"`{by_lower[c.name.lower()]}`") for c in chosen])
+    df = full_rows(df, schema, chosen, table=name)
+    files = write_data(
+        session.warehouse,
+        df,
+        schema=schema,
+        table=name,
+        directory=session.warehouse.data_dir(statement_id),
+    )
+    return commit_one(
+        session,
+        target,
+        operation="INSERT",
+        statement_id=statement_id,
+        added=tuple(files),
+        rows_inserted=sum(f.row_count for f in files),
+    )
+
+
+# -- literal rows: written by the driver, which already holds them in the statement text ------
+
+
+def _literal_value(node: exp.Expression) -> tuple[bool, Any]:
+    if isinstance(node, exp.Null):
+        return True, None
+    if isinstance(node, exp.Boolean):
+        return True, node.this
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return True, node.this
+        text = node.this
+        if any(ch in text for ch in ".eE"):
+            return True, decimal.Decimal(text)
+        return True, int(text)
+    if isinstance(node, exp.Neg):
+        ok, value = _literal_value(node.this)
+        return ok and isinstance(
+            value, int | decimal.Decimal
+        ), -value if ok and value is not None else None
+    return False, None
+
+
+def _arrow_type(column: Column) -> pa.DataType | None:
+    if column.type.startswith("decimal"):
+        precision, scale = column.type[8:-1].split(",")
+        return pa.decimal128(int(precision), int(scale))
+    return _ARROW_TYPES.get(column.type)
+
+
+def _write_literal_rows(
+    session: Session,
+    values: exp.Values,
+    schema: TableSchema,
+    chosen: list[Column],
+    *,
+    table: str,
+    statement_id: str,
+) -> list | None:
+    """Write VALUES made only of literals straight to Parquet; None to fall back to Spark."""
+    if any(_arrow_type(c) is None for c in schema.columns):
+        return None
+    rows = []
+    for row in values.expressions:
+        items = row.expressions if isinstance(row, exp.Tuple) else [row]
+        parsed = [_literal_value(i) for i in items]
+        if not all(ok for ok, _ in parsed):
+            return None
+        if len(parsed) != len(chosen):
+            raise InvalidStatementError(
+                f"INSERT into {table} expects {len(chosen)} value(s) per row"
+                f" ({', '.join(c.name for c in chosen)}), but a row gives {len(parsed)}."
+            )
+        rows.append([v for _, v in parsed])
+    given = {c.column_id: i for i, c in enumerate(chosen)}
+    arrays, fields = [], []
+    for c in schema.columns:
+        arrow_type = _arrow_type(c)
+        raw = [r[given[c.column_id]] for r in rows] if c.column_id in given else [None] * len(rows)
+        if not c.nullable and any(v is None for v in raw):
+            raise NotNullViolationError(
+                f"NULL value for NOT NULL column {table}.{c.name}; nothing was written."
+                " Provide a value or make the column nullable."
+            )
+        arrays.append(_to_arrow(raw, arrow_type, column=c, table=table))
+        fields.append(pa.field(c.physical, arrow_type))
+    arrays += [pa.nulls(len(rows), pa.int64()), pa.nulls(len(rows), pa.int64())]
+    fields += [pa.field(ROW_ID, pa.int64()), pa.field(ROW_VERSION, pa.int64())]
+    data = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    return write_arrow(session, data, statement_id=statement_id)
+
+
+def _to_arrow(raw: list[Any], arrow_type: pa.DataType, *, column: Column, table: str) -> pa.Array:
+    def mismatch(value: Any) -> TypeMismatchError:
+        return TypeMismatchError(
+            f"Type mismatch for column {table}.{column.name} ({column.type.upper()}): value"
+            f" {value!r} cannot be converted; nothing was written. Fix the value or cast it."
+        )
+
+    out = []
+    for v in raw:
+        if v is None:
+            out.append(None)
+            continue
+        try:
+            out.append(_coerce(v, column.type))
+        except (ValueError, TypeError, decimal.InvalidOperation, ArithmeticError):
+            raise mismatch(v) from None
+    try:
+        return pa.array(out, type=arrow_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        bad = next((v for v in raw if v is not None), None)
+        raise mismatch(bad) from None
+
+
+def _coerce(value: Any, type_name: str) -> Any:
+    import datetime as dt
+
+    if type_name in ("int", "bigint"):
+        if isinstance(value, bool):
+            return int(value)
+        number = decimal.Decimal(str(value).strip())
+        if number != number.to_integral_value():
+            number = number.quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP)
+        result = int(number)
+        limit = 2**31 if type_name == "int" else 2**63
+        if not -limit <= result < limit:
+            raise ValueError("out of range")
+        return result
+    if type_name == "double":
+        return float(value)
+    if type_name.startswith("decimal"):
+        _, scale = type_name[8:-1].split(",")
+        return decimal.Decimal(str(value)).quantize(decimal.Decimal(1).scaleb(-int(scale)))
+    if type_name == "boolean":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "t", "yes", "1", "on"):
+            return True
+        if text in ("false", "f", "no", "0", "off"):
+            return False
+        raise ValueError(text)
+    if type_name == "string":
+        return value if isinstance(value, str) else str(value)
+    if type_name == "date":
+        if not isinstance(value, str):
+            raise TypeError(value)
+        return dt.date.fromisoformat(value.strip())
+    if type_name == "binary":
+        if isinstance(value, str):
+            return value.encode()
+        raise TypeError(value)
+    raise TypeError(type_name)
+
+
+def write_arrow(session: Session, data: pa.Table, *, statement_id: str) -> list:
+    """Write an Arrow table (physical columns) as one data file of the statement."""
+    wh = session.warehouse
+    directory = wh.data_dir(statement_id)
+    wh.fs.create_dir(wh.fs_path(directory), recursive=True)
+    pq.write_table(
+        data, wh.fs_path(f"{directory}/part-00000-{statement_id}.parquet"), filesystem=wh.fs
+    )
+    return describe_files(wh, directory)

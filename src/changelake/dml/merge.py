@@ -1,0 +1,190 @@
+"""MERGE INTO target USING source ON ... WHEN [NOT] MATCHED [AND c] THEN UPDATE | DELETE | INSERT.
+
+One Spark job joins source to target and picks, per source row, the first WHEN clause that applies;
+matched target rows that are updated or deleted get DV entries, updated and inserted rows are
+written once. Updated rows keep their identity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyspark import StorageLevel
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from changelake.dml.common import Target, commit_one, record_deletes
+from changelake.errors import InvalidStatementError
+from changelake.schema import TableSchema
+from changelake.sql.resolve import Resolver
+from changelake.sql.results import StatementResult
+from changelake.storage.snapshot import FILE, POS, RID
+from changelake.storage.writer import partitions_for, write_data
+
+if TYPE_CHECKING:
+    from changelake.session import Session
+
+ACTION = "_cl_action"
+UPDATE, DELETE, INSERT = "U", "D", "I"
+
+
+@dataclass(frozen=True)
+class Clause:
+    matched: bool
+    condition: exp.Expression | None
+    kind: str
+    values: dict[int, exp.Expression]  # column id -> value (UPDATE and INSERT)
+
+
+def _clauses(stmt: exp.Merge, schema: TableSchema, table: str, resolver: Resolver) -> list[Clause]:
+    whens = stmt.args.get("whens")
+    found = []
+    for when in whens.expressions if whens is not None else []:
+        matched = bool(when.args.get("matched"))
+        if when.args.get("source"):
+            raise InvalidStatementError("MERGE ... WHEN NOT MATCHED BY SOURCE is not supported.")
+        condition = when.args.get("condition")
+        condition = resolver.bind(condition.copy()) if condition is not None else None
+        then = when.args.get("then")
+        values: dict[int, exp.Expression] = {}
+        if isinstance(then, exp.Update):
+            kind = UPDATE
+            for assignment in then.expressions:
+                column = schema.column(assignment.this.name, table=table)
+                values[column.column_id] = resolver.bind(assignment.expression.copy())
+        elif isinstance(then, exp.Insert):
+            kind = INSERT
+            listed = then.this
+            names = (
+                [c.name for c in listed.expressions]
+                if isinstance(listed, exp.Tuple)
+                else (
+                    [c.name for c in listed.expressions] if isinstance(listed, exp.Schema) else None
+                )
+            )
+            row = then.expression
+            items = row.expressions if isinstance(row, exp.Tuple) else [row]
+            columns = (
+                [schema.column(n, table=table) for n in names] if names else list(schema.columns)
+            )
+            if len(items) != len(columns):
+                raise InvalidStatementError(
+                    f"MERGE INSERT into {table} lists {len(columns)} column(s) but {len(items)} value(s)."
+                )
+            for column, item in zip(columns, items, strict=True):
+                values[column.column_id] = resolver.bind(item.copy())
+            missing = [
+                c.name for c in schema.columns if c.column_id not in values and not c.nullable
+            ]
+            if missing:
+                from changelake.errors import NotNullViolationError
+
+                raise NotNullViolationError(
+                    f"MERGE INSERT into {table} gives no value for NOT NULL column(s) {', '.join(missing)}."
+                )
+        elif isinstance(then, exp.Var) and then.name.upper() == "DELETE":
+            kind = DELETE
+        else:
+            raise InvalidStatementError(f"Unsupported MERGE action: {then.sql() if then else '?'}.")
+        if kind == INSERT and matched or kind != INSERT and not matched:
+            raise InvalidStatementError(
+                "MERGE: WHEN MATCHED takes UPDATE or DELETE; WHEN NOT MATCHED takes INSERT."
+            )
+        found.append(Clause(matched, condition, kind, values))
+    if not found:
+        raise InvalidStatementError("MERGE needs at least one WHEN clause.")
+    return found
+
+
+def merge(session: Session, stmt: exp.Merge, statement_id: str) -> StatementResult:
+    table = stmt.this
+    target = Target.of(session, table.name)
+    schema, name = target.state.schema, target.info.name
+    alias = table.alias or table.name
+    resolver = Resolver(session)
+    placeholder = resolver.bind_dataframe(target.with_identity(session), table.name)
+    source = resolver.bind(stmt.args["using"].copy())
+    on = resolver.bind(stmt.args["on"].copy())
+    clauses = _clauses(stmt, schema, name, resolver)
+
+    is_matched = exp.Not(this=exp.Is(this=exp.column(POS, table=alias), expression=exp.Null()))
+    not_matched = exp.Is(this=exp.column(POS, table=alias), expression=exp.Null())
+
+    def guard(clause: Clause) -> exp.Expression:
+        base = is_matched if clause.matched else not_matched
+        return (
+            exp.and_(base.copy(), exp.paren(clause.condition.copy()))
+            if clause.condition
+            else base.copy()
+        )
+
+    action = exp.Case(
+        ifs=[
+            exp.If(this=guard(c), true=exp.Literal.string(f"{c.kind}{i}"))
+            for i, c in enumerate(clauses)
+        ]
+    )
+    projection = [exp.alias_(action, ACTION)]
+    writers = [c for c in clauses if c.kind in (UPDATE, INSERT)]
+    for column in schema.columns:
+        ifs = []
+        for c in writers:
+            if column.column_id in c.values:
+                value = c.values[column.column_id].copy()
+            elif c.kind == UPDATE:  # UPDATE keeps unnamed columns, INSERT leaves them NULL
+                value = exp.column(column.name, table=alias, quoted=True)
+            else:
+                value = exp.Null()
+            ifs.append(exp.If(this=guard(c), true=value))
+        value = exp.Case(ifs=ifs) if ifs else exp.Null()
+        projection.append(exp.alias_(value, column.name, quoted=True))
+    projection += [exp.column(h, table=alias) for h in (FILE, POS, RID)]
+    target_ref = exp.Table(
+        this=exp.to_identifier(placeholder), alias=exp.TableAlias(this=exp.to_identifier(alias))
+    )
+    select = exp.select(*projection).from_(source).join(target_ref, on=on, join_type="left")
+    joined = resolver.run(select).where(F.col(ACTION).isNotNull())
+    joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        kinds = F.substring(F.col(ACTION), 1, 1)
+        counts = joined.groupBy(kinds.alias("k")).count().collect()
+        by_kind = {r["k"]: r["count"] for r in counts}
+        removed, deletes = (), ()
+        if by_kind.get(UPDATE) or by_kind.get(DELETE):
+            removed, deletes, _ = record_deletes(
+                session,
+                target,
+                joined.where(kinds.isin(UPDATE, DELETE)).select(FILE, POS),
+                statement_id=statement_id,
+                what="MERGE",
+            )
+        written = by_kind.get(UPDATE, 0) + by_kind.get(INSERT, 0)
+        files = []
+        if written:
+            rows = joined.where(kinds.isin(UPDATE, INSERT)).withColumn(
+                RID, F.when(kinds == UPDATE, F.col(RID))
+            )
+            files = write_data(
+                session.warehouse,
+                rows.select(*[F.col(f"`{c.name}`") for c in schema.columns], RID),
+                schema=schema,
+                table=name,
+                directory=session.warehouse.data_dir(statement_id),
+                row_id=RID,
+                partitions=partitions_for(written),
+            )
+    finally:
+        joined.unpersist()
+    return commit_one(
+        session,
+        target,
+        operation="MERGE",
+        statement_id=statement_id,
+        added=tuple(files),
+        removed_paths=removed,
+        deletes=deletes,
+        rows_inserted=by_kind.get(INSERT, 0),
+        rows_updated=by_kind.get(UPDATE, 0),
+        rows_deleted=by_kind.get(DELETE, 0),
+    )

@@ -1,0 +1,132 @@
+"""Table schemas: logical columns with stable ids, and the SQL types changelake supports.
+
+Columns are stored in Parquet under physical names derived from their id (``c<id>``), so RENAME
+is a metadata change and ADD COLUMN reads NULL from older files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
+
+HIDDEN_PREFIX = "_cl_"
+ROW_ID = "_cl_row_id"
+ROW_VERSION = "_cl_row_version"
+
+# SQL spellings accepted in DDL, mapped to the Spark type name stored in the catalog.
+_TYPE_ALIASES = {
+    "int": "int",
+    "integer": "int",
+    "smallint": "int",
+    "tinyint": "int",
+    "bigint": "bigint",
+    "long": "bigint",
+    "float": "double",
+    "float4": "double",
+    "float8": "double",
+    "real": "double",
+    "double": "double",
+    "double precision": "double",
+    "boolean": "boolean",
+    "bool": "boolean",
+    "string": "string",
+    "varchar": "string",
+    "char": "string",
+    "text": "string",
+    "nvarchar": "string",
+    "date": "date",
+    "timestamp": "timestamp",
+    "datetime": "timestamp",
+    "timestamp_ntz": "timestamp",
+    "timestamp_ltz": "timestamp",
+    "binary": "binary",
+    "varbinary": "binary",
+}
+_DECIMAL = re.compile(r"^(?:decimal|numeric|number|dec)\s*(?:\(\s*(\d+)\s*(?:,\s*(\d+)\s*)?\))?$")
+_SIZED = re.compile(r"^(varchar|char|string|nvarchar|binary|varbinary)\s*\(\s*\d+\s*\)$")
+
+SUPPORTED_TYPES = "INT, BIGINT, NUMBER/DECIMAL(p,s), FLOAT, DOUBLE, BOOLEAN, STRING/VARCHAR, DATE, TIMESTAMP, BINARY"
+
+
+def normalize_type(sql_type: str) -> str:
+    """The Spark type name for a SQL type spelling, e.g. ``NUMBER(10,2)`` -> ``decimal(10,2)``.
+
+    >>> normalize_type("VARCHAR(20)"), normalize_type("number"), normalize_type("FLOAT")
+    ('string', 'decimal(38,0)', 'double')
+    """
+    text = " ".join(sql_type.strip().lower().split())
+    if text in _TYPE_ALIASES:
+        return _TYPE_ALIASES[text]
+    sized = _SIZED.match(text)
+    if sized:
+        return _TYPE_ALIASES[sized.group(1)]
+    decimal = _DECIMAL.match(text)
+    if decimal:
+        precision = int(decimal.group(1) or 38)
+        scale = int(decimal.group(2) or 0)
+        if not 1 <= precision <= 38 or not 0 <= scale <= precision:
+            raise InvalidStatementError(
+                f"Invalid {sql_type}: precision must be 1..38 and scale 0..precision."
+            )
+        return f"decimal({precision},{scale})"
+    raise InvalidStatementError(
+        f"Unsupported column type {sql_type!r}; use one of {SUPPORTED_TYPES}."
+    )
+
+
+@dataclass(frozen=True)
+class Column:
+    """A logical column: stable id, current name, Spark type name, nullability."""
+
+    column_id: int
+    name: str
+    type: str
+    nullable: bool = True
+
+    @property
+    def physical(self) -> str:
+        return f"c{self.column_id}"
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    """The ordered columns of a table at one version."""
+
+    columns: tuple[Column, ...]
+
+    @cached_property
+    def _by_lower(self) -> dict[str, Column]:
+        return {c.name.lower(): c for c in self.columns}
+
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def find(self, name: str) -> Column | None:
+        return self._by_lower.get(name.lower())
+
+    def column(self, name: str, *, table: str) -> Column:
+        """The column called ``name`` (case-insensitive), or a ColumnNotFoundError with a hint."""
+        found = self.find(name)
+        if found is None:
+            raise ColumnNotFoundError(
+                f"Column {name!r} does not exist in table {table}.{did_you_mean(name, self.names)}"
+                f" Its columns are: {', '.join(self.names)}."
+            )
+        return found
+
+    @property
+    def next_column_id(self) -> int:
+        return max((c.column_id for c in self.columns), default=0) + 1
+
+
+def check_column_name(name: str) -> None:
+    """Reject names reserved for hidden columns."""
+    if name.lower().startswith(HIDDEN_PREFIX) or name.upper().startswith("METADATA$"):
+        raise InvalidStatementError(
+            f"Column name {name!r} is reserved (names starting with {HIDDEN_PREFIX!r} or METADATA$"
+            " are used by changelake); choose another name."
+        )

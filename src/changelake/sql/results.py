@@ -1,0 +1,29 @@
+"""The small DataFrame a non-query statement returns: what it did."""
+
+from __future__ import annotations
+
+from dataclasses import astuple, dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+RESULT_SCHEMA = (
+    "statement_id string, operation string, object string, version bigint,"
+    " rows_inserted bigint, rows_updated bigint, rows_deleted bigint, message string"
+)
+
+
+@dataclass(frozen=True)
+class StatementResult:
+    statement_id: str
+    operation: str
+    object: str
+    version: int | None = None
+    rows_inserted: int = 0
+    rows_updated: int = 0
+    rows_deleted: int = 0
+    message: str = ""
+
+    def to_dataframe(self, spark: SparkSession) -> DataFrame:
+        return spark.createDataFrame([astuple(self)], RESULT_SCHEMA)

@@ -1,0 +1,94 @@
+"""Skipping data files whose per-column statistics prove a filter false for every row."""
+
+from __future__ import annotations
+
+import decimal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from changelake.catalog.model import LiveFile
+from changelake.schema import TableSchema
+
+OPS = frozenset({"=", "<", "<=", ">", ">=", "in", "is_null", "is_not_null"})
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``column op value``, one conjunct of a filter; files failing any conjunct are skipped."""
+
+    column: str
+    op: str
+    value: Any = None
+
+    def __post_init__(self) -> None:
+        if self.op not in OPS:
+            raise ValueError(f"unknown comparison {self.op!r}")
+
+
+def _comparable(column_type: str, value: Any) -> Any:
+    if value is None or isinstance(value, bool):
+        return value
+    if column_type.startswith("decimal") or isinstance(value, decimal.Decimal):
+        try:
+            return decimal.Decimal(str(value))
+        except decimal.InvalidOperation:
+            return None
+    if column_type in ("int", "bigint", "double"):
+        return value if isinstance(value, int | float) else None
+    if column_type in ("string", "date"):
+        return value if isinstance(value, str) else None
+    return None  # timestamp, binary, boolean: not pruned
+
+
+def _may_match(stats: dict[str, Any] | None, column_type: str, cmp: Comparison, rows: int) -> bool:
+    if stats is None:
+        return True
+    nulls = stats.get("nulls", 0)
+    if cmp.op == "is_null":
+        return nulls > 0
+    if cmp.op == "is_not_null":
+        return nulls < rows
+    if nulls >= rows:
+        return False  # every value is NULL: no comparison is true
+    if not stats.get("bounded"):
+        return True
+    lo = _comparable(column_type, stats["min"])
+    hi = _comparable(column_type, stats["max"])
+    values = cmp.value if cmp.op == "in" else (cmp.value,)
+    checked = [_comparable(column_type, v) for v in values]
+    if lo is None or hi is None or any(v is None for v in checked):
+        return True
+    try:
+        if cmp.op in ("=", "in"):
+            return any(lo <= v <= hi for v in checked)
+        (v,) = checked
+        return {
+            "<": lo < v,
+            "<=": lo <= v,
+            ">": hi > v,
+            ">=": hi >= v,
+        }[cmp.op]
+    except TypeError:
+        return True
+
+
+def prune(
+    files: Sequence[LiveFile], schema: TableSchema, conjuncts: Sequence[Comparison]
+) -> list[LiveFile]:
+    """The files that may hold a row satisfying all ``conjuncts``."""
+    checks = []
+    for cmp in conjuncts:
+        column = schema.find(cmp.column)
+        if column is not None:
+            checks.append((column.physical, column.type, cmp))
+    if not checks:
+        return list(files)
+    return [
+        f
+        for f in files
+        if all(
+            _may_match(f.file.stats.get(physical), ctype, cmp, f.file.row_count)
+            for physical, ctype, cmp in checks
+        )
+    ]

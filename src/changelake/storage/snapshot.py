@@ -1,0 +1,142 @@
+"""A table's state at one version as a Spark DataFrame: files minus deletion vectors, with identity.
+
+Hidden columns, present only when asked for:
+``_cl_file`` / ``_cl_pos`` (the row's file name and position: what a deletion vector records),
+``_cl_rid`` (stable row identity) and ``_cl_ver`` (version that last changed the row).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
+
+from changelake.catalog.model import LiveFile
+from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
+from changelake.storage.warehouse import Warehouse
+
+FILE = "_cl_file"
+POS = "_cl_pos"
+RID = "_cl_rid"
+VER = "_cl_ver"
+HIDDEN = (FILE, POS, RID, VER)
+
+DV_SCHEMA = StructType([StructField("file_name", StringType()), StructField("pos", LongType())])
+
+
+@dataclass(frozen=True)
+class TableState:
+    """What a reader needs to see a table at one point: schema and live files."""
+
+    table_id: int
+    name: str
+    version: int
+    schema: TableSchema
+    files: tuple[LiveFile, ...]
+
+    def with_files(self, files: Sequence[LiveFile]) -> TableState:
+        return replace(self, files=tuple(files))
+
+    @property
+    def live_rows(self) -> int:
+        return sum(f.live_rows for f in self.files)
+
+
+def spark_type(type_name: str):  # noqa: ANN201 - pyspark DataType
+    return _parse_datatype_string(type_name)
+
+
+def physical_schema(schema: TableSchema) -> StructType:
+    """The Parquet schema of data files: ``c<id>`` columns plus the materialized identity columns."""
+    fields = [StructField(c.physical, spark_type(c.type), True) for c in schema.columns]
+    fields += [StructField(ROW_ID, LongType(), True), StructField(ROW_VERSION, LongType(), True)]
+    return StructType(fields)
+
+
+def logical_schema(schema: TableSchema) -> StructType:
+    return StructType([StructField(c.name, spark_type(c.type), c.nullable) for c in schema.columns])
+
+
+def file_name(path: str) -> str:
+    return posixpath.basename(path)
+
+
+def read_state(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    state: TableState,
+    *,
+    identity: bool = False,
+) -> DataFrame:
+    """The live rows of ``state`` with logical column names (and hidden columns if ``identity``)."""
+    physical = physical_schema(state.schema)
+    logical = [F.col(c.physical).alias(c.name) for c in state.schema.columns]
+    hidden = [F.col(h) for h in HIDDEN] if identity else []
+    if not state.files:
+        empty = StructType(
+            list(physical.fields)
+            + [
+                StructField(FILE, StringType()),
+                StructField(POS, LongType()),
+                StructField("_b", LongType()),
+            ]
+        )
+        df = spark.createDataFrame([], empty)
+        df = df.withColumn(RID, F.lit(None).cast("bigint")).withColumn(
+            VER, F.lit(None).cast("bigint")
+        )
+        return df.select(*logical, *hidden)
+
+    clean = [f for f in state.files if not f.dv_paths]
+    dirty = [f for f in state.files if f.dv_paths]
+    parts = []
+    if clean:
+        parts.append(_scan(spark, warehouse, physical, clean, identity))
+    if dirty:
+        df = _scan(spark, warehouse, physical, dirty, True)
+        dv_paths = sorted({p for f in dirty for p in f.dv_paths})
+        dv = spark.read.schema(DV_SCHEMA).parquet(*[warehouse.uri(p) for p in dv_paths])
+        df = df.join(
+            F.broadcast(dv), (df[FILE] == dv["file_name"]) & (df[POS] == dv["pos"]), "left_anti"
+        )
+        parts.append(df)
+    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    if identity:
+        df = _with_identity(spark, df, state.files)
+    return df.select(*logical, *hidden)
+
+
+def _scan(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    physical: StructType,
+    files: Sequence[LiveFile],
+    positions: bool,
+) -> DataFrame:
+    df = spark.read.schema(physical).parquet(*[warehouse.uri(f.file.path) for f in files])
+    if positions:
+        df = df.select(
+            "*",
+            F.col("_metadata.file_name").alias(FILE),
+            F.col("_metadata.row_index").alias(POS),
+        )
+    else:
+        df = df.select(
+            "*", F.lit(None).cast("string").alias(FILE), F.lit(None).cast("bigint").alias(POS)
+        )
+    return df
+
+
+def _with_identity(spark: SparkSession, df: DataFrame, files: Sequence[LiveFile]) -> DataFrame:
+    info = spark.createDataFrame(
+        [(file_name(f.file.path), f.file.base_row_id, f.file.begin_version) for f in files],
+        "_i_file string, _i_base bigint, _i_version bigint",
+    )
+    df = df.join(F.broadcast(info), df[FILE] == info["_i_file"])
+    return df.withColumn(RID, F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS))).withColumn(
+        VER, F.coalesce(F.col(ROW_VERSION), F.col("_i_version"))
+    )

@@ -1,0 +1,182 @@
+"""Writing data files and deletion-vector files from Spark executors.
+
+Values are checked on the way out (types, NOT NULL) by expressions inside the write job, so a bad
+row fails the job before anything is committed; the error is translated for the user.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+
+from pyspark.errors import PySparkException
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import DataType
+
+from changelake.catalog.model import DataFile, NewDeletes
+from changelake.errors import NotNullViolationError, TypeMismatchError
+from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
+from changelake.storage.footers import describe_files
+from changelake.storage.snapshot import DV_SCHEMA, FILE, POS, spark_type
+from changelake.storage.warehouse import Warehouse
+
+T = TypeVar("T")
+_NOT_NULL_MARK = "CL_NOT_NULL_VIOLATION"
+_ROWS_PER_FILE = 2_000_000
+
+# Source type families that may be cast to a target family; others are a type mismatch.
+_FAMILY = {
+    "int": "number",
+    "bigint": "number",
+    "double": "number",
+    "float": "number",
+    "smallint": "number",
+    "tinyint": "number",
+    "string": "string",
+    "boolean": "boolean",
+    "date": "date",
+    "timestamp": "timestamp",
+    "timestamp_ntz": "timestamp",
+    "binary": "binary",
+    "void": "null",
+}
+_ALLOWED = {
+    "number": {"number", "string", "boolean", "null"},
+    "string": {"string", "number", "boolean", "date", "timestamp", "null"},
+    "boolean": {"boolean", "string", "number", "null"},
+    "date": {"date", "timestamp", "string", "null"},
+    "timestamp": {"timestamp", "date", "string", "null"},
+    "binary": {"binary", "string", "null"},
+}
+
+
+def _family(dtype: DataType) -> str:
+    name = dtype.simpleString()
+    return "number" if name.startswith("decimal") else _FAMILY.get(name, name)
+
+
+def check_assignable(source: DataType, target_type: str, *, column: str, table: str) -> None:
+    """Raise TypeMismatchError if a ``source`` value can never go into a ``target_type`` column."""
+    target = _family(spark_type(target_type))
+    if _family(source) not in _ALLOWED.get(target, {target}):
+        raise TypeMismatchError(
+            f"Column {column!r} of table {table} is {target_type.upper()}, but the value given for"
+            f" it is {source.simpleString().upper()}; cast it explicitly or fix the value."
+        )
+
+
+def conform(df: DataFrame, schema: TableSchema, *, table: str) -> list[SparkColumn]:
+    """Expressions casting ``df``'s columns (in table order) to the table's physical columns."""
+    exprs = []
+    for col, field in zip(schema.columns, df.schema.fields[: len(schema.columns)], strict=True):
+        check_assignable(field.dataType, col.type, column=col.name, table=table)
+        value = F.col(f"`{field.name}`").cast(col.type)
+        if not col.nullable:
+            value = F.when(
+                value.isNull(), F.raise_error(F.lit(f"{_NOT_NULL_MARK}[{table}.{col.name}]"))
+            ).otherwise(value)
+        exprs.append(value.alias(col.physical))
+    return exprs
+
+
+@contextmanager
+def translated_errors() -> Iterator[None]:
+    """Turn Spark failures caused by bad values into changelake errors."""
+    try:
+        yield
+    except PySparkException as e:
+        text = str(e)
+        marked = re.search(_NOT_NULL_MARK + r"\[([^\]]+)\]", text)
+        if marked:
+            raise NotNullViolationError(
+                f"NULL value for NOT NULL column {marked.group(1)}; nothing was written."
+                " Provide a value or make the column nullable."
+            ) from None
+        if (
+            "CAST_INVALID_INPUT" in text
+            or "CAST_OVERFLOW" in text
+            or "NUMERIC_VALUE_OUT_OF_RANGE" in text
+        ):
+            detail = re.search(
+                r"The value (.+?) of the type (.+?) cannot be cast to (.+?) because", text
+            )
+            what = (
+                f"value {detail.group(1)} cannot be converted to {detail.group(3)}"
+                if detail
+                else "a value does not fit its column type"
+            )
+            raise TypeMismatchError(
+                f"Type mismatch: {what}; nothing was written. Fix the value or cast it explicitly."
+            ) from None
+        raise
+
+
+def run_checked(action: Callable[[], T]) -> T:
+    with translated_errors():
+        return action()
+
+
+def write_data(
+    warehouse: Warehouse,
+    df: DataFrame,
+    *,
+    schema: TableSchema,
+    table: str,
+    directory: str,
+    row_id: str | None = None,
+    row_version: str | None = None,
+    partitions: int | None = None,
+) -> list[DataFile]:
+    """Write ``df`` as data files into ``directory`` (not committed).
+
+    The first columns of ``df`` are the table's, in table order; ``row_id`` and ``row_version``
+    name further columns of ``df`` holding identities to materialize.
+    """
+    columns = conform(df, schema, table=table)
+    for name, hidden in ((row_id, ROW_ID), (row_version, ROW_VERSION)):
+        columns.append((F.col(name) if name else F.lit(None)).cast("bigint").alias(hidden))
+    out = df.select(*columns)
+    if partitions is not None:
+        out = out.repartition(partitions)
+    run_checked(lambda: out.write.mode("append").parquet(warehouse.uri(directory)))
+    return describe_files(warehouse, directory)
+
+
+def partitions_for(rows: int) -> int:
+    return max(1, -(-rows // _ROWS_PER_FILE))
+
+
+def write_deletes(
+    spark: SparkSession, warehouse: Warehouse, positions: DataFrame, *, directory: str
+) -> dict[str, NewDeletes]:
+    """Write the (``_cl_file``, ``_cl_pos``) pairs of ``positions`` as one DV file.
+
+    Returns, per data file name, the deletes recorded for it.
+    """
+    dv = positions.select(F.col(FILE).alias("file_name"), F.col(POS).alias("pos")).repartition(1)
+    run_checked(lambda: dv.write.mode("append").parquet(warehouse.uri(directory)))
+    written = describe_files(warehouse, directory)
+    if not written:
+        return {}
+    (dv_file,) = written
+    counts = (
+        spark.read.schema(DV_SCHEMA)
+        .parquet(warehouse.uri(dv_file.path))
+        .groupBy("file_name")
+        .agg(F.count("*").alias("n"), F.countDistinct("pos").alias("d"))
+        .collect()
+    )
+    if any(r["n"] != r["d"] for r in counts):
+        raise DuplicateTargetRowError()
+    return {
+        r["file_name"]: NewDeletes(file_path="", dv_path=dv_file.path, row_count=r["n"])
+        for r in counts
+    }
+
+
+class DuplicateTargetRowError(Exception):
+    """Internal: one target row was matched by several source rows (MERGE/UPDATE ... FROM)."""

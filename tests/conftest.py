@@ -1,0 +1,66 @@
+"""One SparkSession per test run; a fresh warehouse per test."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+import changelake  # noqa: E402
+from changelake.clock import ManualClock  # noqa: E402
+from support.postgres import create_database, running_postgres  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from pyspark.sql import SparkSession
+
+    from changelake.session import SPARK_CONF
+
+    builder = SparkSession.builder.master("local[2]").appName("changelake-tests")
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    builder = builder.config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
+    session = builder.getOrCreate()
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    with running_postgres() as url:
+        yield url
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def session(spark, tmp_path, clock) -> Iterator[changelake.Session]:
+    s = changelake.connect(str(tmp_path / "wh"), spark=spark, clock=clock)
+    yield s
+    s.close()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def catalog_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/catalog.db"
+    server = request.getfixturevalue("pg_server")
+    return create_database(server, "t_" + uuid.uuid4().hex[:12])
+
+
+def rows(df) -> list[tuple]:
+    """The rows of ``df`` as sorted tuples (None sorts first)."""
+    return sorted((tuple(r) for r in df.collect()), key=lambda r: [(v is not None, v) for v in r])
+
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
