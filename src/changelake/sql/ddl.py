@@ -85,7 +85,7 @@ def _column_defs(schema_node: exp.Schema, *, table: str) -> TableSchema:
                 raise UnsupportedError(
                     f"DEFAULT values are not supported (column {name} of {table})."
                 )
-        columns.append(Column(i, name, normalize_type(kind.sql()), nullable))
+        columns.append(Column(i, name, normalize_type(to_spark(kind)), nullable))
     if not columns:
         raise InvalidStatementError(f"CREATE TABLE {table} needs at least one column.")
     return TableSchema(tuple(columns))
@@ -174,6 +174,7 @@ def create(session: Session, stmt: exp.Create, statement_id: str) -> StatementRe
         if_not_exists=if_not_exists,
         added=added,
         operation="CREATE TABLE AS SELECT" if query is not None else "CREATE TABLE",
+        advances=session.take_stream_reads(),
     )
     return StatementResult(
         statement_id,
@@ -260,7 +261,7 @@ def alter(session: Session, stmt: exp.Alter, statement_id: str) -> StatementResu
                 Column(
                     next_id,
                     definition.name,
-                    normalize_type(definition.args["kind"].sql()),
+                    normalize_type(to_spark(definition.args["kind"])),
                     not not_null,
                 )
             )

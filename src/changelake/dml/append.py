@@ -1,0 +1,69 @@
+"""Appending data from Python: a Spark DataFrame, a pandas DataFrame or a PyArrow table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+
+from changelake.dml.common import Target
+from changelake.dml.insert import append_dataframe
+from changelake.errors import InvalidStatementError
+from changelake.schema import TableSchema
+from changelake.sql.results import StatementResult
+from changelake.storage.snapshot import spark_type
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from changelake.session import Session
+
+
+def append(session: Session, name: str, data: Any) -> DataFrame:
+    """Append ``data`` to table ``name``; returns the one-row result DataFrame of INSERT."""
+    from changelake.session import new_statement_id
+
+    target = Target.of(session, name)
+    df = to_spark_dataframe(session.spark, data, schema=target.state.schema, table=target.info.name)
+    result: StatementResult = append_dataframe(session, target, df, statement_id=new_statement_id())
+    return result.to_dataframe(session.spark)
+
+
+def to_spark_dataframe(
+    spark: SparkSession, data: Any, *, schema: TableSchema, table: str
+) -> DataFrame:
+    """``data`` as a Spark DataFrame; pandas and Arrow data go through Arrow, not row by row."""
+    if isinstance(data, DataFrame):
+        return data
+    if _is_pandas(data):
+        data = pa.Table.from_pandas(data, preserve_index=False)
+    if isinstance(data, pa.RecordBatch):
+        data = pa.Table.from_batches([data])
+    if not isinstance(data, pa.Table):
+        raise InvalidStatementError(
+            f"Cannot append a {type(data).__name__} to {table}: give a Spark DataFrame, a pandas"
+            " DataFrame or a PyArrow table."
+        )
+    return spark.createDataFrame(_without_null_columns(data, schema))
+
+
+def _without_null_columns(data: pa.Table, schema: TableSchema) -> pa.Table:
+    """All-NULL columns (Arrow type ``null``, e.g. from pandas ``None``) typed as their column."""
+    for i, field in enumerate(data.schema):
+        column = schema.find(field.name)
+        if pa.types.is_null(field.type) and column is not None:
+            arrow_type = _arrow_type_of(column.type)
+            data = data.set_column(i, field.name, pa.nulls(len(data), arrow_type))
+    return data
+
+
+def _arrow_type_of(type_name: str) -> pa.DataType:
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    return to_arrow_type(spark_type(type_name))
+
+
+def _is_pandas(data: Any) -> bool:
+    module = type(data).__module__
+    return module.startswith("pandas.") and type(data).__name__ == "DataFrame"
