@@ -1,0 +1,565 @@
+"""One catalog suite, run against SQLite and a real PostgreSQL server (the ``catalog_url`` fixture).
+
+Drives ``changelake.catalog.Catalog`` directly: no Spark, except the last test which connects a
+whole session to the catalog URL.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import rows
+
+import changelake
+from changelake.catalog import Catalog
+from changelake.catalog.model import DataFile, NewDeletes, TableCommit
+from changelake.errors import (
+    ConflictError,
+    DependencyError,
+    ObjectExistsError,
+    TableNotFoundError,
+)
+from changelake.schema import Column, TableSchema
+
+T0 = 1_700_000_000.0
+SCHEMA = TableSchema((Column(1, "id", "int", False), Column(2, "name", "string")))
+
+
+@pytest.fixture
+def catalog(catalog_url):
+    c = Catalog(catalog_url)
+    yield c
+    c.close()
+
+
+def create(catalog: Catalog, name: str = "people", *, now: float = T0, **kwargs):
+    return catalog.create_table(
+        name,
+        SCHEMA,
+        properties={"data_retention_time_in_days": "1"},
+        statement_id=f"create-{name}",
+        now=now,
+        **kwargs,
+    )
+
+
+def data_file(path: str, rows: int = 10, base_row_id: int | None = None) -> DataFile:
+    return DataFile(
+        path=path,
+        row_count=rows,
+        size_bytes=100,
+        base_row_id=base_row_id,
+        begin_version=None,
+        stats={"c1": {"min": 1, "max": rows, "nulls": 0, "bounded": True}},
+    )
+
+
+def commit(info, read_version: int, sid: str, **changes) -> TableCommit:
+    return TableCommit(
+        table_id=info.table_id,
+        table_name=info.name,
+        read_version=read_version,
+        operation=changes.pop("operation", "INSERT"),
+        statement_id=sid,
+        **changes,
+    )
+
+
+# -- tables ---------------------------------------------------------------------------------------
+
+
+def test_create_find_list_drop(catalog):
+    people = create(catalog)
+    items = create(catalog, "Items")
+    assert (people.name, people.current_version, people.created_at) == ("people", 0, T0)
+    assert items.name == "items"  # names are case-insensitive, stored lower case
+    assert catalog.find_table("PEOPLE") == people
+    assert catalog.table("items").table_id == items.table_id
+    assert catalog.table_by_id(people.table_id) == people
+    assert [t.name for t in catalog.list_tables()] == ["items", "people"]
+    assert catalog.versions(people.table_id)[0].operation == "CREATE TABLE"
+
+    dropped = catalog.drop_table("people", now=T0 + 1)
+    assert dropped.table_id == people.table_id
+    assert catalog.find_table("people") is None
+    assert [t.name for t in catalog.list_tables()] == ["items"]
+    assert catalog.drop_table("people", now=T0 + 2, if_exists=True) is None
+    with pytest.raises(TableNotFoundError):
+        catalog.drop_table("people", now=T0 + 2)
+
+    again = create(catalog, now=T0 + 3)  # the name is free again, for a new table
+    assert again.table_id != people.table_id and again.current_version == 0
+
+
+def test_unknown_table_suggests_closest_name(catalog):
+    create(catalog)
+    with pytest.raises(TableNotFoundError, match="Did you mean people") as caught:
+        catalog.table("peple")
+    assert isinstance(caught.value, KeyError)  # callers may catch the builtin too
+    assert "Did you mean" not in str(pytest.raises(TableNotFoundError, catalog.table, "zzz").value)
+
+
+def test_name_clashes(catalog):
+    first = create(catalog)
+    with pytest.raises(ObjectExistsError, match="people.*already exists"):
+        create(catalog)
+    assert create(catalog, if_not_exists=True) == first
+    catalog.create_view("v", "SELECT 1", depends_on=[], now=T0, replace=False)
+    with pytest.raises(ObjectExistsError, match="View 'v' already exists"):
+        create(catalog, "v")
+    with pytest.raises(ObjectExistsError, match="Table 'people' already exists"):
+        catalog.create_view("people", "SELECT 1", depends_on=[], now=T0, replace=False)
+    with pytest.raises(ObjectExistsError):
+        catalog.rename_table("people", "v")
+
+    replaced = create(catalog, replace=True, now=T0 + 5)
+    assert replaced.table_id != first.table_id and replaced.created_at == T0 + 5
+    assert [t.table_id for t in catalog.list_tables()] == [replaced.table_id]
+
+
+def test_rename_and_properties(catalog):
+    info = create(catalog)
+    catalog.rename_table("people", "persons")
+    assert catalog.find_table("people") is None
+    assert catalog.table("persons").table_id == info.table_id
+    updated = catalog.set_properties(info.table_id, {"data_retention_time_in_days": "7"})
+    assert updated.retention_days() == 7.0
+    assert catalog.table("persons").properties["data_retention_time_in_days"] == "7"
+
+
+def test_schema_versions(catalog):
+    info = create(catalog)
+    wider = TableSchema(SCHEMA.columns + (Column(3, "age", "bigint"),))
+    v1 = catalog.alter_schema(
+        info.table_id, wider, operation="ADD COLUMN", statement_id="s1", now=T0 + 1
+    )
+    renamed = TableSchema(
+        (SCHEMA.columns[0], Column(2, "full_name", "string"), Column(3, "age", "bigint"))
+    )
+    v2 = catalog.alter_schema(
+        info.table_id, renamed, operation="RENAME COLUMN", statement_id="s2", now=T0 + 2
+    )
+    assert (v1, v2) == (1, 2)
+    assert catalog.schema_at(info.table_id, 0) == SCHEMA
+    assert catalog.schema_at(info.table_id, 1) == wider
+    assert catalog.schema_at(info.table_id, 2) == renamed
+    assert catalog.schema_at(info.table_id, 2).columns[0].nullable is False
+    assert catalog.table("people").current_version == 2
+    assert [v.operation for v in catalog.versions(info.table_id)] == [
+        "CREATE TABLE",
+        "ADD COLUMN",
+        "RENAME COLUMN",
+    ]
+
+
+# -- commits --------------------------------------------------------------------------------------
+
+
+def test_commit_files_deletes_and_removals(catalog):
+    info = create(catalog)
+    tid = info.table_id
+    made = catalog.commit(
+        [
+            commit(
+                info,
+                0,
+                "ins",
+                added=(data_file("data/a.parquet"), data_file("data/b.parquet", 5)),
+                rows_inserted=15,
+            )
+        ],
+        now=T0 + 1,
+    )
+    assert made == {tid: [1]}
+    files = catalog.snapshot_files(tid, 1)
+    assert [(f.file.path, f.file.base_row_id, f.file.begin_version) for f in files] == [
+        ("data/a.parquet", 0, 1),
+        ("data/b.parquet", 10, 1),
+    ]
+    assert files[0].file.stats == {"c1": {"min": 1, "max": 10, "nulls": 0, "bounded": True}}
+
+    delete = NewDeletes(file_path="data/a.parquet", dv_path="dv/d1.parquet", row_count=3)
+    catalog.commit(
+        [commit(info, 1, "del", operation="DELETE", deletes=(delete,), rows_deleted=3)],
+        now=T0 + 2,
+    )
+    delete2 = NewDeletes(file_path="data/a.parquet", dv_path="dv/d2.parquet", row_count=2)
+    catalog.commit(
+        [
+            commit(
+                info,
+                2,
+                "upd",
+                operation="UPDATE",
+                deletes=(delete2,),
+                added=(data_file("data/c.parquet", 2, base_row_id=3),),
+                rows_updated=2,
+            )
+        ],
+        now=T0 + 3,
+    )
+    catalog.commit(
+        [commit(info, 3, "rm", operation="DELETE", removed_paths=("data/b.parquet",))],
+        now=T0 + 4,
+    )
+
+    def live(version):
+        return {
+            f.file.path: (f.dv_paths, f.live_rows) for f in catalog.snapshot_files(tid, version)
+        }
+
+    assert live(1) == {"data/a.parquet": ((), 10), "data/b.parquet": ((), 5)}
+    assert live(2) == {"data/a.parquet": (("dv/d1.parquet",), 7), "data/b.parquet": ((), 5)}
+    assert live(3) == {
+        "data/a.parquet": (("dv/d1.parquet", "dv/d2.parquet"), 5),
+        "data/b.parquet": ((), 5),
+        "data/c.parquet": ((), 2),
+    }
+    assert live(4) == {
+        "data/a.parquet": (("dv/d1.parquet", "dv/d2.parquet"), 5),
+        "data/c.parquet": ((), 2),
+    }
+    # a materialized base row id is kept; the counter only moves for fresh files
+    assert {f.file.path: f.file.base_row_id for f in catalog.snapshot_files(tid, 4)} == {
+        "data/a.parquet": 0,
+        "data/c.parquet": 3,
+    }
+    history = catalog.versions(tid)
+    assert [
+        (
+            v.version,
+            v.operation,
+            v.statement_id,
+            v.rows_inserted,
+            v.rows_updated,
+            v.rows_deleted,
+            v.files_added,
+            v.files_removed,
+        )
+        for v in history
+    ] == [
+        (0, "CREATE TABLE", "create-people", 0, 0, 0, 0, 0),
+        (1, "INSERT", "ins", 15, 0, 0, 2, 0),
+        (2, "DELETE", "del", 0, 0, 3, 0, 0),
+        (3, "UPDATE", "upd", 0, 2, 0, 1, 0),
+        (4, "DELETE", "rm", 0, 0, 0, 0, 1),
+    ]
+    assert catalog.table("people").current_version == 4
+    assert [v.version for v in catalog.versions(tid, after_exclusive=1, upto_inclusive=3)] == [2, 3]
+
+
+def test_create_table_as_select_files(catalog):
+    info = catalog.create_table(
+        "ctas",
+        SCHEMA,
+        properties={},
+        statement_id="ctas",
+        now=T0,
+        added=(data_file("data/x.parquet", 4),),
+        operation="CREATE TABLE AS SELECT",
+    )
+    (only,) = catalog.snapshot_files(info.table_id, 0)
+    assert (only.file.path, only.file.base_row_id, only.live_rows) == ("data/x.parquet", 0, 4)
+    assert catalog.versions(info.table_id)[0].rows_inserted == 4
+    assert catalog.allocate_row_ids(info.table_id, 1) == 4
+
+
+def test_versions_by_time_and_statement(catalog):
+    info = create(catalog)
+    for i in (1, 2, 3):
+        catalog.commit(
+            [commit(info, i - 1, f"s{i}", added=(data_file(f"data/{i}.parquet"),))],
+            now=T0 + 10 * i,
+        )
+    tid = info.table_id
+    assert catalog.version_as_of(tid, T0 + 20, inclusive=True) == 2
+    assert catalog.version_as_of(tid, T0 + 20, inclusive=False) == 1
+    assert catalog.version_as_of(tid, T0 + 25, inclusive=False) == 2
+    assert catalog.version_as_of(tid, T0 - 1, inclusive=True) is None
+    assert catalog.version_as_of(tid, T0 + 1e6, inclusive=True) == 3
+    assert catalog.statement_commit("s2") == ({tid: 2}, T0 + 20)
+    assert catalog.statement_commit("nope") is None
+    assert catalog.version_info(tid, 3).committed_at == T0 + 30
+    assert catalog.version_info(tid, 4) is None
+
+
+def test_commit_times_never_go_backwards(catalog):
+    info = create(catalog, now=T0 + 100)
+    catalog.commit([commit(info, 0, "late", added=(data_file("data/1.parquet"),))], now=T0)
+    assert catalog.version_info(info.table_id, 1).committed_at >= T0 + 100
+
+
+def test_statement_over_two_tables_commits_atomically(catalog):
+    a, b = create(catalog, "a"), create(catalog, "b")
+    made = catalog.commit(
+        [
+            commit(a, 0, "multi", added=(data_file("data/a1.parquet"),)),
+            commit(b, 0, "multi", added=(data_file("data/b1.parquet"),)),
+        ],
+        now=T0 + 1,
+    )
+    assert made == {a.table_id: [1], b.table_id: [1]}
+    versions, _ = catalog.statement_commit("multi")
+    assert versions == {a.table_id: 1, b.table_id: 1}
+
+
+# -- optimistic concurrency -----------------------------------------------------------------------
+
+
+def test_conflicting_writers_one_wins(catalog):
+    info = create(catalog)
+    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    first = commit(
+        info,
+        1,
+        "w1",
+        operation="DELETE",
+        deletes=(NewDeletes("data/a.parquet", "dv/w1.parquet", 1),),
+    )
+    second = commit(
+        info,
+        1,
+        "w2",
+        operation="UPDATE",
+        removed_paths=("data/a.parquet",),
+        added=(data_file("data/w2.parquet", 10, base_row_id=0),),
+    )
+    assert catalog.commit([first], now=T0 + 2) == {info.table_id: [2]}
+    with pytest.raises(ConflictError) as caught:
+        catalog.commit([second], now=T0 + 3)
+    message = str(caught.value)
+    assert "people" in message and "version 2" in message and "read version 1" in message
+    # the loser changed nothing
+    assert catalog.table("people").current_version == 2
+    assert [f.file.path for f in catalog.snapshot_files(info.table_id, 2)] == ["data/a.parquet"]
+    assert catalog.statement_commit("w2") is None
+
+
+def test_conflict_on_a_file_removed_concurrently(catalog):
+    info = create(catalog)
+    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    catalog.commit(
+        [
+            commit(
+                info,
+                1,
+                "opt",
+                operation="OPTIMIZE",
+                removed_paths=("data/a.parquet",),
+                added=(data_file("data/o.parquet", 10, base_row_id=0),),
+            )
+        ],
+        now=T0 + 2,
+    )
+    late = commit(
+        info,
+        1,
+        "late",
+        operation="DELETE",
+        deletes=(NewDeletes("data/a.parquet", "dv/late.parquet", 1),),
+    )
+    with pytest.raises(ConflictError, match="version 2"):
+        catalog.commit([late], now=T0 + 3)
+    assert catalog.table("people").current_version == 2
+
+
+def test_concurrent_appends_and_disjoint_deletes_both_commit(catalog):
+    info = create(catalog)
+    catalog.commit(
+        [commit(info, 0, "ins", added=(data_file("data/a.parquet"), data_file("data/b.parquet")))],
+        now=T0 + 1,
+    )
+    results = [
+        catalog.commit([commit(info, 1, "app1", added=(data_file("data/x.parquet"),))], now=T0 + 2),
+        catalog.commit([commit(info, 1, "app2", added=(data_file("data/y.parquet"),))], now=T0 + 3),
+        catalog.commit(
+            [
+                commit(
+                    info,
+                    1,
+                    "d1",
+                    operation="DELETE",
+                    deletes=(NewDeletes("data/a.parquet", "dv/1.parquet", 1),),
+                )
+            ],
+            now=T0 + 4,
+        ),
+        catalog.commit(
+            [
+                commit(
+                    info,
+                    1,
+                    "d2",
+                    operation="DELETE",
+                    deletes=(NewDeletes("data/b.parquet", "dv/2.parquet", 1),),
+                )
+            ],
+            now=T0 + 5,
+        ),
+    ]
+    assert results == [{info.table_id: [v]} for v in (2, 3, 4, 5)]
+    assert sum(f.live_rows for f in catalog.snapshot_files(info.table_id, 5)) == 38
+
+
+def test_failed_commit_leaves_every_table_unchanged(catalog):
+    a, b = create(catalog, "a"), create(catalog, "b")
+    catalog.commit([commit(b, 0, "ins", added=(data_file("data/b.parquet"),))], now=T0 + 1)
+    catalog.commit(
+        [
+            commit(
+                b,
+                1,
+                "del",
+                operation="DELETE",
+                deletes=(NewDeletes("data/b.parquet", "dv/1.parquet", 1),),
+            )
+        ],
+        now=T0 + 2,
+    )
+    both = [
+        commit(a, 0, "txn", added=(data_file("data/a.parquet"),)),
+        commit(
+            b,
+            1,
+            "txn",
+            operation="DELETE",
+            deletes=(NewDeletes("data/b.parquet", "dv/2.parquet", 1),),
+        ),
+    ]
+    with pytest.raises(ConflictError, match="Conflict on table b"):
+        catalog.commit(both, now=T0 + 3)
+    assert catalog.table("a").current_version == 0
+    assert catalog.snapshot_files(a.table_id, 0) == []
+    assert catalog.statement_commit("txn") is None
+
+
+def test_commit_to_dropped_table_conflicts(catalog):
+    info = create(catalog)
+    catalog.drop_table("people", now=T0 + 1)
+    with pytest.raises(ConflictError, match="dropped"):
+        catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 2)
+
+
+# -- row identity ---------------------------------------------------------------------------------
+
+
+def test_row_ids_are_allocated_monotonically(catalog):
+    info = create(catalog)
+    tid = info.table_id
+    catalog.commit([commit(info, 0, "i1", added=(data_file("data/1.parquet", 10),))], now=T0 + 1)
+    reserved = catalog.allocate_row_ids(tid, 5)
+    catalog.commit([commit(info, 1, "i2", added=(data_file("data/2.parquet", 7),))], now=T0 + 2)
+    reserved2 = catalog.allocate_row_ids(tid, 3)
+    catalog.commit(
+        [
+            commit(
+                info,
+                2,
+                "i3",
+                added=(data_file("data/3.parquet", 4), data_file("data/4.parquet", 1)),
+            )
+        ],
+        now=T0 + 3,
+    )
+    bases = {f.file.path: f.file.base_row_id for f in catalog.snapshot_files(tid, 3)}
+    assert reserved == 10
+    assert bases["data/2.parquet"] == 15
+    assert reserved2 == 22
+    assert (bases["data/3.parquet"], bases["data/4.parquet"]) == (25, 29)
+    ranges = sorted(
+        [
+            (0, 10),
+            (reserved, reserved + 5),
+            (15, 22),
+            (reserved2, reserved2 + 3),
+            (25, 29),
+            (29, 30),
+        ]
+    )
+    assert all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:], strict=False)), (
+        "row id ranges overlap"
+    )
+
+
+# -- views ----------------------------------------------------------------------------------------
+
+
+def test_views_and_dependencies(catalog):
+    create(catalog)
+    create(catalog, "items")
+    catalog.create_view(
+        "owners",
+        "SELECT * FROM people JOIN items",
+        depends_on=["People", "items"],
+        now=T0,
+        replace=False,
+    )
+    catalog.create_view("top", "SELECT * FROM owners", depends_on=["owners"], now=T0, replace=False)
+    assert catalog.view_sql("OWNERS") == "SELECT * FROM people JOIN items"
+    assert [(n, s) for n, s, _ in catalog.list_views()] == [
+        ("owners", "SELECT * FROM people JOIN items"),
+        ("top", "SELECT * FROM owners"),
+    ]
+    assert sorted(catalog.object_names()) == ["items", "owners", "people", "top"]
+
+    for action in (
+        lambda: catalog.drop_table("people", now=T0 + 1),
+        lambda: catalog.rename_table("items", "things"),
+        lambda: create(catalog, "items", replace=True),
+    ):
+        with pytest.raises(DependencyError, match="owners"):
+            action()
+    with pytest.raises(DependencyError, match="top"):
+        catalog.drop_view("owners", now=T0 + 1, if_exists=False)
+    assert catalog.find_table("people") is not None and catalog.view_sql("owners") is not None
+
+    catalog.create_view("owners", "SELECT 2", depends_on=[], now=T0 + 2, replace=True)
+    assert catalog.view_sql("owners") == "SELECT 2"
+    assert catalog.drop_table("people", now=T0 + 3) is not None  # nothing depends on it now
+    assert catalog.drop_view("top", now=T0 + 4, if_exists=False)
+    assert not catalog.drop_view("top", now=T0 + 4, if_exists=True)
+    with pytest.raises(TableNotFoundError, match="Did you mean owners"):
+        catalog.drop_view("ownrs", now=T0 + 4, if_exists=False)
+
+
+# -- the database itself ---------------------------------------------------------------------------
+
+
+def test_reopening_sees_the_same_catalog(catalog_url):
+    first = Catalog(catalog_url)
+    info = create(first)
+    first.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    first.close()
+    second = Catalog(catalog_url)  # the schema migration is idempotent
+    try:
+        assert second.table("people").current_version == 1
+        assert [f.file.path for f in second.snapshot_files(info.table_id, 1)] == ["data/a.parquet"]
+    finally:
+        second.close()
+
+
+def test_session_on_catalog_url_end_to_end(catalog_url, spark, tmp_path):
+    session = changelake.connect(str(tmp_path / "wh"), catalog=catalog_url, spark=spark)
+    try:
+        assert session.catalog.url == catalog_url
+        session.sql("CREATE TABLE people (id INT, name STRING)")
+        session.sql("INSERT INTO people VALUES (1, 'Jeff'), (2, 'Donny')")
+        session.sql("UPDATE people SET name = 'Jeffrey' WHERE id = 1")
+        assert rows(session.sql("SELECT * FROM people")) == [(1, "Jeffrey"), (2, "Donny")]
+        assert rows(session.sql("SELECT * FROM people AT (VERSION => 1)")) == [
+            (1, "Jeff"),
+            (2, "Donny"),
+        ]
+        assert [r.operation for r in session.sql("DESCRIBE HISTORY people").collect()] == [
+            "CREATE TABLE",
+            "INSERT",
+            "UPDATE",
+        ]
+    finally:
+        session.close()
+    # the metadata is in the catalog database, not in the warehouse directory
+    assert not (tmp_path / "wh" / "catalog.db").exists()
+    reopened = Catalog(catalog_url)
+    try:
+        assert reopened.table("people").current_version == 2
+    finally:
+        reopened.close()
