@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from changelake.catalog.model import TableCommit, TableInfo
+from changelake.catalog.model import StreamAdvance, TableCommit, TableInfo
 from changelake.catalog.store import Catalog
 from changelake.clock import Clock, SystemClock
 from changelake.errors import JavaNotFoundError, TimeTravelError, TransactionError
@@ -88,6 +88,7 @@ class Session:
         self.warehouse = warehouse
         self.clock = clock
         self.transaction: Transaction | None = None
+        self._stream_reads: dict[int, StreamAdvance] = {}
         for key in _RUNTIME_CONF:
             spark.conf.set(key, SPARK_CONF[key])
 
@@ -107,6 +108,31 @@ class Session:
         """The rows of table ``name`` now, or at ``version``."""
         info = self.catalog.table(name)
         return read_state(self.spark, self.warehouse, self.state(info, version))
+
+    def changes(
+        self,
+        name: str,
+        *,
+        start: int | dt.datetime | str,
+        end: int | dt.datetime | str | None = None,
+        information: str = "default",
+        before: bool = False,
+    ) -> DataFrame:
+        """The changes of table ``name`` after ``start`` up to ``end`` (default: now).
+
+        Points are a version (int), a timestamp (datetime) or a statement id (str); ``before``
+        starts just before the point. ``information`` is "default" (minimum delta),
+        "append_only" or "redo". Same result as the SQL ``CHANGES`` clause.
+        """
+        from changelake.changes.query import changes
+
+        return changes(self, name, start=start, end=end, information=information, before=before)
+
+    def stream_has_data(self, name: str) -> bool:
+        """SYSTEM$STREAM_HAS_DATA: whether stream ``name`` has changes to consume."""
+        from changelake.streams.frontier import has_data
+
+        return has_data(self, name)
 
     def append(self, name: str, data: Any) -> DataFrame:
         """Append a Spark DataFrame, pandas DataFrame or PyArrow table to table ``name``.
@@ -128,10 +154,26 @@ class Session:
         return round(self.clock.now(), 6)
 
     def read_version(self, info: TableInfo) -> int:
-        """The version this session reads now: pinned inside a transaction, else the latest."""
-        if self.transaction is None:
+        """The version this session reads now: inside a transaction, the version current when
+        it began (snapshot isolation), else the latest."""
+        txn = self.transaction
+        if txn is None:
             return info.current_version
-        return self.transaction.pinned.setdefault(info.table_id, info.current_version)
+        if info.table_id not in txn.pinned:
+            at_begin = self.catalog.version_as_of(info.table_id, txn.started_at, inclusive=True)
+            txn.pinned[info.table_id] = info.current_version if at_begin is None else at_begin
+        return txn.pinned[info.table_id]
+
+    def begin_statement(self) -> None:
+        self._stream_reads = {}
+
+    def note_stream_read(self, advance: StreamAdvance) -> None:
+        """Record that the running statement read a stream (consumed if the statement commits)."""
+        self._stream_reads.setdefault(advance.stream_id, advance)
+
+    def take_stream_reads(self) -> list[StreamAdvance]:
+        reads, self._stream_reads = list(self._stream_reads.values()), {}
+        return reads
 
     def state(self, info: TableInfo, version: int | None = None) -> TableState:
         """The table at ``version`` (default: what this session reads now), checked readable."""
@@ -178,12 +220,20 @@ class Session:
             )
 
     def commit(self, commits: Sequence[TableCommit]) -> dict[int, list[int]]:
-        """Commit now, or stage inside an open transaction (then versions are empty)."""
+        """Commit now, or stage inside an open transaction (then versions are empty).
+
+        Streams the statement read are consumed in the same catalog transaction.
+        """
+        advances = self.take_stream_reads()
         if self.transaction is not None:
             for c in commits:
                 self.transaction.stage(c)
+            for a in advances:
+                self.transaction.stage_advance(a)
             return {}
-        return self.catalog.commit(commits, now=self.now())
+        if not commits and not advances:
+            return {}
+        return self.catalog.commit(commits, now=self.now(), advances=advances)
 
     def begin(self) -> None:
         if self.transaction is not None:
@@ -197,9 +247,9 @@ class Session:
                 f"{'COMMIT' if commit else 'ROLLBACK'} without BEGIN: no transaction is open."
             )
         self.transaction = None
-        if not commit or not txn.staged:
+        if not commit or not (txn.staged or txn.advances):
             return {}
-        return self.catalog.commit(txn.staged, now=self.now())
+        return self.catalog.commit(txn.staged, now=self.now(), advances=list(txn.advances.values()))
 
     def require_no_transaction(self, what: str) -> None:
         if self.transaction is not None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from changelake.catalog.model import LiveFile, TableCommit
+from changelake.catalog.model import LiveFile, StreamAdvance, StreamInfo, TableCommit
 from changelake.storage.snapshot import TableState
 
 
@@ -16,9 +16,14 @@ class Transaction:
     started_at: float
     pinned: dict[int, int] = field(default_factory=dict)
     staged: list[TableCommit] = field(default_factory=list)
+    streams: dict[str, StreamInfo] = field(default_factory=dict)  # as first read
+    advances: dict[int, StreamAdvance] = field(default_factory=dict)
 
     def stage(self, commit: TableCommit) -> None:
         self.staged.append(commit)
+
+    def stage_advance(self, advance: StreamAdvance) -> None:
+        self.advances.setdefault(advance.stream_id, advance)
 
     def overlay(self, state: TableState) -> TableState:
         """``state`` with this transaction's staged changes to the same table applied."""

@@ -94,3 +94,62 @@ class TableCommit:
     @property
     def touches_existing_rows(self) -> bool:
         return bool(self.removed_paths or self.deletes)
+
+
+@dataclass(frozen=True)
+class TrackedFile:
+    """A data file with its removal version and every DV part up to some version: what change
+    scans classify to find the rows an interval touched."""
+
+    file: DataFile
+    end_version: int | None
+    dvs: tuple[tuple[int, str, int], ...] = ()  # (version, dv_path, rows), ascending
+
+    def dv_paths(self, *, upto_inclusive: int) -> tuple[str, ...]:
+        return tuple(p for v, p, _ in self.dvs if v <= upto_inclusive)
+
+    def deleted_rows(self, *, upto_inclusive: int) -> int:
+        return sum(n for v, _, n in self.dvs if v <= upto_inclusive)
+
+    def live_at(self, version: int) -> bool:
+        begin = self.file.begin_version
+        return (
+            begin is not None
+            and begin <= version
+            and (self.end_version is None or self.end_version > version)
+        )
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    """A STREAM: a named frontier (version of its table whose changes are all consumed)."""
+
+    stream_id: int
+    name: str
+    table_id: int
+    frontier_version: int
+    append_only: bool
+    show_initial_rows: bool
+    initial_consumed: bool
+    comment: str
+    created_at: float
+    consumed_at: float | None
+
+    @property
+    def pending_initial_rows(self) -> bool:
+        return self.show_initial_rows and not self.initial_consumed
+
+    @property
+    def mode(self) -> str:
+        return "APPEND_ONLY" if self.append_only else "DEFAULT"
+
+
+@dataclass(frozen=True)
+class StreamAdvance:
+    """Move a stream's frontier from ``expected_frontier`` to ``new_frontier`` (compare-and-set)."""
+
+    stream_id: int
+    stream_name: str
+    expected_frontier: int
+    expected_initial_consumed: bool
+    new_frontier: int

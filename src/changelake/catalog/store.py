@@ -19,8 +19,11 @@ from changelake.catalog import tables as t
 from changelake.catalog.model import (
     DataFile,
     LiveFile,
+    StreamAdvance,
+    StreamInfo,
     TableCommit,
     TableInfo,
+    TrackedFile,
     VersionInfo,
 )
 from changelake.errors import (
@@ -28,6 +31,8 @@ from changelake.errors import (
     ConflictError,
     DependencyError,
     ObjectExistsError,
+    StreamConsumedError,
+    StreamNotFoundError,
     TableNotFoundError,
     did_you_mean,
 )
@@ -178,6 +183,14 @@ class Catalog:
             raise ObjectExistsError(
                 f"View {name!r} already exists; use CREATE OR REPLACE {kind} or another name."
             )
+        if conn.execute(
+            select(t.streams.c.stream_id).where(
+                t.streams.c.name == name, t.streams.c.dropped_at.is_(None)
+            )
+        ).first():
+            raise ObjectExistsError(
+                f"Stream {name!r} already exists; use CREATE OR REPLACE {kind} or another name."
+            )
 
     def create_table(
         self,
@@ -191,10 +204,14 @@ class Catalog:
         if_not_exists: bool = False,
         added: Sequence[DataFile] = (),
         operation: str = "CREATE TABLE",
+        advances: Sequence[StreamAdvance] = (),
     ) -> TableInfo:
-        """Create ``name`` at version 0, holding ``added`` files (CREATE TABLE AS SELECT)."""
+        """Create ``name`` at version 0, holding ``added`` files (CREATE TABLE AS SELECT), and
+        consume the streams its query read."""
         name = name.lower()
         with self._write() as conn:
+            for advance in advances:
+                self._advance_stream(conn, advance, now=now)
             existing = conn.execute(
                 select(t.tables).where(t.tables.c.name == name, t.tables.c.dropped_at.is_(None))
             ).first()
@@ -465,6 +482,50 @@ class Catalog:
             for r in file_rows
         ]
 
+    def files_changed_between(
+        self, table_id: int, *, start_exclusive: int, end_inclusive: int
+    ) -> list[TrackedFile]:
+        """Files added, removed or given deletion vectors by versions in the interval, each with
+        all its DV parts up to ``end_inclusive``. Cost follows the files the interval touched."""
+        s, e = start_exclusive, end_inclusive
+        with self._read() as conn:
+            dv_file_ids = select(t.deletes.c.file_id).where(
+                t.deletes.c.table_id == table_id, t.deletes.c.version > s, t.deletes.c.version <= e
+            )
+            file_rows = conn.execute(
+                select(t.files, t.files.c.end_version.label("removed_at"))
+                .where(
+                    t.files.c.table_id == table_id,
+                    or_(
+                        and_(t.files.c.begin_version > s, t.files.c.begin_version <= e),
+                        and_(t.files.c.end_version > s, t.files.c.end_version <= e),
+                        t.files.c.file_id.in_(dv_file_ids),
+                    ),
+                )
+                .order_by(t.files.c.file_id)
+            ).all()
+            ids = [r.file_id for r in file_rows]
+            dv_rows = (
+                conn.execute(
+                    select(
+                        t.deletes.c.file_id,
+                        t.deletes.c.version,
+                        t.deletes.c.dv_path,
+                        t.deletes.c.row_count,
+                    )
+                    .where(t.deletes.c.file_id.in_(ids), t.deletes.c.version <= e)
+                    .order_by(t.deletes.c.version)
+                ).all()
+                if ids
+                else []
+            )
+        dvs: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
+        for d in dv_rows:
+            dvs[d.file_id].append((d.version, d.dv_path, d.row_count))
+        return [
+            TrackedFile(_data_file(r), r.removed_at, tuple(dvs[r.file_id])) for r in file_rows
+        ]
+
     def all_file_paths(self, table_id: int) -> list[tuple[str, int | None, list[str]]]:
         """Every registered data file: (path, end_version, its DV paths) — for vacuum."""
         with self._read() as conn:
@@ -590,20 +651,47 @@ class Catalog:
             )
         return int(row.next_row_id)
 
-    def commit(self, commits: Sequence[TableCommit], *, now: float) -> dict[int, list[int]]:
-        """Commit statements atomically; returns the new versions per table id.
+    def commit(
+        self,
+        commits: Sequence[TableCommit],
+        *,
+        now: float,
+        advances: Sequence[StreamAdvance] = (),
+    ) -> dict[int, list[int]]:
+        """Commit statements and stream frontier moves atomically; returns new versions per table.
 
         Concurrent appends never conflict. A commit that deletes or rewrites rows of a file fails
         with ConflictError if a version committed after its read version touched the same file.
+        A stream advance fails with StreamConsumedError if another transaction moved it first.
         """
         by_table: dict[int, list[TableCommit]] = defaultdict(list)
         for c in commits:
             by_table[c.table_id].append(c)
         result: dict[int, list[int]] = {}
         with self._write() as conn:
+            for advance in advances:
+                self._advance_stream(conn, advance, now=now)
             for table_id in sorted(by_table):
                 result[table_id] = self._commit_table(conn, by_table[table_id], now=now)
         return result
+
+    def _advance_stream(self, conn: Connection, advance: StreamAdvance, *, now: float) -> None:
+        moved = conn.execute(
+            t.streams.update()
+            .where(
+                t.streams.c.stream_id == advance.stream_id,
+                t.streams.c.dropped_at.is_(None),
+                t.streams.c.frontier_version == advance.expected_frontier,
+                t.streams.c.initial_consumed == advance.expected_initial_consumed,
+            )
+            .values(frontier_version=advance.new_frontier, initial_consumed=True, consumed_at=now)
+        ).rowcount
+        if moved != 1:
+            raise StreamConsumedError(
+                f"Stream {advance.stream_name} was consumed concurrently by another transaction"
+                " (or dropped) after this statement read it; this statement changed nothing."
+                " Run it again to consume the changes that remain."
+            )
 
     def _commit_table(
         self, conn: Connection, commits: list[TableCommit], *, now: float
@@ -710,6 +798,116 @@ class Catalog:
                 f" concurrent statement after this one read version {commit.read_version},"
                 " changed the same rows. This statement changed nothing; run it again."
             )
+
+    # -- streams ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _stream_info(row: Any) -> StreamInfo:
+        return StreamInfo(
+            stream_id=row.stream_id,
+            name=row.name,
+            table_id=row.table_id,
+            frontier_version=row.frontier_version,
+            append_only=row.append_only,
+            show_initial_rows=row.show_initial_rows,
+            initial_consumed=row.initial_consumed,
+            comment=row.comment,
+            created_at=row.created_at,
+            consumed_at=row.consumed_at,
+        )
+
+    def find_stream(self, name: str) -> StreamInfo | None:
+        with self._read() as conn:
+            row = conn.execute(
+                select(t.streams).where(
+                    t.streams.c.name == name.lower(), t.streams.c.dropped_at.is_(None)
+                )
+            ).first()
+        return None if row is None else self._stream_info(row)
+
+    def stream(self, name: str) -> StreamInfo:
+        found = self.find_stream(name)
+        if found is None:
+            raise StreamNotFoundError(
+                f"Stream {name!r} does not exist.{did_you_mean(name, self.stream_names())}"
+                " SHOW STREAMS lists the streams."
+            )
+        return found
+
+    def stream_names(self) -> list[str]:
+        with self._read() as conn:
+            return list(
+                conn.execute(
+                    select(t.streams.c.name).where(t.streams.c.dropped_at.is_(None))
+                ).scalars()
+            )
+
+    def list_streams(self, *, table_id: int | None = None) -> list[StreamInfo]:
+        query = select(t.streams).where(t.streams.c.dropped_at.is_(None))
+        if table_id is not None:
+            query = query.where(t.streams.c.table_id == table_id)
+        with self._read() as conn:
+            rows = conn.execute(query.order_by(t.streams.c.name)).all()
+        return [self._stream_info(r) for r in rows]
+
+    def create_stream(
+        self,
+        name: str,
+        *,
+        table_id: int,
+        frontier_version: int,
+        append_only: bool,
+        show_initial_rows: bool,
+        comment: str,
+        now: float,
+        replace: bool,
+        if_not_exists: bool = False,
+    ) -> StreamInfo:
+        name = name.lower()
+        with self._write() as conn:
+            existing = conn.execute(
+                select(t.streams).where(t.streams.c.name == name, t.streams.c.dropped_at.is_(None))
+            ).first()
+            if existing is not None and if_not_exists:
+                return self._stream_info(existing)
+            if existing is not None and replace:
+                conn.execute(
+                    t.streams.update()
+                    .where(t.streams.c.stream_id == existing.stream_id)
+                    .values(dropped_at=now)
+                )
+            else:
+                self._check_name_free(conn, name, kind="STREAM")
+            conn.execute(
+                t.streams.insert().values(
+                    name=name,
+                    table_id=table_id,
+                    frontier_version=frontier_version,
+                    append_only=append_only,
+                    show_initial_rows=show_initial_rows,
+                    initial_consumed=False,
+                    comment=comment,
+                    created_at=now,
+                )
+            )
+            row = conn.execute(
+                select(t.streams).where(t.streams.c.name == name, t.streams.c.dropped_at.is_(None))
+            ).one()
+        return self._stream_info(row)
+
+    def drop_stream(self, name: str, *, now: float, if_exists: bool) -> bool:
+        name = name.lower()
+        with self._write() as conn:
+            moved = conn.execute(
+                t.streams.update()
+                .where(t.streams.c.name == name, t.streams.c.dropped_at.is_(None))
+                .values(dropped_at=now)
+            ).rowcount
+        if not moved and not if_exists:
+            raise StreamNotFoundError(
+                f"Stream {name!r} does not exist.{did_you_mean(name, self.stream_names())}"
+            )
+        return bool(moved)
 
     # -- views --------------------------------------------------------------------------------
 

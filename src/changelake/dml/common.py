@@ -107,12 +107,13 @@ def commit_one(
         rows_updated=rows_updated,
         rows_deleted=rows_deleted,
     )
+    changed = bool(added or removed_paths or deletes)
     if session.transaction is not None and added:
         base = session.catalog.allocate_row_ids(
             target.info.table_id, sum(f.row_count for f in added)
         )
         commit = _with_bases(commit, base)
-    versions = session.commit([commit])
+    versions = session.commit([commit] if changed else [])
     made = versions.get(target.info.table_id)
     return StatementResult(
         statement_id=statement_id,
@@ -122,7 +123,13 @@ def commit_one(
         rows_inserted=rows_inserted,
         rows_updated=rows_updated,
         rows_deleted=rows_deleted,
-        message="committed" if made else "staged in the open transaction",
+        message=(
+            "committed"
+            if made
+            else "staged in the open transaction"
+            if session.transaction is not None
+            else "no rows changed"
+        ),
     )
 
 

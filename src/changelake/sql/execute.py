@@ -29,6 +29,7 @@ _COMMANDS: list[tuple[re.Pattern[str], str]] = [
 
 
 def execute(session: Session, text: str) -> DataFrame:
+    session.begin_statement()
     stripped = text.strip().rstrip(";").strip()
     for pattern, name in _COMMANDS:
         found = pattern.match(stripped)

@@ -7,7 +7,6 @@ or change scan), views are inlined as subqueries, and Spark SQL plans the rest.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyspark.errors import AnalysisException, ParseException
@@ -40,7 +39,6 @@ class Resolver:
         self.names: dict[str, str] = {}  # placeholder -> what the user wrote
         self.states: dict[str, TableState] = {}  # table name -> state read (for DML bookkeeping)
         self.view_stack: list[str] = []
-        self.on_stream: Callable[[str, exp.Table], DataFrame] | None = None
 
     # -- entry points -------------------------------------------------------------------------
 
@@ -51,6 +49,7 @@ class Resolver:
 
     def bind(self, tree: exp.Expression) -> exp.Expression:
         """Replace table references in ``tree`` by placeholders bound to DataFrames."""
+        tree = _stream_functions(self.session, tree)
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         for table in list(tree.find_all(exp.Table)):
             if not isinstance(table.this, exp.Identifier) or table.args.get("db"):
@@ -115,8 +114,14 @@ class Resolver:
                 exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
             )
             return
-        if self.on_stream is not None and _is_stream(session, name):
-            self._replace(table, self.on_stream(name, table), alias, label=name)
+        if session.catalog.find_stream(name) is not None:
+            from changelake.streams.frontier import read_stream
+
+            if table.args.get("when") or table.args.get("changes"):
+                raise InvalidStatementError(
+                    f"{name} is a stream: it reads its own interval; drop AT/BEFORE/CHANGES."
+                )
+            self._replace(table, read_stream(session, name), alias, label=name)
             return
         if session.spark.catalog.tableExists(name):
             return  # a Spark temp view or table of the user's own
@@ -176,9 +181,25 @@ class Resolver:
         return re.sub(r"`?_cl_(file|pos|rid|ver)`?,?\s*", "", text)
 
 
-def _is_stream(session: Session, name: str) -> bool:
-    finder = getattr(session.catalog, "find_stream", None)
-    return finder is not None and finder(name) is not None
+def _stream_functions(session: Session, tree: exp.Expression) -> exp.Expression:
+    """Evaluate SYSTEM$STREAM_HAS_DATA('s') from metadata into a boolean literal."""
+
+    def fold(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Anonymous) and node.name.upper() == "SYSTEM$STREAM_HAS_DATA":
+            args = node.expressions
+            if len(args) != 1 or not isinstance(args[0], exp.Literal) or not args[0].is_string:
+                raise InvalidStatementError("SYSTEM$STREAM_HAS_DATA takes one stream name: 'name'.")
+            from changelake.streams.frontier import has_data
+
+            return exp.Boolean(this=has_data(session, args[0].this))
+        return node
+
+    if not any(
+        isinstance(n, exp.Anonymous) and n.name.upper() == "SYSTEM$STREAM_HAS_DATA"
+        for n in tree.find_all(exp.Anonymous)
+    ):
+        return tree
+    return tree.transform(fold, copy=False)
 
 
 # -- filter pushdown for file pruning ---------------------------------------------------------

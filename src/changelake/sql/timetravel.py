@@ -101,7 +101,9 @@ def resolve_version(session: Session, info: TableInfo, clause: exp.HistoricalDat
     elif kind == "STREAM":
         from changelake.streams.frontier import stream_start_version
 
-        version = stream_start_version(session, info, str(evaluate(session, value)))
+        if before:
+            raise InvalidStatementError("A stream is a start point: write AT (STREAM => 'name').")
+        return stream_start_version(session, info, str(evaluate(session, value)))
     else:
         raise InvalidStatementError(
             f"Unknown time travel kind {kind!r}; use one of {', '.join(KINDS)}."

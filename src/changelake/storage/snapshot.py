@@ -15,7 +15,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
 
-from changelake.catalog.model import LiveFile
+from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
 from changelake.storage.warehouse import Warehouse
 
@@ -95,29 +95,40 @@ def read_state(
     dirty = [f for f in state.files if f.dv_paths]
     parts = []
     if clean:
-        parts.append(_scan(spark, warehouse, physical, clean, identity))
+        parts.append(scan_files(spark, warehouse, physical, clean, positions=identity))
     if dirty:
-        df = _scan(spark, warehouse, physical, dirty, True)
+        df = scan_files(spark, warehouse, physical, dirty, positions=True)
         dv_paths = sorted({p for f in dirty for p in f.dv_paths})
-        dv = spark.read.schema(DV_SCHEMA).parquet(*[warehouse.uri(p) for p in dv_paths])
-        df = df.join(
-            F.broadcast(dv), (df[FILE] == dv["file_name"]) & (df[POS] == dv["pos"]), "left_anti"
-        )
+        df = without_positions(df, read_dvs(spark, warehouse, dv_paths))
         parts.append(df)
     df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     if identity:
-        df = _with_identity(spark, df, state.files)
+        df = with_identity(spark, df, [f.file for f in state.files])
     return df.select(*logical, *hidden)
 
 
-def _scan(
+def read_dvs(spark: SparkSession, warehouse: Warehouse, dv_paths: Sequence[str]) -> DataFrame:
+    """Deleted (``file_name``, ``pos``) pairs stored in the given DV files."""
+    return spark.read.schema(DV_SCHEMA).parquet(*[warehouse.uri(p) for p in dv_paths])
+
+
+def without_positions(df: DataFrame, dv: DataFrame) -> DataFrame:
+    """Rows of ``df`` (with ``_cl_file``/``_cl_pos``) whose position is not in ``dv``."""
+    cond = (df[FILE] == dv["file_name"]) & (df[POS] == dv["pos"])
+    return df.join(F.broadcast(dv), cond, "left_anti")
+
+
+def scan_files(
     spark: SparkSession,
     warehouse: Warehouse,
     physical: StructType,
-    files: Sequence[LiveFile],
+    files: Sequence[LiveFile | DataFile],
+    *,
     positions: bool,
 ) -> DataFrame:
-    df = spark.read.schema(physical).parquet(*[warehouse.uri(f.file.path) for f in files])
+    """All rows of the given files (deletion vectors not applied), physical column names."""
+    paths = [f.file.path if isinstance(f, LiveFile) else f.path for f in files]
+    df = spark.read.schema(physical).parquet(*[warehouse.uri(p) for p in paths])
     if positions:
         df = df.select(
             "*",
@@ -131,10 +142,22 @@ def _scan(
     return df
 
 
-def _with_identity(spark: SparkSession, df: DataFrame, files: Sequence[LiveFile]) -> DataFrame:
+def with_identity(
+    spark: SparkSession,
+    df: DataFrame,
+    files: Sequence[DataFile],
+    *,
+    tags: Sequence[int] | None = None,
+) -> DataFrame:
+    """Add ``_cl_rid`` and ``_cl_ver`` to rows of ``files`` (which carry ``_cl_file``/``_cl_pos``),
+    and ``_i_tag`` (one value per file) when ``tags`` are given."""
+    tag_values = list(tags) if tags is not None else [None] * len(files)
     info = spark.createDataFrame(
-        [(file_name(f.file.path), f.file.base_row_id, f.file.begin_version) for f in files],
-        "_i_file string, _i_base bigint, _i_version bigint",
+        [
+            (file_name(f.path), f.base_row_id, f.begin_version, tag)
+            for f, tag in zip(files, tag_values, strict=True)
+        ],
+        "_i_file string, _i_base bigint, _i_version bigint, _i_tag bigint",
     )
     df = df.join(F.broadcast(info), df[FILE] == info["_i_file"])
     return df.withColumn(RID, F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS))).withColumn(

@@ -1,0 +1,224 @@
+"""Planning a change scan of one base table from catalog metadata alone (paper 3.2.3, table 3).
+
+The interval is ``(start_version, end_version]``: the changes committed after the start state,
+up to and including the end version. Only files the interval touched are considered:
+
+* *before* rows (may have left the table): rows at positions deleted in the interval, and the
+  rows of files removed in the interval;
+* *after* rows (may have entered it): rows of files added in the interval.
+
+DEFAULT matches the two sides by row identity; REDO does the same per version; APPEND_ONLY reads
+rows first inserted in the interval. The shape says which sides exist, before any data is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from changelake.catalog.model import DataFile, TrackedFile
+from changelake.errors import InvalidStatementError
+
+
+class Information(Enum):
+    DEFAULT = "DEFAULT"
+    APPEND_ONLY = "APPEND_ONLY"
+    REDO = "REDO"
+
+    @staticmethod
+    def parse(text: str) -> Information:
+        try:
+            return Information[text.strip().upper()]
+        except KeyError:
+            raise InvalidStatementError(
+                f"Unknown CHANGES information {text!r}; use DEFAULT, APPEND_ONLY or REDO."
+            ) from None
+
+
+class Shape(Enum):
+    EMPTY = "EMPTY"  # nothing committed in the interval touched rows
+    ADDED_ONLY = "ADDED_ONLY"
+    REMOVED_ONLY = "REMOVED_ONLY"
+    MINIMIZE = "MINIMIZE"
+    INITIAL_ROWS = "INITIAL_ROWS"
+
+
+@dataclass(frozen=True)
+class FileRows:
+    """All rows of ``files`` minus the positions in ``minus_dv_paths``; row tag per file."""
+
+    files: tuple[DataFile, ...]
+    minus_dv_paths: tuple[str, ...]
+    tags: tuple[int, ...]  # one per file: the version the rows belong to
+    rows: int  # live rows, from metadata
+
+    @property
+    def empty(self) -> bool:
+        return not self.files
+
+
+@dataclass(frozen=True)
+class DeletedRows:
+    """Rows of ``files`` at the positions that ``dvs`` (version, DV path, data file path) record
+    for that data file; tagged by version."""
+
+    files: tuple[DataFile, ...]
+    dvs: tuple[tuple[int, str, str], ...]
+    rows: int
+
+    @property
+    def empty(self) -> bool:
+        return not self.dvs
+
+
+@dataclass(frozen=True)
+class ChangePlan:
+    """What a change scan reads, decided from metadata."""
+
+    table_id: int
+    table_name: str
+    start_version: int
+    end_version: int
+    information: Information
+    shape: Shape
+    before_files: FileRows
+    before_deleted: DeletedRows
+    after_files: FileRows
+
+    @property
+    def before_rows(self) -> int:
+        return self.before_files.rows + self.before_deleted.rows
+
+    @property
+    def before_file_count(self) -> int:
+        return len({f.path for f in self.before_files.files + self.before_deleted.files})
+
+    def describe(self) -> str:
+        return (
+            f"CHANGES on {self.table_name} ({self.information.value}) versions"
+            f" ({self.start_version}, {self.end_version}]: shape {self.shape.value};"
+            f" before side reads {self.before_file_count} file(s) for {self.before_rows} row(s);"
+            f" after side reads {len(self.after_files.files)} file(s) for"
+            f" {self.after_files.rows} row(s)"
+        )
+
+
+def _shape(before_empty: bool, after_empty: bool) -> Shape:
+    if before_empty and after_empty:
+        return Shape.EMPTY
+    if before_empty:
+        return Shape.ADDED_ONLY
+    if after_empty:
+        return Shape.REMOVED_ONLY
+    return Shape.MINIMIZE
+
+
+_NO_FILES = FileRows((), (), (), 0)
+_NO_DELETES = DeletedRows((), (), 0)
+
+
+def plan_changes(
+    *,
+    table_id: int,
+    table_name: str,
+    start_version: int,
+    end_version: int,
+    information: Information,
+    touched: Sequence[TrackedFile],
+    initial_rows: bool = False,
+) -> ChangePlan:
+    """The change plan for ``touched`` = catalog files_changed_between(start, end)."""
+    s, e = start_version, end_version
+    common = dict(
+        table_id=table_id,
+        table_name=table_name,
+        start_version=s,
+        end_version=e,
+        information=information,
+    )
+    if initial_rows:
+        return ChangePlan(
+            **common,
+            shape=Shape.INITIAL_ROWS,
+            before_files=_NO_FILES,
+            before_deleted=_NO_DELETES,
+            after_files=_NO_FILES,
+        )
+    added = [f for f in touched if f.file.begin_version is not None and s < f.file.begin_version <= e]
+
+    if information is Information.APPEND_ONLY:
+        # Rows inserted in the interval, as inserted: ignore later deletes and removals.
+        after = FileRows(
+            tuple(f.file for f in added),
+            (),
+            tuple(e for _ in added),
+            sum(f.file.row_count for f in added),
+        )
+        return ChangePlan(
+            **common,
+            shape=Shape.ADDED_ONLY if added else Shape.EMPTY,
+            before_files=_NO_FILES,
+            before_deleted=_NO_DELETES,
+            after_files=after,
+        )
+
+    if information is Information.REDO:
+        removed = [f for f in touched if f.end_version is not None and s < f.end_version <= e]
+        before_files = FileRows(
+            tuple(f.file for f in removed),
+            tuple(sorted({p for f in removed for p in f.dv_paths(upto_inclusive=e)})),
+            tuple(f.end_version for f in removed),  # type: ignore[misc]
+            sum(f.file.row_count - f.deleted_rows(upto_inclusive=e) for f in removed),
+        )
+        dv_parts = {(v, p, f.file.path) for f in touched for v, p, _ in f.dvs if s < v <= e}
+        dv_files = [f for f in touched if any(s < v <= e for v, _, _ in f.dvs)]
+        before_deleted = DeletedRows(
+            tuple(f.file for f in dv_files),
+            tuple(sorted(dv_parts)),
+            sum(n for f in dv_files for v, _, n in f.dvs if s < v <= e),
+        )
+        after = FileRows(
+            tuple(f.file for f in added),
+            (),
+            tuple(f.file.begin_version for f in added),  # type: ignore[misc]
+            sum(f.file.row_count for f in added),
+        )
+        return ChangePlan(
+            **common,
+            shape=_shape(before_files.empty and before_deleted.empty, after.empty),
+            before_files=before_files,
+            before_deleted=before_deleted,
+            after_files=after,
+        )
+
+    # DEFAULT: start state vs end state, restricted to rows the interval touched.
+    at_start = [f for f in touched if f.live_at(s)]
+    removed = [f for f in at_start if f.end_version is not None and f.end_version <= e]
+    kept = [f for f in at_start if f.end_version is None or f.end_version > e]
+    before_files = FileRows(
+        tuple(f.file for f in removed),
+        tuple(sorted({p for f in removed for p in f.dv_paths(upto_inclusive=s)})),
+        tuple(e for _ in removed),
+        sum(f.file.row_count - f.deleted_rows(upto_inclusive=s) for f in removed),
+    )
+    dv_files = [f for f in kept if any(s < v <= e for v, _, _ in f.dvs)]
+    before_deleted = DeletedRows(
+        tuple(f.file for f in dv_files),
+        tuple(sorted({(e, p, f.file.path) for f in dv_files for v, p, _ in f.dvs if s < v <= e})),
+        sum(n for f in dv_files for v, _, n in f.dvs if s < v <= e),
+    )
+    surviving = [f for f in added if f.live_at(e)]
+    after = FileRows(
+        tuple(f.file for f in surviving),
+        tuple(sorted({p for f in surviving for p in f.dv_paths(upto_inclusive=e)})),
+        tuple(e for _ in surviving),
+        sum(f.file.row_count - f.deleted_rows(upto_inclusive=e) for f in surviving),
+    )
+    return ChangePlan(
+        **common,
+        shape=_shape(before_files.empty and before_deleted.empty, after.empty),
+        before_files=before_files,
+        before_deleted=before_deleted,
+        after_files=after,
+    )

@@ -1,0 +1,210 @@
+"""Executing a change plan as a Spark DataFrame: the table's columns plus METADATA$ columns."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information, Shape
+from changelake.schema import TableSchema
+from changelake.storage.snapshot import (
+    FILE,
+    POS,
+    RID,
+    TableState,
+    file_name,
+    logical_schema,
+    physical_schema,
+    read_state,
+    scan_files,
+    with_identity,
+    without_positions,
+)
+from changelake.storage.warehouse import Warehouse
+
+if TYPE_CHECKING:
+    from changelake.session import Session
+
+ACTION = "METADATA$ACTION"
+ISUPDATE = "METADATA$ISUPDATE"
+ROW_ID = "METADATA$ROW_ID"
+COMMIT_VERSION = "METADATA$COMMIT_VERSION"
+COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
+TAG = "_cl_tag"
+
+
+def row_id(table_id: int, rid: SparkColumn) -> SparkColumn:
+    """The opaque, stable METADATA$ROW_ID of a row identity."""
+    return F.substring(F.sha2(F.concat_ws("/", F.lit(str(table_id)), rid.cast("string")), 256), 1, 24)
+
+
+def _rows(
+    spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows
+) -> DataFrame:
+    physical = physical_schema(schema)
+    df = scan_files(spark, wh, physical, part.files, positions=True)
+    if part.minus_dv_paths:
+        dv = spark.read.schema("file_name string, pos bigint").parquet(
+            *[wh.uri(p) for p in part.minus_dv_paths]
+        )
+        df = without_positions(df, dv)
+    df = with_identity(spark, df, part.files, tags=part.tags)
+    return df.select(
+        *[F.col(c.physical).alias(c.name) for c in schema.columns],
+        F.col(RID),
+        F.col("_i_tag").alias(TAG),
+    )
+
+
+def _deleted(
+    spark: SparkSession, wh: Warehouse, schema: TableSchema, part: DeletedRows
+) -> DataFrame:
+    physical = physical_schema(schema)
+    df = scan_files(spark, wh, physical, part.files, positions=True)
+    # A DV file may hold positions of several data files; take only the registered pairs.
+    pairs = spark.createDataFrame(
+        [(file_name(dv), file_name(data), v) for v, dv, data in part.dvs],
+        "_d_dv string, file_name string, _d_version bigint",
+    )
+    dv = (
+        spark.read.schema("file_name string, pos bigint")
+        .parquet(*sorted({wh.uri(p) for _, p, _ in part.dvs}))
+        .select("file_name", "pos", F.col("_metadata.file_name").alias("_d_dv"))
+        .join(F.broadcast(pairs), ["_d_dv", "file_name"])
+    )
+    cond = (df[FILE] == dv["file_name"]) & (df[POS] == dv["pos"])
+    df = df.join(F.broadcast(dv), cond, "inner")
+    df = with_identity(spark, df, part.files)
+    return df.select(
+        *[F.col(c.physical).alias(c.name) for c in schema.columns],
+        F.col(RID),
+        F.col("_d_version").alias(TAG),
+    )
+
+
+def _side(session: Session, schema: TableSchema, parts: list[FileRows | DeletedRows]) -> DataFrame | None:
+    frames = []
+    for part in parts:
+        if part.empty:
+            continue
+        if isinstance(part, FileRows):
+            frames.append(_rows(session.spark, session.warehouse, schema, part))
+        else:
+            frames.append(_deleted(session.spark, session.warehouse, schema, part))
+    if not frames:
+        return None
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out
+
+
+def _labelled(df: DataFrame, schema: TableSchema, action: str, table_id: int) -> DataFrame:
+    return df.select(
+        *[F.col(f"`{c.name}`") for c in schema.columns],
+        F.lit(action).alias(ACTION),
+        F.lit(False).alias(ISUPDATE),
+        row_id(table_id, F.col(RID)).alias(ROW_ID),
+        F.col(TAG),
+    )
+
+
+def _minimize(before: DataFrame, after: DataFrame, schema: TableSchema, table_id: int) -> DataFrame:
+    cols = [F.col(f"`{c.name}`") for c in schema.columns]
+    b = before.select(F.col(TAG), F.col(RID), F.struct(*cols).alias("_b"))
+    a = after.select(F.col(TAG), F.col(RID), F.struct(*cols).alias("_a"))
+    joined = b.join(a, [TAG, RID], "full_outer").where(~F.col("_b").eqNullSafe(F.col("_a")))
+    has_b, has_a = F.col("_b").isNotNull(), F.col("_a").isNotNull()
+    event = F.explode(
+        F.array(
+            F.when(has_b, F.struct(F.lit("DELETE").alias("a"), has_a.alias("u"), F.col("_b").alias("v"))),
+            F.when(has_a, F.struct(F.lit("INSERT").alias("a"), has_b.alias("u"), F.col("_a").alias("v"))),
+        )
+    )
+    events = joined.select(F.col(TAG), F.col(RID), event.alias("_e")).where(F.col("_e").isNotNull())
+    return events.select(
+        *[F.col("_e").getField("v").getField(c.name).alias(c.name) for c in schema.columns],
+        F.col("_e").getField("a").alias(ACTION),
+        F.col("_e").getField("u").alias(ISUPDATE),
+        row_id(table_id, F.col(RID)).alias(ROW_ID),
+        F.col(TAG),
+    )
+
+
+def output_schema(schema: TableSchema, information: Information) -> StructType:
+    fields = list(logical_schema(schema).fields) + [
+        StructField(ACTION, StringType(), False),
+        StructField(ISUPDATE, BooleanType(), False),
+        StructField(ROW_ID, StringType(), False),
+    ]
+    if information is Information.REDO:
+        fields += [
+            StructField(COMMIT_VERSION, LongType(), False),
+            StructField(COMMIT_TIMESTAMP, TimestampType(), False),
+        ]
+    return StructType(fields)
+
+
+def execute_plan(session: Session, plan: ChangePlan, schema: TableSchema) -> DataFrame:
+    """The changes ``plan`` describes, as a lazy DataFrame."""
+    spark = session.spark
+    if plan.shape is Shape.INITIAL_ROWS:
+        state = TableState(
+            plan.table_id,
+            plan.table_name,
+            plan.end_version,
+            schema,
+            tuple(session.catalog.snapshot_files(plan.table_id, plan.end_version)),
+        )
+        rows = read_state(spark, session.warehouse, state, identity=True)
+        df = _labelled(rows.withColumn(TAG, F.lit(plan.end_version)), schema, "INSERT", plan.table_id)
+    else:
+        before = _side(session, schema, [plan.before_files, plan.before_deleted])
+        after = _side(session, schema, [plan.after_files])
+        if before is not None and after is not None:
+            df = _minimize(before, after, schema, plan.table_id)
+        elif after is not None:
+            df = _labelled(after, schema, "INSERT", plan.table_id)
+        elif before is not None:
+            df = _labelled(before, schema, "DELETE", plan.table_id)
+        else:
+            empty = StructType(list(logical_schema(schema).fields) + [StructField(TAG, LongType())])
+            df = _labelled(
+                spark.createDataFrame([], empty).withColumn(RID, F.lit(None).cast("bigint")),
+                schema,
+                "INSERT",
+                plan.table_id,
+            )
+    if plan.information is Information.REDO:
+        return _with_commit_info(session, plan, df)
+    return df.drop(TAG)
+
+
+def _with_commit_info(session: Session, plan: ChangePlan, df: DataFrame) -> DataFrame:
+    versions = session.catalog.versions(
+        plan.table_id, after_exclusive=plan.start_version, upto_inclusive=plan.end_version
+    )
+    commits = session.spark.createDataFrame(
+        [(v.version, dt.datetime.fromtimestamp(v.committed_at)) for v in versions],
+        StructType(
+            [StructField(TAG, LongType()), StructField(COMMIT_TIMESTAMP, TimestampType())]
+        ),
+    )
+    out = df.join(F.broadcast(commits), TAG, "left")
+    return out.select(
+        *[c for c in df.columns if c != TAG],
+        F.col(TAG).alias(COMMIT_VERSION),
+        F.col(COMMIT_TIMESTAMP),
+    ).orderBy(COMMIT_VERSION, ROW_ID, ACTION)
