@@ -1,0 +1,138 @@
+"""What every benchmark shares: the context it runs in, its result, and timing helpers."""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from changelake.session import Session
+
+FULL_ROWS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Context:
+    """One benchmark run: a changelake session on a scratch warehouse, and a scratch directory."""
+
+    session: Session
+    scale: float
+    repeat: int
+    scratch: Path
+    clock: CpuClock
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.session.spark
+
+    def rows(self, full: int = FULL_ROWS) -> int:
+        """``full`` shrunk by the run's scale (never below 10,000 rows)."""
+        return max(10_000, int(full * self.scale))
+
+    def count(self, full: int, *, minimum: int = 20) -> int:
+        return max(minimum, round(full * self.scale))
+
+    def path(self, name: str) -> str:
+        return str(self.scratch / name)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One benchmark's figures. ``ratio`` is changelake time / baseline time unless noted."""
+
+    name: str
+    description: str
+    changelake_s: float
+    baseline_s: float
+    baseline: str
+    ratio: float
+    ratio_meaning: str
+    target: str
+    met: bool
+    rows: int
+    changelake_cpu_s: float = 0.0
+    baseline_cpu_s: float = 0.0
+    cpu_ratio: float = 0.0  # the same ratio over CPU seconds
+    notes: str = ""
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def median_of(samples: list[float]) -> float:
+    return statistics.median(samples)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed run: wall seconds, and CPU seconds of the Spark JVM plus this Python process."""
+
+    wall_s: float
+    cpu_s: float
+
+
+class CpuClock:
+    """Measures wall time and CPU time of one action.
+
+    CPU time is read from ``/proc`` for the JVM (local Spark: driver and executors in one process)
+    and from ``time.process_time`` for Python. Unlike wall time it hardly moves when other
+    processes compete for the cores, so its ratio is the steadier figure on a busy machine.
+    """
+
+    def __init__(self, spark: SparkSession):
+        jvm = spark.sparkContext._jvm
+        self._stat = f"/proc/{jvm.java.lang.ProcessHandle.current().pid()}/stat"
+        self._tick = os.sysconf("SC_CLK_TCK")
+
+    def _jvm_cpu(self) -> float:
+        try:
+            with open(self._stat) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # no /proc (not Linux) or a remote JVM: wall time only
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / self._tick
+
+    def measure(self, action: Callable[[], object]) -> Sample:
+        cpu0, py0, wall0 = self._jvm_cpu(), time.process_time(), time.perf_counter()
+        action()
+        wall = time.perf_counter() - wall0
+        return Sample(wall, self._jvm_cpu() - cpu0 + time.process_time() - py0)
+
+
+def medians(samples: list[Sample]) -> Sample:
+    return Sample(median_of([s.wall_s for s in samples]), median_of([s.cpu_s for s in samples]))
+
+
+class SparkJobClock:
+    """Time spent inside Spark jobs, read from the driver's status store (works with the UI off).
+
+    ``since()`` returns (number of jobs, seconds inside them) for jobs submitted after the last
+    ``mark()``; jobs run one after the other on this driver, so their durations add up.
+    """
+
+    def __init__(self, spark: SparkSession):
+        self._sc = spark.sparkContext
+        self._store = self._sc._jsc.sc().statusStore()
+        self._seen: set[int] = set()
+        self.mark()
+
+    def _job_ids(self) -> set[int]:
+        return set(self._sc.statusTracker().getJobIdsForGroup(None))
+
+    def mark(self) -> None:
+        self._seen = self._job_ids()
+
+    def since(self) -> tuple[int, float]:
+        new = sorted(self._job_ids() - self._seen)
+        total_ms = 0
+        for job_id in new:
+            job = self._store.job(job_id)
+            began, ended = job.submissionTime(), job.completionTime()
+            if began.isDefined() and ended.isDefined():
+                total_ms += ended.get().getTime() - began.get().getTime()
+        return len(new), total_ms / 1000.0
