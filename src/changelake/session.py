@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import re
 import shutil
@@ -29,7 +30,7 @@ SPARK_CONF = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
-    "spark.hadoop.parquet.enable.summary-metadata": "false",
+    "spark.hadoop.parquet.summary.metadata.level": "NONE",
     "spark.sql.parquet.enableVectorizedReader": "true",
 }
 _RUNTIME_CONF = ("spark.sql.parquet.outputTimestampType",)
@@ -73,6 +74,17 @@ def _default_spark() -> SparkSession:
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def quiet_query_context_loggers() -> None:
+    """Stop PySpark logging a Java stack trace for every analysis error it raises.
+
+    changelake catches those errors and reports them in its own words.
+    """
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def new_statement_id() -> str:
@@ -283,4 +295,5 @@ def connect(
                 " cannot live in it; pass catalog='postgresql://...'."
             )
         catalog = f"sqlite:///{wh.root.removeprefix('file://')}/catalog.db"
+    quiet_query_context_loggers()
     return Session(spark or _default_spark(), Catalog(catalog), wh, clock or SystemClock())

@@ -52,6 +52,7 @@ class FileRows:
     minus_dv_paths: tuple[str, ...]
     tags: tuple[int, ...]  # one per file: the version the rows belong to
     rows: int  # live rows, from metadata
+    inserted_only: bool = False  # only rows first inserted here, not copies (updates, compaction)
 
     @property
     def empty(self) -> bool:
@@ -154,6 +155,7 @@ def plan_changes(
             (),
             tuple(e for _ in added),
             sum(f.file.row_count for f in added),
+            inserted_only=True,
         )
         return ChangePlan(
             **common,

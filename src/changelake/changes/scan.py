@@ -18,6 +18,7 @@ from pyspark.sql.types import (
 )
 
 from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information, Shape
+from changelake.schema import ROW_ID as ROW_ID_COLUMN
 from changelake.schema import TableSchema
 from changelake.storage.snapshot import (
     FILE,
@@ -55,6 +56,8 @@ def _rows(
 ) -> DataFrame:
     physical = physical_schema(schema)
     df = scan_files(spark, wh, physical, part.files, positions=True)
+    if part.inserted_only:
+        df = df.where(F.col(ROW_ID_COLUMN).isNull())
     if part.minus_dv_paths:
         dv = spark.read.schema("file_name string, pos bigint").parquet(
             *[wh.uri(p) for p in part.minus_dv_paths]
