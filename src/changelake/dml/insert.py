@@ -20,7 +20,7 @@ from changelake.errors import (
 from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema
 from changelake.sql.resolve import Resolver
 from changelake.sql.results import StatementResult
-from changelake.storage.footers import describe_files
+from changelake.storage.footers import describe_files, trusted_statistics
 from changelake.storage.writer import write_data
 
 if TYPE_CHECKING:
@@ -278,6 +278,9 @@ def write_arrow(session: Session, data: pa.Table, *, statement_id: str) -> list:
     directory = wh.data_dir(statement_id)
     wh.fs.create_dir(wh.fs_path(directory), recursive=True)
     pq.write_table(
-        data, wh.fs_path(f"{directory}/part-00000-{statement_id}.parquet"), filesystem=wh.fs
+        data,
+        wh.fs_path(f"{directory}/part-00000-{statement_id}.parquet"),
+        filesystem=wh.fs,
+        write_statistics=trusted_statistics(data),
     )
     return describe_files(wh, directory)

@@ -6,6 +6,8 @@ import datetime as dt
 import decimal
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from changelake.catalog.model import DataFile, Stats
@@ -30,6 +32,20 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, decimal.Decimal):
         return str(value)
     return None  # binary and anything else: no stats
+
+
+def trusted_statistics(data: pa.Table) -> list[str]:
+    """Columns of ``data`` whose Parquet min/max PyArrow may write.
+
+    PyArrow leaves NaN out of a float column's min/max, but Spark orders NaN above every number
+    (``NaN > 5`` is true): readers that trust such bounds, Spark's own Parquet filter included,
+    would skip rows that match. Pass the result as ``write_statistics=`` to ``pq.write_table``.
+    """
+    return [
+        field.name
+        for field, column in zip(data.schema, data.columns, strict=True)
+        if not (pa.types.is_floating(field.type) and pc.any(pc.is_nan(column)).as_py())
+    ]
 
 
 def file_stats(metadata: pq.FileMetaData) -> Stats:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import decimal
+import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +12,7 @@ from typing import Any
 from changelake.catalog.model import LiveFile
 from changelake.schema import TableSchema
 
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 OPS = frozenset({"=", "<", "<=", ">", ">=", "in", "is_null", "is_not_null"})
 
 
@@ -35,10 +38,18 @@ def _comparable(column_type: str, value: Any) -> Any:
         except decimal.InvalidOperation:
             return None
     if column_type in ("int", "bigint", "double"):
-        return value if isinstance(value, int | float) else None
-    if column_type in ("string", "date"):
+        # NaN sorts above every number in Spark but compares false in Python: it bounds nothing.
+        return value if isinstance(value, int | float) and not _is_nan(value) else None
+    if column_type == "string":
         return value if isinstance(value, str) else None
+    if column_type == "date":
+        # Spark casts '2024-1-5' to a date; only the canonical form orders like the date.
+        return value if isinstance(value, str) and _ISO_DATE.fullmatch(value) else None
     return None  # timestamp, binary, boolean: not pruned
+
+
+def _is_nan(value: int | float) -> bool:
+    return isinstance(value, float) and math.isnan(value)
 
 
 def _may_match(stats: dict[str, Any] | None, column_type: str, cmp: Comparison, rows: int) -> bool:
