@@ -148,13 +148,15 @@ def _literal_value(node: exp.Expression) -> tuple[bool, Any]:
         if node.is_string:
             return True, node.this
         text = node.this
-        if any(ch in text for ch in ".eE"):
+        if "e" in text.lower():  # 1e3 is a DOUBLE in Spark SQL, 1.5 a DECIMAL
+            return True, float(text)
+        if "." in text:
             return True, decimal.Decimal(text)
         return True, int(text)
     if isinstance(node, exp.Neg):
         ok, value = _literal_value(node.this)
         return ok and isinstance(
-            value, int | decimal.Decimal
+            value, int | float | decimal.Decimal
         ), -value if ok and value is not None else None
     return False, None
 
@@ -235,12 +237,8 @@ def _coerce(value: Any, type_name: str) -> Any:
     import datetime as dt
 
     if type_name in ("int", "bigint"):
-        if isinstance(value, bool):
-            return int(value)
-        number = decimal.Decimal(str(value).strip())
-        if number != number.to_integral_value():
-            number = number.quantize(decimal.Decimal(1), rounding=decimal.ROUND_HALF_UP)
-        result = int(number)
+        # as Spark's CAST: numbers truncate toward zero, strings must be whole numbers
+        result = int(value.strip()) if isinstance(value, str) else int(value)
         limit = 2**31 if type_name == "int" else 2**63
         if not -limit <= result < limit:
             raise ValueError("out of range")
@@ -249,18 +247,25 @@ def _coerce(value: Any, type_name: str) -> Any:
         return float(value)
     if type_name.startswith("decimal"):
         _, scale = type_name[8:-1].split(",")
-        return decimal.Decimal(str(value)).quantize(decimal.Decimal(1).scaleb(-int(scale)))
+        return decimal.Decimal(str(value).strip()).quantize(
+            decimal.Decimal(1).scaleb(-int(scale)), rounding=decimal.ROUND_HALF_UP
+        )
     if type_name == "boolean":
         if isinstance(value, bool):
             return value
         text = str(value).strip().lower()
-        if text in ("true", "t", "yes", "1", "on"):
+        if isinstance(value, int | float | decimal.Decimal):
+            return value != 0
+        text = str(value).strip().lower()
+        if text in ("true", "t", "yes", "y", "1"):
             return True
-        if text in ("false", "f", "no", "0", "off"):
+        if text in ("false", "f", "no", "n", "0"):
             return False
         raise ValueError(text)
     if type_name == "string":
         return value if isinstance(value, str) else str(value)
+        if isinstance(value, bool):
+            return "true" if value else "false"
     if type_name == "date":
         if not isinstance(value, str):
             raise TypeError(value)

@@ -210,7 +210,10 @@ def create_view(session: Session, stmt: exp.Create, statement_id: str) -> Statem
 
 def drop(session: Session, stmt: exp.Drop, statement_id: str) -> StatementResult:
     kind = str(stmt.args.get("kind") or "").upper()
-    name = stmt.this.name
+    objects = stmt.args.get("tables") or [stmt.this]  # sqlglot >= 28 keeps a list here
+    if len(objects) != 1:
+        raise InvalidStatementError(f"DROP {kind}: give one name per statement.")
+    name = objects[0].name
     if_exists = bool(stmt.args.get("exists"))
     session.require_no_transaction(f"DROP {kind}")
     if kind == "TABLE":

@@ -49,6 +49,9 @@ class Resolver:
 
     def bind(self, tree: exp.Expression) -> exp.Expression:
         """Replace table references in ``tree`` by placeholders bound to DataFrames."""
+        if isinstance(tree, exp.Table) and tree.parent is None:
+            # a bare reference (MERGE ... USING t) is replaced in place, so it needs a parent
+            return self.bind(exp.Paren(this=tree)).this
         tree = _stream_functions(self.session, tree)
         ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
         for table in list(tree.find_all(exp.Table)):
