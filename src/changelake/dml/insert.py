@@ -253,7 +253,6 @@ def _coerce(value: Any, type_name: str) -> Any:
     if type_name == "boolean":
         if isinstance(value, bool):
             return value
-        text = str(value).strip().lower()
         if isinstance(value, int | float | decimal.Decimal):
             return value != 0
         text = str(value).strip().lower()
@@ -263,9 +262,9 @@ def _coerce(value: Any, type_name: str) -> Any:
             return False
         raise ValueError(text)
     if type_name == "string":
-        return value if isinstance(value, str) else str(value)
         if isinstance(value, bool):
             return "true" if value else "false"
+        return value if isinstance(value, str) else str(value)
     if type_name == "date":
         if not isinstance(value, str):
             raise TypeError(value)
