@@ -17,18 +17,17 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information, Shape
+from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information
 from changelake.schema import ROW_ID as ROW_ID_COLUMN
 from changelake.schema import TableSchema
+from changelake.storage.local import local_dataframe
 from changelake.storage.snapshot import (
     FILE,
     POS,
     RID,
-    TableState,
     file_name,
     logical_schema,
     physical_schema,
-    read_state,
     scan_files,
     with_identity,
     without_positions,
@@ -77,9 +76,10 @@ def _deleted(
     physical = physical_schema(schema)
     df = scan_files(spark, wh, physical, part.files, positions=True)
     # A DV file may hold positions of several data files; take only the registered pairs.
-    pairs = spark.createDataFrame(
+    pairs = local_dataframe(
+        spark,
         [(file_name(dv), file_name(data), v) for v, dv, data in part.dvs],
-        "_d_dv string, file_name string, _d_version bigint",
+        [("_d_dv", "string"), ("file_name", "string"), ("_d_version", "bigint")],
     )
     dv = (
         spark.read.schema("file_name string, pos bigint")
@@ -163,33 +163,22 @@ def output_schema(schema: TableSchema, information: Information) -> StructType:
 def execute_plan(session: Session, plan: ChangePlan, schema: TableSchema) -> DataFrame:
     """The changes ``plan`` describes, as a lazy DataFrame."""
     spark = session.spark
-    if plan.shape is Shape.INITIAL_ROWS:
-        state = TableState(
-            plan.table_id,
-            plan.table_name,
-            plan.end_version,
-            schema,
-            tuple(session.catalog.snapshot_files(plan.table_id, plan.end_version)),
-        )
-        rows = read_state(spark, session.warehouse, state, identity=True)
-        df = _labelled(rows.withColumn(TAG, F.lit(plan.end_version)), schema, "INSERT", plan.table_id)
+    before = _side(session, schema, [plan.before_files, plan.before_deleted])
+    after = _side(session, schema, [plan.after_files])
+    if before is not None and after is not None:
+        df = _minimize(before, after, schema, plan.table_id)
+    elif after is not None:
+        df = _labelled(after, schema, "INSERT", plan.table_id)
+    elif before is not None:
+        df = _labelled(before, schema, "DELETE", plan.table_id)
     else:
-        before = _side(session, schema, [plan.before_files, plan.before_deleted])
-        after = _side(session, schema, [plan.after_files])
-        if before is not None and after is not None:
-            df = _minimize(before, after, schema, plan.table_id)
-        elif after is not None:
-            df = _labelled(after, schema, "INSERT", plan.table_id)
-        elif before is not None:
-            df = _labelled(before, schema, "DELETE", plan.table_id)
-        else:
-            empty = StructType(list(logical_schema(schema).fields) + [StructField(TAG, LongType())])
-            df = _labelled(
-                spark.createDataFrame([], empty).withColumn(RID, F.lit(None).cast("bigint")),
-                schema,
-                "INSERT",
-                plan.table_id,
-            )
+        empty = StructType(list(logical_schema(schema).fields) + [StructField(TAG, LongType())])
+        df = _labelled(
+            spark.createDataFrame([], empty).withColumn(RID, F.lit(None).cast("bigint")),
+            schema,
+            "INSERT",
+            plan.table_id,
+        )
     if plan.information is Information.REDO:
         return _with_commit_info(session, plan, df)
     return df.drop(TAG)
@@ -199,11 +188,10 @@ def _with_commit_info(session: Session, plan: ChangePlan, df: DataFrame) -> Data
     versions = session.catalog.versions(
         plan.table_id, after_exclusive=plan.start_version, upto_inclusive=plan.end_version
     )
-    commits = session.spark.createDataFrame(
+    commits = local_dataframe(
+        session.spark,
         [(v.version, dt.datetime.fromtimestamp(v.committed_at)) for v in versions],
-        StructType(
-            [StructField(TAG, LongType()), StructField(COMMIT_TIMESTAMP, TimestampType())]
-        ),
+        [(TAG, "bigint"), (COMMIT_TIMESTAMP, "timestamp")],
     )
     out = df.join(F.broadcast(commits), TAG, "left")
     return out.select(

@@ -54,6 +54,7 @@ def full_rows(df: DataFrame, schema: TableSchema, chosen: list[Column], *, table
             f"INSERT into {table} expects {len(chosen)} value(s) per row"
             f" ({', '.join(c.name for c in chosen)}), but the source gives {len(df.columns)}."
         )
+    df = df.toDF(*[f"_c{i}" for i in range(len(chosen))])  # by position: names may repeat
     given = {c.column_id: df.columns[i] for i, c in enumerate(chosen)}
     exprs = []
     for c in schema.columns:

@@ -8,9 +8,15 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-RESULT_SCHEMA = (
-    "statement_id string, operation string, object string, version bigint,"
-    " rows_inserted bigint, rows_updated bigint, rows_deleted bigint, message string"
+RESULT_COLUMNS = (
+    ("statement_id", "string"),
+    ("operation", "string"),
+    ("object", "string"),
+    ("version", "bigint"),
+    ("rows_inserted", "bigint"),
+    ("rows_updated", "bigint"),
+    ("rows_deleted", "bigint"),
+    ("message", "string"),
 )
 
 
@@ -26,4 +32,6 @@ class StatementResult:
     message: str = ""
 
     def to_dataframe(self, spark: SparkSession) -> DataFrame:
-        return spark.createDataFrame([astuple(self)], RESULT_SCHEMA)
+        from changelake.storage.local import local_dataframe
+
+        return local_dataframe(spark, [astuple(self)], RESULT_COLUMNS)

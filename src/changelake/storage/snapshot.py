@@ -151,13 +151,16 @@ def with_identity(
 ) -> DataFrame:
     """Add ``_cl_rid`` and ``_cl_ver`` to rows of ``files`` (which carry ``_cl_file``/``_cl_pos``),
     and ``_i_tag`` (one value per file) when ``tags`` are given."""
+    from changelake.storage.local import local_dataframe
+
     tag_values = list(tags) if tags is not None else [None] * len(files)
-    info = spark.createDataFrame(
+    info = local_dataframe(
+        spark,
         [
             (file_name(f.path), f.base_row_id, f.begin_version, tag)
             for f, tag in zip(files, tag_values, strict=True)
         ],
-        "_i_file string, _i_base bigint, _i_version bigint, _i_tag bigint",
+        [("_i_file", "string"), ("_i_base", "bigint"), ("_i_version", "bigint"), ("_i_tag", "bigint")],
     )
     df = df.join(F.broadcast(info), df[FILE] == info["_i_file"])
     return df.withColumn(RID, F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS))).withColumn(
