@@ -154,6 +154,7 @@ class Session:
         """
         from changelake.dml.append import append
 
+        self.begin_statement()  # streams read by earlier queries are not consumed by this write
         return append(self, name, data)
 
     def close(self) -> None:

@@ -210,13 +210,13 @@ class Catalog:
         consume the streams its query read."""
         name = name.lower()
         with self._write() as conn:
-            for advance in advances:
-                self._advance_stream(conn, advance, now=now)
             existing = conn.execute(
                 select(t.tables).where(t.tables.c.name == name, t.tables.c.dropped_at.is_(None))
             ).first()
             if existing is not None and if_not_exists:
-                return self._table_info(existing)
+                return self._table_info(existing)  # nothing written, so no stream consumed
+            for advance in sorted(advances, key=lambda a: a.stream_id):
+                self._advance_stream(conn, advance, now=now)
             if existing is not None and replace:
                 self._check_no_dependents(conn, name, action="replace")
                 conn.execute(
@@ -669,7 +669,8 @@ class Catalog:
             by_table[c.table_id].append(c)
         result: dict[int, list[int]] = {}
         with self._write() as conn:
-            for advance in advances:
+            # in a fixed order, so two commits consuming the same streams cannot deadlock
+            for advance in sorted(advances, key=lambda a: a.stream_id):
                 self._advance_stream(conn, advance, now=now)
             for table_id in sorted(by_table):
                 result[table_id] = self._commit_table(conn, by_table[table_id], now=now)

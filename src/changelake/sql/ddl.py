@@ -39,6 +39,8 @@ def properties_of(nodes: list[exp.Expression], *, table: str) -> dict[str, str]:
         key = node.name.lower().strip("'\"")
         value = node.args.get("value")
         text = value.name if isinstance(value, exp.Expression) else str(value)
+        if isinstance(value, exp.Neg):  # its name is the unsigned number: -1 must not read as 1
+            text = f"-{text}"
         kind = TABLE_PROPERTIES.get(key)
         if kind is None:
             raise InvalidStatementError(

@@ -128,9 +128,10 @@ class Resolver:
             return
         if session.spark.catalog.tableExists(name):
             return  # a Spark temp view or table of the user's own
+        known = session.catalog.object_names() + session.catalog.stream_names()
         raise TableNotFoundError(
-            f"Table or view {name!r} does not exist.{did_you_mean(name, session.catalog.object_names())}"
-            " SHOW TABLES lists what exists."
+            f"Table, view or stream {name!r} does not exist.{did_you_mean(name, known)}"
+            " SHOW TABLES and SHOW STREAMS list what exists."
         )
 
     def table_dataframe(self, info: Any, table: exp.Table) -> DataFrame:

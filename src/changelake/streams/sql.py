@@ -65,7 +65,7 @@ def _point(rest: str) -> tuple[str, exp.HistoricalData | None]:
             end = i + 1
             break
     if end is None:
-        raise InvalidStatementError(f"Unbalanced parentheses in {rest[found.start():].strip()!r}.")
+        raise InvalidStatementError(f"Unbalanced parentheses in {rest[found.start() :].strip()!r}.")
     clause = rest[found.start() : end]
     tree = parse_one(f"SELECT * FROM t {clause}")
     when = tree.find(exp.Table).args.get("when")  # type: ignore[union-attr]
@@ -75,16 +75,28 @@ def _point(rest: str) -> tuple[str, exp.HistoricalData | None]:
 def _create(session: Session, found: re.Match[str]) -> DataFrame:
     session.require_no_transaction("CREATE STREAM")
     replace, if_not_exists, name, kind, table_name, rest = found.groups()
+    if replace and if_not_exists:
+        raise InvalidStatementError(
+            f"CREATE OR REPLACE STREAM IF NOT EXISTS {name}: OR REPLACE and IF NOT EXISTS exclude"
+            " each other; use one."
+        )
     if kind.upper() == "VIEW":
         raise UnsupportedError(
             f"Streams on views are not supported yet; create {name} ON TABLE of a base table."
         )
     info = session.catalog.table(table_name)
-    rest, point = _point(rest)
-    options = {k.upper(): v.upper() == "TRUE" for k, v in _OPTION.findall(rest)}
+    # The comment goes first: its text may look like an option or an AT (...) clause.
     comment_match = _COMMENT.search(rest)
     comment = comment_match.group(1).replace("''", "'") if comment_match else ""
-    leftover = _COMMENT.sub("", _OPTION.sub("", rest)).strip()
+    if comment_match:
+        rest = rest[: comment_match.start()] + " " + rest[comment_match.end() :]
+    rest, point = _point(rest)
+    options: dict[str, bool] = {}
+    for key, value in _OPTION.findall(rest):
+        if key.upper() in options:
+            raise InvalidStatementError(f"CREATE STREAM {name}: {key.upper()} is given twice.")
+        options[key.upper()] = value.upper() == "TRUE"
+    leftover = _OPTION.sub("", rest).strip()
     if leftover:
         raise InvalidStatementError(
             f"Unexpected text in CREATE STREAM {name}: {leftover!r}. Options are AT|BEFORE (...),"
@@ -120,10 +132,12 @@ def _drop(session: Session, found: re.Match[str]) -> DataFrame:
     session.require_no_transaction("DROP STREAM")
     if_exists, name = found.groups()
     dropped = session.catalog.drop_stream(name, now=session.now(), if_exists=bool(if_exists))
-    message = f"Stream {name.lower()} dropped." if dropped else f"Stream {name.lower()} did not exist."
-    return StatementResult(str(uuid.uuid4()), "DROP STREAM", name.lower(), message=message).to_dataframe(
-        session.spark
+    message = (
+        f"Stream {name.lower()} dropped." if dropped else f"Stream {name.lower()} did not exist."
     )
+    return StatementResult(
+        str(uuid.uuid4()), "DROP STREAM", name.lower(), message=message
+    ).to_dataframe(session.spark)
 
 
 def _row(session: Session, stream: StreamInfo) -> tuple:
