@@ -174,3 +174,24 @@ def test_a_stream_that_consumes_in_time_never_goes_stale(session, clock):
     assert _shown(session, "idle")[0] is True
     with pytest.raises(StaleStreamError, match="CREATE OR REPLACE STREAM idle ON TABLE t"):
         session.sql("SELECT * FROM idle").collect()
+
+
+def test_a_stream_on_a_replaced_table_is_stale_and_says_how_to_recreate_it(session):
+    session.sql("CREATE TABLE t (id INT)")
+    session.sql("CREATE STREAM s ON TABLE t")
+    session.sql("INSERT INTO t VALUES (1)")
+    session.sql("ALTER TABLE t RENAME TO t_old")  # renaming keeps the table, and the stream live
+    assert _shown(session, "s")[0] is False
+    session.sql("ALTER TABLE t_old RENAME TO t")
+    session.sql("CREATE OR REPLACE TABLE t (id INT, note STRING)")
+    assert _shown(session, "s")[0] is True
+    for read in (
+        "SELECT * FROM s",
+        "SELECT * FROM t CHANGES (INFORMATION => DEFAULT) AT (STREAM => 's')",
+    ):
+        with pytest.raises(StaleStreamError, match="replaced") as caught:
+            session.sql(read).collect()
+        assert "CREATE OR REPLACE STREAM s ON TABLE t" in str(caught.value)
+    session.sql("CREATE OR REPLACE STREAM s ON TABLE t")
+    session.sql("INSERT INTO t VALUES (2, 'new')")
+    assert rows(session.sql("SELECT id, note, METADATA$ACTION FROM s")) == [(2, "new", "INSERT")]

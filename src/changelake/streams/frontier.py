@@ -34,14 +34,27 @@ def stale_after(session: Session, stream: StreamInfo, info: TableInfo) -> float 
     return successor.committed_at + extended_retention_days(info) * DAY
 
 
+def table_replaced(session: Session, info: TableInfo) -> bool:
+    """Whether the stream's table was replaced (CREATE OR REPLACE TABLE) since it was created."""
+    current = session.catalog.find_table(info.name)
+    return current is None or current.table_id != info.table_id
+
+
 def is_stale(session: Session, stream: StreamInfo, info: TableInfo) -> bool:
-    if stream.frontier_version < info.vacuumed_before_version:
+    if stream.frontier_version < info.vacuumed_before_version or table_replaced(session, info):
         return True
     deadline = stale_after(session, stream, info)
     return deadline is not None and deadline < session.now()
 
 
 def check_not_stale(session: Session, stream: StreamInfo, info: TableInfo) -> None:
+    if table_replaced(session, info):
+        raise StaleStreamError(
+            f"Stream {stream.name} is stale: table {info.name} was replaced after the stream was"
+            f" created, so its changes no longer follow from the stream's position. Recreate it"
+            f" with CREATE OR REPLACE STREAM {stream.name} ON TABLE {info.name}"
+            " (add SHOW_INITIAL_ROWS = TRUE to start from the table's current rows)."
+        )
     if is_stale(session, stream, info):
         raise StaleStreamError(
             f"Stream {stream.name} is stale: its unconsumed changes on table {info.name} fell out"
@@ -122,6 +135,7 @@ def stream_start_version(session: Session, info: TableInfo, name: str) -> int:
     stream = pinned_stream(session, name)
     if stream.table_id != info.table_id:
         other = session.catalog.table_by_id(stream.table_id)
+        check_not_stale(session, stream, other)
         from changelake.errors import InvalidStatementError
 
         raise InvalidStatementError(
