@@ -73,7 +73,27 @@ def _default_spark() -> SparkSession:
     builder = builder.appName("changelake").config("spark.driver.memory", "4g")
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    quiet_task_failure_logs(spark)
+    return spark
+
+
+# Spark loggers that print a Java stack trace when a task fails; the failure itself reaches the
+# caller as an exception, which changelake translates (a bad value, a NULL in a NOT NULL column).
+_TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+    "org.apache.spark.util.Utils",
+)
+
+
+def quiet_task_failure_logs(spark: SparkSession) -> None:
+    """Silence task-failure stack traces in the console of a Spark session changelake started."""
+    jvm = spark.sparkContext._jvm
+    configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+    for name in _TASK_FAILURE_LOGGERS:
+        configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
 
 
 def quiet_query_context_loggers() -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from sqlglot import exp
 
 from changelake.dml.common import Target, commit_one, record_deletes
-from changelake.errors import InvalidStatementError
+from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.sql.resolve import Resolver, conjuncts_for
 from changelake.sql.results import StatementResult
 from changelake.storage.pruning import prune
@@ -94,6 +94,8 @@ def update(session: Session, stmt: exp.Update, statement_id: str) -> StatementRe
     resolver = Resolver(session)
     target, placeholder, alias = _bind_target(session, resolver, table, condition)
     schema, name = target.state.schema, target.info.name
+    if not stmt.expressions:
+        raise SqlSyntaxError(f"Syntax error: UPDATE {name} needs SET column = value.")
     assignments: dict[int, exp.Expression] = {}
     for assignment in stmt.expressions:
         if not isinstance(assignment, exp.EQ) or not isinstance(assignment.this, exp.Column):

@@ -169,9 +169,12 @@ class Resolver:
         text = self._unplaceholder(str(e).split("\n")[0])
         text = re.sub(r"\s*SQLSTATE: \w+;?.*$", "", text)
         if condition.startswith("UNRESOLVED_COLUMN"):
-            column = self._unplaceholder(params.get("objectName", "?"))
-            proposal = self._unplaceholder(params.get("proposal", ""))
-            hint = f" Did you mean one of: {proposal}?" if proposal else ""
+            column = self._unplaceholder(params.get("objectName", "?")).replace("`", "")
+            proposal = self._unplaceholder(params.get("proposal", "")).replace("`", "")
+            known = [c.strip() for c in proposal.split(",") if c.strip()]
+            hint = did_you_mean(column, known) or (
+                f" Columns in scope: {', '.join(known)}." if known else ""
+            )
             return ColumnNotFoundError(f"Column {column} does not exist.{hint}")
         if condition.startswith("TABLE_OR_VIEW_NOT_FOUND"):
             return TableNotFoundError(text)

@@ -102,8 +102,9 @@ def translated_errors() -> Iterator[None]:
             or "NUMERIC_VALUE_OUT_OF_RANGE" in text
         ):
             detail = re.search(
-                r"The value (.+?) of the type (.+?) cannot be cast to (.+?) because", text
-            )
+                r"The value (.+?) of the type (.+?) cannot be cast to (.+?) (?:because|due to)",
+                text,
+            ) or re.search(r"\s(\S+) cannot be represented as ()(\w+\([\d, ]+\))", text)
             what = (
                 f"value {detail.group(1)} cannot be converted to {detail.group(3)}"
                 if detail
