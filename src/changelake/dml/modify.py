@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark import StorageLevel
 from sqlglot import exp
 
 from changelake.dml.common import Target, commit_one, record_deletes
@@ -121,21 +122,26 @@ def update(session: Session, stmt: exp.Update, statement_id: str) -> StatementRe
     if condition is not None:
         select = select.where(resolver.bind(condition.copy()))
     select = resolver.bind(select)
-    matched = resolver.run(select)
-    removed, deletes, count = record_deletes(
-        session, target, matched.select(FILE, POS), statement_id=statement_id, what="UPDATE"
-    )
-    files = []
-    if count:
-        files = write_data(
-            session.warehouse,
-            matched,
-            schema=schema,
-            table=name,
-            directory=session.warehouse.data_dir(statement_id),
-            row_id=RID,
-            partitions=partitions_for(count),
+    # The matched rows feed two writes (DV positions, new values): persisting them scans the
+    # table once, not twice, and both writes see the same rows.
+    matched = resolver.run(select).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        removed, deletes, count = record_deletes(
+            session, target, matched.select(FILE, POS), statement_id=statement_id, what="UPDATE"
         )
+        files = []
+        if count:
+            files = write_data(
+                session.warehouse,
+                matched,
+                schema=schema,
+                table=name,
+                directory=session.warehouse.data_dir(statement_id),
+                row_id=RID,
+                partitions=partitions_for(count),
+            )
+    finally:
+        matched.unpersist()
     return commit_one(
         session,
         target,
