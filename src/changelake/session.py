@@ -23,6 +23,8 @@ from changelake.transaction import Transaction
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from changelake.changes.plan import ChangePlan
+
 SPARK_CONF = {
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -159,6 +161,24 @@ class Session:
         from changelake.changes.query import changes
 
         return changes(self, name, start=start, end=end, information=information, before=before)
+
+    def change_plan(
+        self,
+        name: str,
+        *,
+        start: int | dt.datetime | str,
+        end: int | dt.datetime | str | None = None,
+        information: str = "default",
+        before: bool = False,
+    ) -> ChangePlan:
+        """What :meth:`changes` with the same arguments would read, decided from catalog
+        metadata alone: the interval, the plan shape, and the files and rows of each side
+        (what ``EXPLAIN`` of the SQL form reports)."""
+        from changelake.changes.query import change_plan
+
+        return change_plan(
+            self, name, start=start, end=end, information=information, before=before
+        )
 
     def stream_has_data(self, name: str) -> bool:
         """SYSTEM$STREAM_HAS_DATA: whether stream ``name`` has changes to consume."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import changelake
 from conftest import rows
+
+import changelake
 
 
 def _people_history(session, clock) -> int:

@@ -46,10 +46,15 @@ class Shape(Enum):
 
 @dataclass(frozen=True)
 class FileRows:
-    """All rows of ``files`` minus the positions in ``minus_dv_paths``; row tag per file."""
+    """All rows of ``files`` minus the positions their deletion vectors in ``minus_dvs``
+    ((DV path, data file path) pairs) record; row tag per file.
+
+    Pairs, not DV paths: one DV file can hold positions of several data files, including
+    files its statement removed outright, and those positions must not apply to them.
+    """
 
     files: tuple[DataFile, ...]
-    minus_dv_paths: tuple[str, ...]
+    minus_dvs: tuple[tuple[str, str], ...]
     tags: tuple[int, ...]  # one per file: the version the rows belong to
     rows: int  # live rows, from metadata
     inserted_only: bool = False  # only rows first inserted here, not copies (updates, compaction)
@@ -115,6 +120,12 @@ def _shape(before_empty: bool, after_empty: bool) -> Shape:
     return Shape.MINIMIZE
 
 
+def _dv_pairs(files: Sequence[TrackedFile], *, upto_inclusive: int) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        sorted({(p, f.file.path) for f in files for p in f.dv_paths(upto_inclusive=upto_inclusive)})
+    )
+
+
 _NO_FILES = FileRows((), (), (), 0)
 _NO_DELETES = DeletedRows((), (), 0)
 
@@ -129,7 +140,11 @@ def plan_changes(
     touched: Sequence[TrackedFile],
     initial_rows: bool = False,
 ) -> ChangePlan:
-    """The change plan for ``touched`` = catalog files_changed_between(start, end)."""
+    """The change plan for ``touched`` = catalog files_changed_between(start, end).
+
+    With ``initial_rows`` (a stream's first read) the plan is the table's rows at ``end``, and
+    ``touched`` must hold every file added up to ``end`` (files_changed_between(-1, end)).
+    """
     s, e = start_version, end_version
     common = dict(
         table_id=table_id,
@@ -139,12 +154,18 @@ def plan_changes(
         information=information,
     )
     if initial_rows:
+        live = [f for f in touched if f.live_at(e)]
         return ChangePlan(
             **common,
             shape=Shape.INITIAL_ROWS,
             before_files=_NO_FILES,
             before_deleted=_NO_DELETES,
-            after_files=_NO_FILES,
+            after_files=FileRows(
+                tuple(f.file for f in live),
+                _dv_pairs(live, upto_inclusive=e),
+                tuple(e for _ in live),
+                sum(f.file.row_count - f.deleted_rows(upto_inclusive=e) for f in live),
+            ),
         )
     added = [f for f in touched if f.file.begin_version is not None and s < f.file.begin_version <= e]
 
@@ -169,7 +190,7 @@ def plan_changes(
         removed = [f for f in touched if f.end_version is not None and s < f.end_version <= e]
         before_files = FileRows(
             tuple(f.file for f in removed),
-            tuple(sorted({p for f in removed for p in f.dv_paths(upto_inclusive=e)})),
+            _dv_pairs(removed, upto_inclusive=e),
             tuple(f.end_version for f in removed),  # type: ignore[misc]
             sum(f.file.row_count - f.deleted_rows(upto_inclusive=e) for f in removed),
         )
@@ -200,7 +221,7 @@ def plan_changes(
     kept = [f for f in at_start if f.end_version is None or f.end_version > e]
     before_files = FileRows(
         tuple(f.file for f in removed),
-        tuple(sorted({p for f in removed for p in f.dv_paths(upto_inclusive=s)})),
+        _dv_pairs(removed, upto_inclusive=s),
         tuple(e for _ in removed),
         sum(f.file.row_count - f.deleted_rows(upto_inclusive=s) for f in removed),
     )
@@ -213,7 +234,7 @@ def plan_changes(
     surviving = [f for f in added if f.live_at(e)]
     after = FileRows(
         tuple(f.file for f in surviving),
-        tuple(sorted({p for f in surviving for p in f.dv_paths(upto_inclusive=e)})),
+        _dv_pairs(surviving, upto_inclusive=e),
         tuple(e for _ in surviving),
         sum(f.file.row_count - f.deleted_rows(upto_inclusive=e) for f in surviving),
     )

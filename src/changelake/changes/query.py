@@ -88,6 +88,16 @@ def _point_clause(prefix: str, point: Point) -> exp.HistoricalData:
     return exp.HistoricalData(this=prefix, kind=kind, expression=value)
 
 
+def _clause(
+    *, start: Point, end: Point | None, information: str, before: bool
+) -> exp.Changes:
+    return exp.Changes(
+        information=exp.Var(this=information.upper()),
+        at_before=_point_clause("BEFORE" if before else "AT", start),
+        end=_point_clause("END", end) if end is not None else None,
+    )
+
+
 def changes(
     session: Session,
     name: str,
@@ -100,9 +110,21 @@ def changes(
     """Python form of ``SELECT * FROM name CHANGES (INFORMATION => information) AT|BEFORE (start)
     [END (end)]``."""
     info = session.catalog.table(name)
-    clause = exp.Changes(
-        information=exp.Var(this=information.upper()),
-        at_before=_point_clause("BEFORE" if before else "AT", start),
-        end=_point_clause("END", end) if end is not None else None,
-    )
+    clause = _clause(start=start, end=end, information=information, before=before)
     return changes_for_clause(session, info, clause)
+
+
+def change_plan(
+    session: Session,
+    name: str,
+    *,
+    start: Point,
+    end: Point | None = None,
+    information: str = "default",
+    before: bool = False,
+) -> ChangePlan:
+    """The metadata-only plan of the change query :func:`changes` would run."""
+    info = session.catalog.table(name)
+    clause = _clause(start=start, end=end, information=information, before=before)
+    first, last, kind = interval_of_clause(session, info, clause)
+    return plan_interval(session, info, start=first, end=last, information=kind)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pyspark.sql import Column as SparkColumn
@@ -62,16 +63,31 @@ def _rows(
     df = scan_files(spark, wh, physical, part.files, positions=True)
     if part.inserted_only:
         df = df.where(F.col(ROW_ID_COLUMN).isNull())
-    if part.minus_dv_paths:
-        dv = spark.read.schema("file_name string, pos bigint").parquet(
-            *[wh.uri(p) for p in part.minus_dv_paths]
-        )
-        df = without_positions(df, dv)
+    if part.minus_dvs:
+        df = without_positions(df, _registered_positions(spark, wh, part.minus_dvs))
     df = with_identity(spark, df, part.files, tags=part.tags)
     return df.select(
         *[F.col(c.physical).alias(c.name) for c in schema.columns],
         F.col(RID),
         F.col("_i_tag").alias(TAG),
+    )
+
+
+def _registered_positions(
+    spark: SparkSession, wh: Warehouse, pairs: Sequence[tuple[str, str]]
+) -> DataFrame:
+    """(``file_name``, ``pos``) of the (DV path, data file path) ``pairs``: a DV file may hold
+    positions of several data files, and only the registered pairs count."""
+    registered = spark.createDataFrame(
+        sorted({(file_name(dv), file_name(data)) for dv, data in pairs}),
+        "_d_dv string, file_name string",
+    )
+    return (
+        spark.read.schema("file_name string, pos bigint")
+        .parquet(*sorted({wh.uri(dv) for dv, _ in pairs}))
+        .select("file_name", "pos", F.col("_metadata.file_name").alias("_d_dv"))
+        .join(F.broadcast(registered), ["_d_dv", "file_name"])
+        .select("file_name", "pos")
     )
 
 

@@ -82,12 +82,11 @@ def stream_plan(session: Session, name: str) -> tuple[StreamInfo, TableInfo, Cha
     check_not_stale(session, stream, info)
     end = max(session.read_version(info), stream.frontier_version)
     information = Information.APPEND_ONLY if stream.append_only else Information.DEFAULT
-    touched = (
-        session.catalog.files_changed_between(
-            info.table_id, start_exclusive=stream.frontier_version, end_inclusive=end
-        )
-        if not stream.pending_initial_rows
-        else []
+    # The first read of SHOW_INITIAL_ROWS returns every row at the end: all files up to it.
+    touched = session.catalog.files_changed_between(
+        info.table_id,
+        start_exclusive=-1 if stream.pending_initial_rows else stream.frontier_version,
+        end_inclusive=end,
     )
     plan = plan_changes(
         table_id=info.table_id,
