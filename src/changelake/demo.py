@@ -1,0 +1,130 @@
+"""The demo (``scripts/demo.sh``): a fresh warehouse, DML, time travel and history, printed as tables.
+
+Run it with ``python -m changelake.demo [WAREHOUSE]``; the warehouse (default ``./demo-warehouse``)
+is removed first, so every run starts from nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from rich.console import Console
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+
+import changelake
+from changelake.errors import ChangelakeError
+
+DEFAULT_WAREHOUSE = "demo-warehouse"
+
+
+class Demo:
+    """Runs statements against one session and prints what each did."""
+
+    def __init__(self, session: changelake.Session, console: Console):
+        self.session = session
+        self.console = console
+
+    def section(self, title: str) -> None:
+        self.console.print(Rule(Text(title, style="bold")))
+
+    def run(self, statement: str) -> DataFrame:
+        """Run a write or DDL statement and print its one-line outcome."""
+        self.console.print(Text(f"> {statement}", style="cyan"))
+        df = self.session.sql(statement)
+        result = df.first()
+        if result is not None and "statement_id" in df.columns:
+            counts = ", ".join(
+                f"{getattr(result, f'rows_{kind}')} {kind}"
+                for kind in ("inserted", "updated", "deleted")
+                if getattr(result, f"rows_{kind}")
+            )
+            version = "" if result.version is None else f"version {result.version}"
+            done = "; ".join(part for part in (version, counts, result.message) if part)
+            self.console.print(Text(f"  {result.operation}: {done}", style="dim"))
+        return df
+
+    def show(self, statement: str, *, columns: Sequence[str] = ()) -> list:
+        """Run a query and print its rows (only ``columns``, if given) as a table."""
+        self.console.print(Text(f"> {statement}", style="cyan"))
+        df = self.session.sql(statement)
+        if columns:
+            df = df.select(*columns)
+        rows = df.collect()
+        self.console.print(_table(df.columns, rows))
+        return rows
+
+
+def _table(columns: Sequence[str], rows: Sequence[Sequence[object]]) -> Table:
+    table = Table()
+    for name in columns:
+        table.add_column(Text(name), overflow="fold")
+    for row in rows:
+        table.add_row(*(Text("NULL", style="dim") if v is None else Text(str(v)) for v in row))
+    return table
+
+
+def tables_and_time_travel(demo: Demo) -> None:
+    demo.section("A table and its versions")
+    demo.run("CREATE TABLE people (id INT, name STRING)")
+    demo.run("INSERT INTO people VALUES (1, 'Jeff'), (2, 'Donny')")
+    demo.run("INSERT INTO people VALUES (3, 'Walter'), (4, 'Maud'), (5, 'Uli')")
+    demo.run("UPDATE people SET name = 'Jeffrey' WHERE id = 1")
+    demo.run("DELETE FROM people WHERE id IN (2, 5)")
+    demo.show("SELECT * FROM people ORDER BY id")
+
+    demo.section("Time travel")
+    demo.show("SELECT * FROM people AT (VERSION => 1) ORDER BY id")
+    demo.show("SELECT * FROM people BEFORE (VERSION => 4) ORDER BY id")
+
+    demo.section("History")
+    demo.show(
+        "DESCRIBE HISTORY people",
+        columns=(
+            "version",
+            "operation",
+            "rows_inserted",
+            "rows_updated",
+            "rows_deleted",
+            "files_added",
+            "files_removed",
+        ),
+    )
+
+
+def changes_and_streams(demo: Demo) -> None:
+    """CHANGES queries and STREAM objects over the table built above."""
+    # ---- CHANGES and STREAM ------------------------------------------------------------------
+    # The change query (SELECT ... CHANGES (INFORMATION => DEFAULT) AT (VERSION => 1)) and a
+    # STREAM consumed by an INSERT go here, using demo.show(...) / demo.run(...) as above.
+    # ---------------------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    warehouse = Path(args[0] if args else DEFAULT_WAREHOUSE)
+    console = Console()
+    shutil.rmtree(warehouse, ignore_errors=True)
+    try:
+        with console.status("Starting Spark…"):
+            session = changelake.connect(str(warehouse))
+        try:
+            demo = Demo(session, console)
+            tables_and_time_travel(demo)
+            changes_and_streams(demo)
+        finally:
+            session.close()
+    except ChangelakeError as e:
+        console.print(Text(f"error: {e}", style="red"))
+        return 1
+    console.print(Text(f"Done. The warehouse is in {warehouse.resolve()}.", style="green"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
