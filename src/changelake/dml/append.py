@@ -24,7 +24,7 @@ def append(session: Session, name: str, data: Any) -> DataFrame:
     """Append ``data`` to table ``name``; returns the one-row result DataFrame of INSERT."""
     from changelake.session import new_statement_id
 
-    target = Target.of(session, name)
+    target = Target.for_append(session, name)
     df = to_spark_dataframe(session.spark, data, schema=target.state.schema, table=target.info.name)
     result: StatementResult = append_dataframe(session, target, df, statement_id=new_statement_id())
     return result.to_dataframe(session.spark)

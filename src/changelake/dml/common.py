@@ -30,6 +30,15 @@ class Target:
         info = session.catalog.table(name)
         return Target(info, session.state(info))
 
+    @staticmethod
+    def for_append(session: Session, name: str) -> Target:
+        """A target for a blind append: its schema, without listing its files (appends never
+        read or conflict with existing rows, so their cost must not grow with the table)."""
+        info = session.catalog.table(name)
+        version = session.read_version(info)
+        schema = session.catalog.schema_at(info.table_id, version)
+        return Target(info, TableState(info.table_id, info.name, version, schema, ()))
+
     def with_identity(self, session: Session, state: TableState | None = None) -> DataFrame:
         return read_state(session.spark, session.warehouse, state or self.state, identity=True)
 

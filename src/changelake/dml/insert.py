@@ -75,10 +75,10 @@ def insert(session: Session, stmt: exp.Insert, statement_id: str) -> StatementRe
     if isinstance(into, exp.Schema):
         listed = [c.name for c in into.expressions]
         into = into.this
-    target = Target.of(session, into.name)
+    overwrite = bool(stmt.args.get("overwrite"))
+    target = (Target.of if overwrite else Target.for_append)(session, into.name)
     schema, name = target.state.schema, target.info.name
     chosen = target_columns(schema, listed, table=name)
-    overwrite = bool(stmt.args.get("overwrite"))
     source = stmt.expression
     files = None
     if isinstance(source, exp.Values) and not overwrite:
