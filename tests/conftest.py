@@ -12,22 +12,24 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from support.postgres import create_database, running_postgres  # noqa: E402
+
 import changelake  # noqa: E402
 from changelake.clock import ManualClock  # noqa: E402
-from support.postgres import create_database, running_postgres  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession
 
-    from changelake.session import SPARK_CONF
+    from changelake.session import SPARK_CONF, quiet_task_failure_logs
 
     builder = SparkSession.builder.master("local[2]").appName("changelake-tests")
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     builder = builder.config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
     session = builder.getOrCreate()
+    quiet_task_failure_logs(session)
     yield session
     session.stop()
 
