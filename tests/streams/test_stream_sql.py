@@ -307,6 +307,14 @@ _CONSUMERS = {
         " WHEN MATCHED THEN UPDATE SET name = c.name"
         " WHEN NOT MATCHED AND c.a = 'INSERT' THEN INSERT (id, name) VALUES (c.id, c.name)"
     ),
+    "merge_bare_stream": (
+        "MERGE INTO sink USING s ON sink.id = s.id"
+        " WHEN MATCHED AND s.METADATA$ACTION = 'DELETE' THEN DELETE"
+        " WHEN MATCHED THEN UPDATE SET name = s.name"
+        " WHEN NOT MATCHED AND s.METADATA$ACTION = 'INSERT' THEN INSERT (id, name)"
+        " VALUES (s.id, s.name)"
+    ),
+    "delete_where_in": "DELETE FROM sink WHERE id IN (SELECT id FROM s)",
     "update_from": (
         "UPDATE sink SET name = c.name FROM (SELECT id, name FROM s) c WHERE sink.id = c.id"
     ),
@@ -317,6 +325,8 @@ _CONSUMERS = {
 _RESULTS = {
     "insert": [(1, "x"), (3, "c"), (3, "x"), (4, "d"), (9, "x")],
     "merge": [(3, "c"), (4, "d"), (9, "x")],
+    "merge_bare_stream": [(3, "c"), (4, "d"), (9, "x")],
+    "delete_where_in": [(9, "x")],
     "update_from": [(1, "a"), (3, "c"), (9, "x")],
     "delete_using": [(9, "x")],
     "ctas": [(1, "a"), (3, "c"), (4, "d")],
