@@ -16,4 +16,6 @@ def test_demo_runs_in_a_fresh_warehouse(spark, tmp_path, capsys):
     assert "DESCRIBE HISTORY people" in out
     for operation in ("CREATE TABLE", "INSERT", "UPDATE", "DELETE"):
         assert operation in out
+    assert "METADATA$ROW_ID" in out and "shape MINIMIZE" in out
+    assert "Bunny" in out and "Maude" in out  # the stream delivered the later changes
     assert "error" not in out.lower()

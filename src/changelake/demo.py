@@ -1,4 +1,5 @@
-"""The demo (``scripts/demo.sh``): a fresh warehouse, DML, time travel and history, printed as tables.
+"""The demo (``scripts/demo.sh``): a fresh warehouse, DML, time travel, history, CHANGES and a
+STREAM, printed as tables.
 
 Run it with ``python -m changelake.demo [WAREHOUSE]``; the warehouse (default ``./demo-warehouse``)
 is removed first, so every run starts from nothing.
@@ -49,13 +50,15 @@ class Demo:
             self.console.print(Text(f"  {result.operation}: {done}", style="dim"))
         return df
 
-    def show(self, statement: str, *, columns: Sequence[str] = ()) -> list:
-        """Run a query and print its rows (only ``columns``, if given) as a table."""
+    def show(
+        self, statement: str, *, columns: Sequence[str] = (), limit: int | None = None
+    ) -> list:
+        """Run a query and print its rows (only ``columns`` and ``limit`` rows, if given)."""
         self.console.print(Text(f"> {statement}", style="cyan"))
         df = self.session.sql(statement)
         if columns:
             df = df.select(*columns)
-        rows = df.collect()
+        rows = df.limit(limit).collect() if limit is not None else df.collect()
         self.console.print(_table(df.columns, rows))
         return rows
 
@@ -99,10 +102,34 @@ def tables_and_time_travel(demo: Demo) -> None:
 
 def changes_and_streams(demo: Demo) -> None:
     """CHANGES queries and STREAM objects over the table built above."""
-    # ---- CHANGES and STREAM ------------------------------------------------------------------
-    # The change query (SELECT ... CHANGES (INFORMATION => DEFAULT) AT (VERSION => 1)) and a
-    # STREAM consumed by an INSERT go here, using demo.show(...) / demo.run(...) as above.
-    # ---------------------------------------------------------------------------------------------
+    demo.section("What changed since version 1 (minimum delta, paired by row identity)")
+    demo.show(
+        "SELECT * FROM people CHANGES (INFORMATION => DEFAULT) AT (VERSION => 1)"
+        " ORDER BY METADATA$ROW_ID, METADATA$ACTION"
+    )
+    demo.section("Only what was inserted (append-only), and the full per-version history (redo)")
+    demo.show("SELECT * FROM people CHANGES (INFORMATION => APPEND_ONLY) AT (VERSION => 1)")
+    demo.show(
+        "SELECT id, name, METADATA$ACTION, METADATA$ISUPDATE, METADATA$COMMIT_VERSION"
+        " FROM people CHANGES (INFORMATION => REDO) AT (VERSION => 1)"
+    )
+    demo.show(
+        "EXPLAIN SELECT * FROM people CHANGES (INFORMATION => DEFAULT) AT (VERSION => 1)", limit=1
+    )
+
+    demo.section("A stream, consumed exactly once by a DML statement")
+    demo.run("CREATE STREAM people_stream ON TABLE people")
+    demo.run("CREATE TABLE people_log (id INT, name STRING, action STRING, is_update BOOLEAN)")
+    demo.run("UPDATE people SET name = 'Maude' WHERE id = 4")
+    demo.run("INSERT INTO people VALUES (6, 'Bunny')")
+    demo.show("SELECT SYSTEM$STREAM_HAS_DATA('people_stream') AS has_data")
+    demo.run(
+        "INSERT INTO people_log SELECT id, name, METADATA$ACTION, METADATA$ISUPDATE"
+        " FROM people_stream"
+    )
+    demo.show("SELECT * FROM people_log ORDER BY id, action")
+    demo.show("SELECT SYSTEM$STREAM_HAS_DATA('people_stream') AS has_data")
+    demo.show("SHOW STREAMS", columns=("name", "table_name", "mode", "frontier_version", "stale"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
