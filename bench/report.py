@@ -18,6 +18,7 @@ from bench.harness import Result
 HERE = Path(__file__).resolve().parent
 JSON_PATH = HERE / "results.json"
 MD_PATH = HERE / "RESULTS.md"
+ANALYSIS_PATH = HERE / "ANALYSIS.md"  # hand-written notes appended to RESULTS.md
 
 
 def machine() -> str:
@@ -32,12 +33,21 @@ def machine() -> str:
     return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.machine()}"
 
 
+def rerender() -> None:
+    """Rewrite RESULTS.md from results.json (e.g. after editing ANALYSIS.md)."""
+    MD_PATH.write_text(render(json.loads(JSON_PATH.read_text())))
+
+
 def record(results: list[Result], run: dict[str, Any]) -> None:
     entries = json.loads(JSON_PATH.read_text()) if JSON_PATH.exists() else {}
     for r in results:
         entries[r.name] = {"result": dataclasses.asdict(r), "run": run}
     JSON_PATH.write_text(json.dumps(entries, indent=2, sort_keys=True) + "\n")
     MD_PATH.write_text(render(entries))
+
+
+def _ratio(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "n/a"
 
 
 def _seconds(value: float) -> str:
@@ -64,7 +74,8 @@ def render(entries: dict[str, Any]) -> str:
         lines.append(
             f"| {name} | {_seconds(r['changelake_s'])} | {_seconds(r['baseline_s'])}"
             f" | {r['ratio']:.2f}x ({r['ratio_meaning']}) | {r['target']}"
-            f" | {'yes' if r['met'] else '**no**'} | {r['cpu_ratio']:.2f}x"
+            f" | {'yes' if r['met'] else '**no**'}"
+            f" | {_ratio(r.get('cpu_ratio'))}"
             f" | {r['rows']:,} | {run['scale']:g}"
             f" | {run['date']} |"
         )
@@ -83,4 +94,6 @@ def render(entries: dict[str, Any]) -> str:
             f" {run['load_after']:.2f}. {run['load_note']}",
             "",
         ]
+    if ANALYSIS_PATH.exists():
+        lines += [ANALYSIS_PATH.read_text().rstrip(), ""]
     return "\n".join(lines)
