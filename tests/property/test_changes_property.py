@@ -108,7 +108,12 @@ def _statement(data: st.DataObject, live: dict[int, int]) -> tuple[str, dict[int
 def _run_history(session, clock: ManualClock, data: st.DataObject) -> History:
     session.sql("CREATE TABLE t (id INT, v INT)")
     history = History()
-    for _ in range(data.draw(st.integers(6, 8))):
+    # Draw until the history has enough versions (statements that change nothing add none), so
+    # every example yields many intervals and the run reaches MIN_CASES.
+    wanted = data.draw(st.integers(6, 8))
+    for _ in range(4 * wanted):
+        if history.last >= wanted:
+            break
         sql, after, inserted = _statement(data, history.live[history.last])
         # Well within the 1-day retention over the whole history: every version stays readable.
         clock.advance(seconds=data.draw(st.sampled_from([1, 600, 3 * 3600])))

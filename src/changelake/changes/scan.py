@@ -24,12 +24,17 @@ from changelake.schema import TableSchema
 from changelake.storage.local import local_dataframe
 from changelake.storage.snapshot import (
     FILE,
+    PER_FILE_LIMIT,
     POS,
     RID,
+    TAG,
     file_name,
+    file_scan,
     logical_schema,
     physical_schema,
+    positions_in,
     scan_files,
+    union_all,
     with_identity,
     without_positions,
 )
@@ -43,7 +48,6 @@ ISUPDATE = "METADATA$ISUPDATE"
 ROW_ID = "METADATA$ROW_ID"
 COMMIT_VERSION = "METADATA$COMMIT_VERSION"
 COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
-TAG = "_cl_tag"
 
 
 def row_id(table_id: int, rid: SparkColumn) -> SparkColumn:
@@ -56,9 +60,43 @@ def row_id(table_id: int, rid: SparkColumn) -> SparkColumn:
     return F.lpad(F.lower(F.hex(rid.bitwiseXOR(F.lit(mask)))), 16, "0")
 
 
-def _rows(
+def _columns(schema: TableSchema, tag: SparkColumn) -> list[SparkColumn]:
+    return [F.col(c.physical).alias(c.name) for c in schema.columns] + [F.col(RID), tag.alias(TAG)]
+
+
+def _rows_per_file(
     spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows
 ) -> DataFrame:
+    physical = physical_schema(schema)
+    frames = []
+    for f, tag in zip(part.files, part.tags, strict=True):
+        dvs = sorted({dv for dv, data in part.minus_dvs if data == f.path})
+        minus = positions_in(spark, wh, dvs, f.path) if dvs else None
+        df = file_scan(spark, wh, physical, f, identity=True, minus=minus)
+        if part.inserted_only:
+            df = df.where(F.col(ROW_ID_COLUMN).isNull())
+        frames.append(df.select(*_columns(schema, F.lit(tag).cast("bigint"))))
+    return union_all(frames)
+
+
+def _deleted_per_file(
+    spark: SparkSession, wh: Warehouse, schema: TableSchema, part: DeletedRows
+) -> DataFrame:
+    physical = physical_schema(schema)
+    frames = []
+    for f in part.files:
+        mine = sorted({(v, dv) for v, dv, data in part.dvs if data == f.path})
+        if not mine:
+            continue
+        only = union_all([positions_in(spark, wh, [dv], f.path, tag=v) for v, dv in mine])
+        df = file_scan(spark, wh, physical, f, identity=True, only=only)
+        frames.append(df.select(*_columns(schema, F.col(TAG))))
+    return union_all(frames)
+
+
+def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows) -> DataFrame:
+    if len(part.files) <= PER_FILE_LIMIT:
+        return _rows_per_file(spark, wh, schema, part)
     physical = physical_schema(schema)
     df = scan_files(spark, wh, physical, part.files, positions=True)
     if part.inserted_only:
@@ -94,6 +132,8 @@ def _registered_positions(
 def _deleted(
     spark: SparkSession, wh: Warehouse, schema: TableSchema, part: DeletedRows
 ) -> DataFrame:
+    if len(part.files) <= PER_FILE_LIMIT:
+        return _deleted_per_file(spark, wh, schema, part)
     physical = physical_schema(schema)
     df = scan_files(spark, wh, physical, part.files, positions=True)
     # A DV file may hold positions of several data files; take only the registered pairs.
@@ -118,7 +158,9 @@ def _deleted(
     )
 
 
-def _side(session: Session, schema: TableSchema, parts: list[FileRows | DeletedRows]) -> DataFrame | None:
+def _side(
+    session: Session, schema: TableSchema, parts: list[FileRows | DeletedRows]
+) -> DataFrame | None:
     frames = []
     for part in parts:
         if part.empty:
@@ -153,8 +195,14 @@ def _minimize(before: DataFrame, after: DataFrame, schema: TableSchema, table_id
     has_b, has_a = F.col("_b").isNotNull(), F.col("_a").isNotNull()
     event = F.explode(
         F.array(
-            F.when(has_b, F.struct(F.lit("DELETE").alias("a"), has_a.alias("u"), F.col("_b").alias("v"))),
-            F.when(has_a, F.struct(F.lit("INSERT").alias("a"), has_b.alias("u"), F.col("_a").alias("v"))),
+            F.when(
+                has_b,
+                F.struct(F.lit("DELETE").alias("a"), has_a.alias("u"), F.col("_b").alias("v")),
+            ),
+            F.when(
+                has_a,
+                F.struct(F.lit("INSERT").alias("a"), has_b.alias("u"), F.col("_a").alias("v")),
+            ),
         )
     )
     events = joined.select(F.col(TAG), F.col(RID), event.alias("_e")).where(F.col("_e").isNotNull())

@@ -7,6 +7,7 @@ Hidden columns, present only when asked for:
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -23,7 +24,10 @@ FILE = "_cl_file"
 POS = "_cl_pos"
 RID = "_cl_rid"
 VER = "_cl_ver"
+TAG = "_cl_tag"  # which version a change-scan row belongs to
 HIDDEN = (FILE, POS, RID, VER)
+# Up to this many files, reads that need row positions scan file by file (see file_scan).
+PER_FILE_LIMIT = 64
 
 DV_SCHEMA = StructType([StructField("file_name", StringType()), StructField("pos", LongType())])
 
@@ -93,6 +97,26 @@ def read_state(
 
     clean = [f for f in state.files if not f.dv_paths]
     dirty = [f for f in state.files if f.dv_paths]
+    one_by_one = state.files if identity else dirty
+    if len(one_by_one) <= PER_FILE_LIMIT:
+        parts = [
+            file_scan(
+                spark,
+                warehouse,
+                physical,
+                f.file,
+                identity=identity,
+                minus=positions_in(spark, warehouse, f.dv_paths, f.file.path)
+                if f.dv_paths
+                else None,
+            ).select(*logical, *hidden)
+            for f in one_by_one
+        ]
+        if not identity and clean:
+            parts.append(
+                scan_files(spark, warehouse, physical, clean, positions=False).select(*logical)
+            )
+        return union_all(parts)
     parts = []
     if clean:
         parts.append(scan_files(spark, warehouse, physical, clean, positions=identity))
@@ -105,6 +129,64 @@ def read_state(
     if identity:
         df = with_identity(spark, df, [f.file for f in state.files])
     return df.select(*logical, *hidden)
+
+
+def union_all(parts: Sequence[DataFrame]) -> DataFrame:
+    """The union of DataFrames with the same columns in the same order."""
+    return functools.reduce(DataFrame.union, parts)
+
+
+def positions_in(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    dv_paths: Sequence[str],
+    data_path: str,
+    *,
+    tag: int | None = None,
+) -> DataFrame:
+    """The positions (``_cl_pos``) of data file ``data_path`` recorded in the DV files
+    ``dv_paths``; with ``tag``, also a constant ``_cl_tag`` column."""
+    df = (
+        read_dvs(spark, warehouse, dv_paths)
+        .where(F.col("file_name") == file_name(data_path))
+        .select(F.col("pos").alias(POS))
+    )
+    return df if tag is None else df.withColumn(TAG, F.lit(tag).cast("bigint"))
+
+
+def file_scan(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    physical: StructType,
+    file: DataFile,
+    *,
+    identity: bool,
+    minus: DataFrame | None = None,
+    only: DataFrame | None = None,
+) -> DataFrame:
+    """The rows of one data file, without the positions in ``minus`` / at the positions in
+    ``only`` (DataFrames with ``_cl_pos``), with hidden identity columns if ``identity``.
+
+    One file at a time, deletion vectors join on the row position alone (a long key, which
+    Spark probes as an array) and the file's constants are literals, not a per-row join.
+    """
+    df = spark.read.schema(physical).parquet(warehouse.uri(file.path))
+    if identity or minus is not None or only is not None:
+        df = df.select("*", F.col("_metadata.row_index").alias(POS))
+    if minus is not None:
+        df = df.join(F.broadcast(minus), POS, "left_anti")
+    if only is not None:
+        df = df.join(F.broadcast(only), POS, "inner")
+    if identity:
+        df = df.select(
+            "*",
+            F.lit(file_name(file.path)).alias(FILE),
+            F.coalesce(F.col(ROW_ID), F.lit(file.base_row_id).cast("bigint") + F.col(POS)).alias(
+                RID
+            ),
+            F.coalesce(F.col(ROW_VERSION), F.lit(file.begin_version).cast("bigint")).alias(VER),
+        )
+    return df
 
 
 def read_dvs(spark: SparkSession, warehouse: Warehouse, dv_paths: Sequence[str]) -> DataFrame:
@@ -160,7 +242,12 @@ def with_identity(
             (file_name(f.path), f.base_row_id, f.begin_version, tag)
             for f, tag in zip(files, tag_values, strict=True)
         ],
-        [("_i_file", "string"), ("_i_base", "bigint"), ("_i_version", "bigint"), ("_i_tag", "bigint")],
+        [
+            ("_i_file", "string"),
+            ("_i_base", "bigint"),
+            ("_i_version", "bigint"),
+            ("_i_tag", "bigint"),
+        ],
     )
     df = df.join(F.broadcast(info), df[FILE] == info["_i_file"])
     return df.withColumn(RID, F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS))).withColumn(
