@@ -57,7 +57,6 @@ def record_deletes(
     """
     try:
         by_name = write_deletes(
-            session.spark,
             session.warehouse,
             positions,
             directory=session.warehouse.dv_dir(statement_id),

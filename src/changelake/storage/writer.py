@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+from pyspark import StorageLevel
 from pyspark.errors import PySparkException
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
@@ -21,7 +22,7 @@ from changelake.catalog.model import DataFile, NewDeletes
 from changelake.errors import NotNullViolationError, TypeMismatchError
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
 from changelake.storage.footers import describe_files
-from changelake.storage.snapshot import DV_SCHEMA, FILE, POS, spark_type
+from changelake.storage.snapshot import FILE, POS, spark_type
 from changelake.storage.warehouse import Warehouse
 
 T = TypeVar("T")
@@ -142,7 +143,8 @@ def write_data(
         columns.append((F.col(name) if name else F.lit(None)).cast("bigint").alias(hidden))
     out = df.select(*columns)
     if partitions is not None:
-        out = out.repartition(partitions)
+        # Rows already in memory are regrouped for free; otherwise spread the write evenly.
+        out = out.coalesce(partitions) if df.is_cached else out.repartition(partitions)
     run_checked(lambda: out.write.mode("append").parquet(warehouse.uri(directory)))
     return describe_files(warehouse, directory)
 
@@ -152,27 +154,32 @@ def partitions_for(rows: int) -> int:
 
 
 def write_deletes(
-    spark: SparkSession, warehouse: Warehouse, positions: DataFrame, *, directory: str
+    warehouse: Warehouse, positions: DataFrame, *, directory: str
 ) -> dict[str, NewDeletes]:
     """Write the (``_cl_file``, ``_cl_pos``) pairs of ``positions`` as one DV file.
 
     Returns, per data file name, the deletes recorded for it.
     """
-    dv = positions.select(F.col(FILE).alias("file_name"), F.col(POS).alias("pos")).repartition(1)
-    run_checked(lambda: dv.write.mode("append").parquet(warehouse.uri(directory)))
-    written = describe_files(warehouse, directory)
-    if not written:
-        return {}
-    (dv_file,) = written
-    counts = (
-        spark.read.schema(DV_SCHEMA)
-        .parquet(warehouse.uri(dv_file.path))
-        .groupBy("file_name")
-        .agg(F.count("*").alias("n"), F.countDistinct("pos").alias("d"))
-        .collect()
-    )
-    if any(r["n"] != r["d"] for r in counts):
-        raise DuplicateTargetRowError()
+    # Counted before writing, from one materialization: a duplicate fails before any file exists,
+    # and the file is written from memory in one task, without a shuffle.
+    dv = positions.select(F.col(FILE).alias("file_name"), F.col(POS).alias("pos"))
+    dv = dv.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        counts = run_checked(
+            lambda: (
+                dv.groupBy("file_name")
+                .agg(F.count("*").alias("n"), F.countDistinct("pos").alias("d"))
+                .collect()
+            )
+        )
+        if not counts:
+            return {}
+        if any(r["n"] != r["d"] for r in counts):
+            raise DuplicateTargetRowError()
+        run_checked(lambda: dv.coalesce(1).write.mode("append").parquet(warehouse.uri(directory)))
+    finally:
+        dv.unpersist()
+    (dv_file,) = describe_files(warehouse, directory)
     return {
         r["file_name"]: NewDeletes(file_path="", dv_path=dv_file.path, row_count=r["n"])
         for r in counts
