@@ -3,7 +3,7 @@ those files (every column to a ``noop`` sink in both)."""
 
 from __future__ import annotations
 
-from bench.harness import Context, Result, medians
+from bench.harness import Context, Result, alternate
 from bench.tables import physical_names
 
 NAME = "append_only"
@@ -40,13 +40,7 @@ def run(ctx: Context) -> Result:
         df = ctx.spark.read.parquet(*files).selectExpr(*columns)
         df.write.format("noop").mode("overwrite").save()
 
-    changelake()
-    baseline()
-    ours, theirs = [], []
-    for _ in range(ctx.repeat):
-        ours.append(ctx.clock.measure(changelake))
-        theirs.append(ctx.clock.measure(baseline))
-    ours_m, theirs_m = medians(ours), medians(theirs)
+    ours_m, theirs_m = alternate(ctx, changelake, baseline)
     ratio = ours_m.wall_s / theirs_m.wall_s
     return Result(
         name=NAME,

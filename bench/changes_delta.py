@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from bench.harness import Context, Result, medians
+from bench.harness import Context, Result, alternate
 from bench.tables import create_table
 
 NAME = "changes"
@@ -46,13 +46,7 @@ def run(ctx: Context) -> Result:
         delta.write.format("noop").mode("overwrite").save()
 
     changed = session.sql(query).count()
-    changelake()
-    baseline()
-    ours, theirs = [], []
-    for _ in range(ctx.repeat):
-        ours.append(ctx.clock.measure(changelake))
-        theirs.append(ctx.clock.measure(baseline))
-    ours_m, theirs_m = medians(ours), medians(theirs)
+    ours_m, theirs_m = alternate(ctx, changelake, baseline)
     speedup = theirs_m.wall_s / ours_m.wall_s
     return Result(
         name=NAME,

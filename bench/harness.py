@@ -108,6 +108,20 @@ def medians(samples: list[Sample]) -> Sample:
     return Sample(median_of([s.wall_s for s in samples]), median_of([s.cpu_s for s in samples]))
 
 
+def alternate(
+    ctx: Context, ours: Callable[[], object], theirs: Callable[[], object]
+) -> tuple[Sample, Sample]:
+    """Median samples of ``ours`` and ``theirs``: one untimed warm-up each, then ``ctx.repeat``
+    alternating timed runs, so background load hits both alike."""
+    ours()
+    theirs()
+    a, b = [], []
+    for _ in range(ctx.repeat):
+        a.append(ctx.clock.measure(ours))
+        b.append(ctx.clock.measure(theirs))
+    return medians(a), medians(b)
+
+
 class SparkJobClock:
     """Time spent inside Spark jobs, read from the driver's status store (works with the UI off).
 

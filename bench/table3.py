@@ -7,7 +7,7 @@ measures 9-16x for this step in Snowflake, whose MINIMIZE joins whole rewritten 
 
 from __future__ import annotations
 
-from bench.harness import Context, Result, medians
+from bench.harness import Context, Result, alternate
 
 NAME = "table3"
 TABLE = "bench_table3"
@@ -47,13 +47,7 @@ def run(ctx: Context) -> Result:
         ).first()[0]
         for a, b in ((v0, v1), (v1, v2))
     ]
-    changes(v0, v1)
-    changes(v1, v2)
-    updated, inserted = [], []
-    for _ in range(ctx.repeat):
-        updated.append(ctx.clock.measure(lambda: changes(v0, v1)))
-        inserted.append(ctx.clock.measure(lambda: changes(v1, v2)))
-    up, ins = medians(updated), medians(inserted)
+    up, ins = alternate(ctx, lambda: changes(v0, v1), lambda: changes(v1, v2))
     ratio = up.wall_s / ins.wall_s
     return Result(
         name=NAME,
