@@ -141,6 +141,20 @@ def commit_one(
     )
 
 
+def remove_all_rows(
+    session: Session, target: Target, *, operation: str, statement_id: str
+) -> StatementResult:
+    """Remove every file of ``target`` (TRUNCATE, DELETE without a condition): no Spark job."""
+    return commit_one(
+        session,
+        target,
+        operation=operation,
+        statement_id=statement_id,
+        removed_paths=tuple(f.file.path for f in target.state.files),
+        rows_deleted=target.state.live_rows,
+    )
+
+
 def _with_bases(commit: TableCommit, base: int) -> TableCommit:
     from dataclasses import replace
 

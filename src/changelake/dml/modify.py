@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from pyspark import StorageLevel
 from sqlglot import exp
 
-from changelake.dml.common import Target, commit_one, record_deletes
+from changelake.dml.common import Target, commit_one, record_deletes, remove_all_rows
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.sql.resolve import Resolver, conjuncts_for
 from changelake.sql.results import StatementResult
@@ -56,14 +56,7 @@ def delete(session: Session, stmt: exp.Delete, statement_id: str) -> StatementRe
     table = stmt.this
     if condition is None and not stmt.args.get("using"):
         target = Target.of(session, table.name)
-        return commit_one(
-            session,
-            target,
-            operation="DELETE",
-            statement_id=statement_id,
-            removed_paths=tuple(f.file.path for f in target.state.files),
-            rows_deleted=target.state.live_rows,
-        )
+        return remove_all_rows(session, target, operation="DELETE", statement_id=statement_id)
     resolver = Resolver(session)
     target, placeholder, alias = _bind_target(session, resolver, table, condition)
     select = _from_clause(placeholder, alias, stmt.args.get("using") or [])

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
-from changelake.dml.common import Target, commit_one
+from changelake.dml.common import Target, remove_all_rows
 from changelake.errors import InvalidStatementError, UnsupportedError
 from changelake.schema import Column, TableSchema, check_column_name, normalize_type
 from changelake.sql.dialect import to_spark
@@ -334,12 +334,6 @@ def alter(session: Session, stmt: exp.Alter, statement_id: str) -> StatementResu
 
 def truncate(session: Session, stmt: exp.TruncateTable, statement_id: str) -> StatementResult:
     (table,) = stmt.expressions
-    target = Target.of(session, table.name)
-    return commit_one(
-        session,
-        target,
-        operation="TRUNCATE",
-        statement_id=statement_id,
-        removed_paths=tuple(f.file.path for f in target.state.files),
-        rows_deleted=target.state.live_rows,
+    return remove_all_rows(
+        session, Target.of(session, table.name), operation="TRUNCATE", statement_id=statement_id
     )
