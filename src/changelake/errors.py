@@ -18,6 +18,15 @@ class JavaNotFoundError(ChangelakeError, RuntimeError):
     """Java 17+ is missing, so Spark cannot start."""
 
 
+class ConfigurationError(ChangelakeError, ValueError):
+    """changelake was set up with arguments that cannot work together (e.g. a remote warehouse
+    without a catalog URL)."""
+
+
+class CatalogVersionError(ChangelakeError, RuntimeError):
+    """The catalog database was written by a newer changelake than this one."""
+
+
 class SqlSyntaxError(ChangelakeError, ValueError):
     """The SQL text could not be parsed."""
 
@@ -81,6 +90,10 @@ class DependencyError(ChangelakeError, ValueError):
 
 class TransactionError(ChangelakeError, RuntimeError):
     """BEGIN / COMMIT / ROLLBACK used out of order, or a statement not allowed in a transaction."""
+
+
+class ExpressionError(ChangelakeError, ArithmeticError):
+    """A user's expression failed while a statement ran (division by zero, overflow, ...)."""
 
 
 class StaleStreamError(ChangelakeError, RuntimeError):

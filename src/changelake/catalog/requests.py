@@ -1,0 +1,232 @@
+"""A commit is data: typed updates and the requirements they are valid under.
+
+A statement (or a whole BEGIN ... COMMIT transaction) hands the catalog one or more
+``CommitRequest`` values; ``Catalog.commit`` checks every requirement against the current state and
+applies every update in one database transaction, or nothing. Updates of one request that change a
+table's contents or schema (``AddFiles``, ``RemoveFiles``, ``AddDeletes``, ``SetSchema``) make one
+new version of that table, stamped with the request's statement id and operation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from changelake.catalog.model import DataFile, NewDeletes, TableInfo
+from changelake.schema import TableSchema
+
+
+class IfExists(Enum):
+    """What a CREATE does when an object of that name exists."""
+
+    ERROR = "error"
+    REPLACE = "replace"
+    KEEP = "keep"  # IF NOT EXISTS: the whole request is not applied
+
+
+# -- updates --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    """A new table at version 0 holding ``files`` (CREATE TABLE [AS SELECT])."""
+
+    name: str
+    schema: TableSchema
+    properties: tuple[tuple[str, str], ...] = ()
+    files: tuple[DataFile, ...] = ()
+    if_exists: IfExists = IfExists.ERROR
+
+
+@dataclass(frozen=True)
+class DropTable:
+    """Drop a table and the streams on it (fails while views depend on it)."""
+
+    table_id: int
+
+
+@dataclass(frozen=True)
+class RenameTable:
+    table_id: int
+    new_name: str
+
+
+@dataclass(frozen=True)
+class SetProperties:
+    table_id: int
+    properties: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class SetSchema:
+    table_id: int
+    schema: TableSchema
+
+
+@dataclass(frozen=True)
+class AddFiles:
+    """Register data files; those without a ``base_row_id`` get row ids in the commit."""
+
+    table_id: int
+    files: tuple[DataFile, ...]
+
+
+@dataclass(frozen=True)
+class RemoveFiles:
+    table_id: int
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AddDeletes:
+    """Deletion vectors: positions of existing files deleted by this version."""
+
+    table_id: int
+    deletes: tuple[NewDeletes, ...]
+
+
+@dataclass(frozen=True)
+class ReserveRowIds:
+    """Reserve ``count`` row ids (files staged inside BEGIN ... COMMIT carry their ids before the
+    transaction commits, so later statements of the transaction can keep them); makes no version."""
+
+    table_id: int
+    count: int
+
+
+@dataclass(frozen=True)
+class ForgetFiles:
+    """VACUUM: drop the catalog rows of deleted files; versions before ``vacuumed_before`` are
+    gone. Makes no version."""
+
+    table_id: int
+    paths: tuple[str, ...]
+    vacuumed_before: int
+
+
+@dataclass(frozen=True)
+class CreateView:
+    name: str
+    sql: str
+    depends_on: tuple[str, ...] = ()
+    if_exists: IfExists = IfExists.ERROR
+
+
+@dataclass(frozen=True)
+class DropView:
+    name: str
+
+
+@dataclass(frozen=True)
+class CreateStream:
+    name: str
+    table_id: int
+    frontier_version: int
+    append_only: bool = False
+    show_initial_rows: bool = False
+    comment: str = ""
+    if_exists: IfExists = IfExists.ERROR
+
+
+@dataclass(frozen=True)
+class DropStream:
+    name: str
+
+
+@dataclass(frozen=True)
+class AdvanceStream:
+    """Move a stream's frontier to ``new_frontier`` (pair it with a ``FrontierAt`` requirement)."""
+
+    stream_id: int
+    new_frontier: int
+
+
+Update = (
+    CreateTable
+    | DropTable
+    | RenameTable
+    | SetProperties
+    | SetSchema
+    | AddFiles
+    | RemoveFiles
+    | AddDeletes
+    | ReserveRowIds
+    | ForgetFiles
+    | CreateView
+    | DropView
+    | CreateStream
+    | DropStream
+    | AdvanceStream
+)
+
+# -- requirements ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TableLive:
+    """The table is neither dropped nor replaced (else ConflictError)."""
+
+    table_id: int
+    name: str
+
+
+@dataclass(frozen=True)
+class FilesUntouched:
+    """No version after ``since_version`` removed ``paths`` or gave them deletion vectors (else
+    ConflictError naming the version): the rows a statement deletes or rewrites are still there."""
+
+    table_id: int
+    name: str
+    paths: tuple[str, ...]
+    since_version: int
+
+
+@dataclass(frozen=True)
+class FrontierAt:
+    """The stream is live and still where the statement read it (else StreamConsumedError)."""
+
+    stream_id: int
+    name: str
+    version: int
+    initial_consumed: bool
+
+
+Requirement = TableLive | FilesUntouched | FrontierAt
+
+
+@dataclass(frozen=True)
+class RowCounts:
+    """What a version did to a table's rows, for DESCRIBE HISTORY."""
+
+    table_id: int
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    """One statement's changes to the catalog, valid only while its requirements hold."""
+
+    statement_id: str
+    operation: str
+    updates: tuple[Update, ...] = ()
+    requirements: tuple[Requirement, ...] = ()
+    row_counts: tuple[RowCounts, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not self.updates
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a commit made: new versions per table id, objects created by name."""
+
+    applied: bool = True
+    versions: dict[int, list[int]] = field(default_factory=dict)
+    tables: dict[str, TableInfo] = field(default_factory=dict)  # created, by name
+
+    def version_of(self, table_id: int) -> int | None:
+        made = self.versions.get(table_id)
+        return made[-1] if made else None
