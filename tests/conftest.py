@@ -22,7 +22,8 @@ from changelake.clock import ManualClock  # noqa: E402
 def spark():
     from pyspark.sql import SparkSession
 
-    from changelake.session import SPARK_CONF, quiet_task_failure_logs
+    from changelake.storage.spark_private import quiet_task_failure_logs
+    from changelake.storage.spark_setup import SPARK_CONF
 
     builder = SparkSession.builder.master("local[2]").appName("changelake-tests")
     for key, value in SPARK_CONF.items():
@@ -58,6 +59,13 @@ def catalog_url(request, tmp_path) -> str:
         return f"sqlite:///{tmp_path}/catalog.db"
     server = request.getfixturevalue("pg_server")
     return create_database(server, "t_" + uuid.uuid4().hex[:12])
+
+
+def state_of(session: changelake.Session, info, version: int | None = None):
+    """The table ``info`` at ``version`` (default: now) as a statement of ``session`` reads it."""
+    from changelake.txn.context import StatementContext
+
+    return StatementContext(session.catalog, session.clock, session.transaction).state(info, version)
 
 
 def rows(df) -> list[tuple]:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import rows
+from conftest import rows, state_of
 
 import changelake
 from changelake.storage.maintenance import ORPHAN_MARGIN_SECONDS
@@ -83,7 +83,7 @@ def test_concurrent_appends_all_commit(warehouse):
     expected += [(w * 1000 + i, f"w{w}", w) for w in (1, 2) for i in range(50)]
     assert rows(session.sql("SELECT * FROM t")) == sorted(expected)
     # Every row keeps a distinct identity although both writers allocated ids concurrently.
-    state = read_state(session.spark, session.warehouse, session.state(info), identity=True)
+    state = read_state(session.spark, session.warehouse, state_of(session, info), identity=True)
     ids = [r[RID] for r in state.collect()]
     assert len(set(ids)) == len(ids) == 103
 

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import reduce
 
+from conftest import state_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame
@@ -143,7 +144,7 @@ def _snapshots(session, history: History) -> dict[int, dict[str, Values]]:
     """ROW_ID -> (id, v) at every version, by time travel with row identity."""
     info = session.catalog.table("t")
     frames = [
-        read_state(session.spark, session.warehouse, session.state(info, v), identity=True).select(
+        read_state(session.spark, session.warehouse, state_of(session, info, v), identity=True).select(
             F.lit(v).alias("_at"), row_id(info.table_id, F.col(RID)).alias("rid"), "id", "v"
         )
         for v in history.live

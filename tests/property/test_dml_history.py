@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 
+from conftest import state_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -211,7 +212,7 @@ def _check_identities(
 ) -> None:
     info = session.catalog.table("t")
     frames = [
-        read_state(session.spark, session.warehouse, session.state(info, v), identity=True).select(
+        read_state(session.spark, session.warehouse, state_of(session, info, v), identity=True).select(
             F.lit(v).alias("v"), "id", RID, VER
         )
         for v in sorted(models)

@@ -6,7 +6,7 @@ import datetime as dt
 import decimal
 
 import pytest
-from conftest import rows
+from conftest import rows, state_of
 
 from changelake.errors import TableNotFoundError, TimeTravelError, TransactionError
 
@@ -260,7 +260,7 @@ def test_updated_rows_keep_identity_in_hidden_columns_not_select_star(people):
     from changelake.storage.snapshot import RID, read_state
 
     info = people.catalog.table("people")
-    identities = read_state(people.spark, people.warehouse, people.state(info), identity=True)
+    identities = read_state(people.spark, people.warehouse, state_of(people, info), identity=True)
     assert rows(identities.select("id", RID)) == [(1, 0), (2, 1)]
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import rows
+from conftest import rows, state_of
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.errors import TimeTravelError
@@ -164,12 +164,12 @@ def test_prune_nan_bounds_prove_nothing():
 
 def _files(session, table: str, version: int | None = None) -> list[LiveFile]:
     info = session.catalog.table(table)
-    return list(session.state(info, version).files)
+    return list(state_of(session, info, version).files)
 
 
 def _stats(session, table: str, column: str) -> list[dict]:
     info = session.catalog.table(table)
-    physical = session.state(info).schema.find(column).physical
+    physical = state_of(session, info).schema.find(column).physical
     return [f.file.stats.get(physical) for f in _files(session, table)]
 
 
@@ -344,7 +344,7 @@ def test_deleting_every_row_of_a_file_removes_the_file(session):
 def _identity(session, table: str, version: int | None = None) -> dict[int, tuple[int, int]]:
     """id -> (row identity, last-changed version) at ``version``."""
     info = session.catalog.table(table)
-    df = read_state(session.spark, session.warehouse, session.state(info, version), identity=True)
+    df = read_state(session.spark, session.warehouse, state_of(session, info, version), identity=True)
     found = {r["id"]: (r[RID], r[VER]) for r in df.collect()}
     assert len({rid for rid, _ in found.values()}) == len(found), "row identities not unique"
     return found
@@ -357,7 +357,7 @@ def test_fresh_rows_have_identity_base_row_id_plus_position(session):
     files = _files(session, "r")
     assert [f.file.base_row_id for f in files] == [0, 3]
     info = session.catalog.table("r")
-    df = read_state(session.spark, session.warehouse, session.state(info), identity=True)
+    df = read_state(session.spark, session.warehouse, state_of(session, info), identity=True)
     got = {r["id"]: (r[RID], r[POS], r[VER]) for r in df.collect()}
     assert got == {
         0: (0, 0, 1),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -18,6 +17,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from changelake.catalog import Catalog
 from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information
 from changelake.schema import ROW_ID as ROW_ID_COLUMN
 from changelake.schema import TableSchema
@@ -39,9 +39,6 @@ from changelake.storage.snapshot import (
     without_positions,
 )
 from changelake.storage.warehouse import Warehouse
-
-if TYPE_CHECKING:
-    from changelake.session import Session
 
 ACTION = "METADATA$ACTION"
 ISUPDATE = "METADATA$ISUPDATE"
@@ -159,16 +156,16 @@ def _deleted(
 
 
 def _side(
-    session: Session, schema: TableSchema, parts: list[FileRows | DeletedRows]
+    spark: SparkSession, wh: Warehouse, schema: TableSchema, parts: list[FileRows | DeletedRows]
 ) -> DataFrame | None:
     frames = []
     for part in parts:
         if part.empty:
             continue
         if isinstance(part, FileRows):
-            frames.append(_rows(session.spark, session.warehouse, schema, part))
+            frames.append(_rows(spark, wh, schema, part))
         else:
-            frames.append(_deleted(session.spark, session.warehouse, schema, part))
+            frames.append(_deleted(spark, wh, schema, part))
     if not frames:
         return None
     out = frames[0]
@@ -229,11 +226,12 @@ def output_schema(schema: TableSchema, information: Information) -> StructType:
     return StructType(fields)
 
 
-def execute_plan(session: Session, plan: ChangePlan, schema: TableSchema) -> DataFrame:
-    """The changes ``plan`` describes, as a lazy DataFrame."""
-    spark = session.spark
-    before = _side(session, schema, [plan.before_files, plan.before_deleted])
-    after = _side(session, schema, [plan.after_files])
+def execute_plan(
+    spark: SparkSession, wh: Warehouse, catalog: Catalog, plan: ChangePlan, schema: TableSchema
+) -> DataFrame:
+    """The changes ``plan`` describes, as a lazy DataFrame (``catalog``: commit times for REDO)."""
+    before = _side(spark, wh, schema, [plan.before_files, plan.before_deleted])
+    after = _side(spark, wh, schema, [plan.after_files])
     if before is not None and after is not None:
         df = _minimize(before, after, schema, plan.table_id)
     elif after is not None:
@@ -249,16 +247,18 @@ def execute_plan(session: Session, plan: ChangePlan, schema: TableSchema) -> Dat
             plan.table_id,
         )
     if plan.information is Information.REDO:
-        return _with_commit_info(session, plan, df)
+        return _with_commit_info(spark, catalog, plan, df)
     return df.drop(TAG)
 
 
-def _with_commit_info(session: Session, plan: ChangePlan, df: DataFrame) -> DataFrame:
-    versions = session.catalog.versions(
+def _with_commit_info(
+    spark: SparkSession, catalog: Catalog, plan: ChangePlan, df: DataFrame
+) -> DataFrame:
+    versions = catalog.versions(
         plan.table_id, after_exclusive=plan.start_version, upto_inclusive=plan.end_version
     )
     commits = local_dataframe(
-        session.spark,
+        spark,
         [(v.version, dt.datetime.fromtimestamp(v.committed_at)) for v in versions],
         [(TAG, "bigint"), (COMMIT_TIMESTAMP, "timestamp")],
     )

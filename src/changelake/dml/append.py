@@ -2,32 +2,29 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.pandas.types import to_arrow_type
 
 from changelake.dml.common import Target
 from changelake.dml.insert import append_dataframe
 from changelake.errors import InvalidStatementError
 from changelake.schema import TableSchema
-from changelake.sql.results import StatementResult
+from changelake.dml.result import StatementResult
 from changelake.storage.snapshot import spark_type
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
-    from changelake.session import Session
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import StatementContext
 
 
-def append(session: Session, name: str, data: Any) -> DataFrame:
-    """Append ``data`` to table ``name``; returns the one-row result DataFrame of INSERT."""
-    from changelake.session import new_statement_id
-
-    target = Target.for_append(session, name)
-    df = to_spark_dataframe(session.spark, data, schema=target.state.schema, table=target.info.name)
-    result: StatementResult = append_dataframe(session, target, df, statement_id=new_statement_id())
-    return result.to_dataframe(session.spark)
+def append(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str, data: Any
+) -> StatementResult:
+    """Append ``data`` to table ``name``, matching columns by name."""
+    target = Target.for_append(ctx, name)
+    df = to_spark_dataframe(spark, data, schema=target.state.schema, table=target.info.name)
+    return append_dataframe(ctx, warehouse, target, df)
 
 
 def to_spark_dataframe(
@@ -59,8 +56,6 @@ def _without_null_columns(data: pa.Table, schema: TableSchema) -> pa.Table:
 
 
 def _arrow_type_of(type_name: str) -> pa.DataType:
-    from pyspark.sql.pandas.types import to_arrow_type
-
     return to_arrow_type(spark_type(type_name))
 
 

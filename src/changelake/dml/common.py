@@ -1,21 +1,31 @@
-"""Pieces every write statement shares: targets, deletion bookkeeping, committing."""
+"""Pieces every write statement shares: targets, deletion bookkeeping, the commit request."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pyspark.sql import DataFrame
 
-from changelake.catalog.model import DataFile, NewDeletes, TableCommit, TableInfo
+from changelake.catalog.model import DataFile, NewDeletes, TableInfo
+from changelake.catalog.requests import (
+    AddDeletes,
+    AddFiles,
+    CommitRequest,
+    FilesUntouched,
+    RemoveFiles,
+    RowCounts,
+    TableLive,
+    Update,
+)
+from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
-from changelake.sql.results import StatementResult
-from changelake.storage.snapshot import TableState, file_name, read_state
+from changelake.storage.snapshot import file_name
+from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import DuplicateTargetRowError, write_deletes
-
-if TYPE_CHECKING:
-    from changelake.session import Session
+from changelake.streams.frontier import StreamRead
+from changelake.txn.context import StatementContext
+from changelake.txn.snapshot import TableState
 
 
 @dataclass(frozen=True)
@@ -26,25 +36,20 @@ class Target:
     state: TableState
 
     @staticmethod
-    def of(session: Session, name: str) -> Target:
-        info = session.catalog.table(name)
-        return Target(info, session.state(info))
+    def of(ctx: StatementContext, name: str) -> Target:
+        info = ctx.table(name)
+        return Target(info, ctx.state(info))
 
     @staticmethod
-    def for_append(session: Session, name: str) -> Target:
+    def for_append(ctx: StatementContext, name: str) -> Target:
         """A target for a blind append: its schema, without listing its files (appends never
         read or conflict with existing rows, so their cost must not grow with the table)."""
-        info = session.catalog.table(name)
-        version = session.read_version(info)
-        schema = session.catalog.schema_at(info.table_id, version)
-        return Target(info, TableState(info.table_id, info.name, version, schema, ()))
-
-    def with_identity(self, session: Session, state: TableState | None = None) -> DataFrame:
-        return read_state(session.spark, session.warehouse, state or self.state, identity=True)
+        info = ctx.table(name)
+        return Target(info, ctx.schema_state(info))
 
 
 def record_deletes(
-    session: Session,
+    warehouse: Warehouse,
     target: Target,
     positions: DataFrame,
     *,
@@ -56,17 +61,13 @@ def record_deletes(
     Files that lose all their live rows are removed outright instead of carrying a DV.
     """
     try:
-        by_name = write_deletes(
-            session.warehouse,
-            positions,
-            directory=session.warehouse.dv_dir(statement_id),
-        )
-    except DuplicateTargetRowError:
+        by_name = write_deletes(warehouse, positions, directory=warehouse.dv_dir(statement_id))
+    except DuplicateTargetRowError as e:
         raise InvalidStatementError(
             f"{what} on {target.info.name}: a target row matched more than one source row, so the"
             " result would depend on row order. Make the join condition match at most one source"
             " row per target row (e.g. deduplicate the source)."
-        ) from None
+        ) from e
     return split_deletes(target.state, by_name)
 
 
@@ -88,78 +89,79 @@ def split_deletes(
     return tuple(removed), tuple(kept), total
 
 
+def stream_consumption(reads: Iterable[StreamRead]) -> CommitRequest:
+    """The frontier moves (and the frontiers they require) of the streams a statement read."""
+    reads = list(reads)
+    return CommitRequest(
+        "",
+        "",
+        updates=tuple(r.advance for r in reads),
+        requirements=tuple(r.requirement for r in reads),
+    )
+
+
 def commit_one(
-    session: Session,
+    ctx: StatementContext,
     target: Target,
     *,
     operation: str,
-    statement_id: str,
     added: tuple[DataFile, ...] = (),
     removed_paths: tuple[str, ...] = (),
     deletes: tuple[NewDeletes, ...] = (),
     rows_inserted: int = 0,
     rows_updated: int = 0,
     rows_deleted: int = 0,
+    stream_reads: Iterable[StreamRead] = (),
 ) -> StatementResult:
-    """Commit (or stage, inside a transaction) one statement's change to one table."""
-    commit = TableCommit(
-        table_id=target.info.table_id,
-        table_name=target.info.name,
-        read_version=target.state.version,
-        operation=operation,
-        statement_id=statement_id,
-        added=added,
-        removed_paths=removed_paths,
-        deletes=deletes,
-        rows_inserted=rows_inserted,
-        rows_updated=rows_updated,
-        rows_deleted=rows_deleted,
-    )
-    changed = bool(added or removed_paths or deletes)
-    if session.transaction is not None and added:
-        base = session.catalog.allocate_row_ids(
-            target.info.table_id, sum(f.row_count for f in added)
+    """Commit (or stage, inside a transaction) one statement's change to one table, consuming
+    the streams it read."""
+    table_id, name = target.info.table_id, target.info.name
+    updates: list[Update] = []
+    if added:
+        updates.append(AddFiles(table_id, added))
+    if removed_paths:
+        updates.append(RemoveFiles(table_id, removed_paths))
+    if deletes:
+        updates.append(AddDeletes(table_id, deletes))
+    touched = removed_paths + tuple(d.file_path for d in deletes)
+    requirements = [TableLive(table_id, name)] if updates else []
+    if touched:
+        requirements.append(FilesUntouched(table_id, name, touched, target.state.version))
+    consumed = stream_consumption(stream_reads)
+    result = ctx.commit(
+        CommitRequest(
+            ctx.statement_id,
+            operation,
+            updates=tuple(updates) + consumed.updates,
+            requirements=tuple(requirements) + consumed.requirements,
+            row_counts=(RowCounts(table_id, rows_inserted, rows_updated, rows_deleted),),
         )
-        commit = _with_bases(commit, base)
-    versions = session.commit([commit] if changed else [])
-    made = versions.get(target.info.table_id)
+    )
+    made = result.version_of(table_id)
     return StatementResult(
-        statement_id=statement_id,
+        statement_id=ctx.statement_id,
         operation=operation,
-        object=target.info.name,
-        version=made[-1] if made else None,
+        object=name,
+        version=made,
         rows_inserted=rows_inserted,
         rows_updated=rows_updated,
         rows_deleted=rows_deleted,
         message=(
             "committed"
-            if made
+            if made is not None
             else "staged in the open transaction"
-            if session.transaction is not None
+            if ctx.transaction is not None
             else "no rows changed"
         ),
     )
 
 
-def remove_all_rows(
-    session: Session, target: Target, *, operation: str, statement_id: str
-) -> StatementResult:
+def remove_all_rows(ctx: StatementContext, target: Target, *, operation: str) -> StatementResult:
     """Remove every file of ``target`` (TRUNCATE, DELETE without a condition): no Spark job."""
     return commit_one(
-        session,
+        ctx,
         target,
         operation=operation,
-        statement_id=statement_id,
         removed_paths=tuple(f.file.path for f in target.state.files),
         rows_deleted=target.state.live_rows,
     )
-
-
-def _with_bases(commit: TableCommit, base: int) -> TableCommit:
-    from dataclasses import replace
-
-    files = []
-    for f in commit.added:
-        files.append(replace(f, base_row_id=base))
-        base += f.row_count
-    return replace(commit, added=tuple(files))

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -18,13 +18,12 @@ from changelake.errors import (
     TypeMismatchError,
 )
 from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema
-from changelake.sql.resolve import Resolver
-from changelake.sql.results import StatementResult
+from changelake.dml.result import StatementResult
+from changelake.plan.bind import Binder
 from changelake.storage.footers import describe_files, trusted_statistics
+from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
-
-if TYPE_CHECKING:
-    from changelake.session import Session
+from changelake.txn.context import StatementContext
 
 _ARROW_TYPES = {
     "int": pa.int32(),
@@ -69,47 +68,50 @@ def full_rows(df: DataFrame, schema: TableSchema, chosen: list[Column], *, table
     return df.select(*exprs)
 
 
-def insert(session: Session, stmt: exp.Insert, statement_id: str) -> StatementResult:
-    into = stmt.this
-    listed = None
-    if isinstance(into, exp.Schema):
-        listed = [c.name for c in into.expressions]
-        into = into.this
-    overwrite = bool(stmt.args.get("overwrite"))
-    target = (Target.of if overwrite else Target.for_append)(session, into.name)
+def insert(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    *,
+    table: str,
+    columns: list[str] | None,
+    source: exp.Expression,
+    overwrite: bool,
+) -> StatementResult:
+    """INSERT [OVERWRITE] INTO table [(columns)] VALUES ... | SELECT ..."""
+    target = (Target.of if overwrite else Target.for_append)(ctx, table)
     schema, name = target.state.schema, target.info.name
-    chosen = target_columns(schema, listed, table=name)
-    source = stmt.expression
+    chosen = target_columns(schema, columns, table=name)
     files = None
+    binder = Binder(ctx, spark, warehouse)
     if isinstance(source, exp.Values) and not overwrite:
         files = _write_literal_rows(
-            session, source, schema, chosen, table=name, statement_id=statement_id
+            warehouse, source, schema, chosen, table=name, statement_id=ctx.statement_id
         )
     if files is None:
-        resolver = Resolver(session)
-        df = full_rows(resolver.query(source), schema, chosen, table=name)
+        df = full_rows(binder.query(source), schema, chosen, table=name)
         files = write_data(
-            session.warehouse,
+            warehouse,
             df,
             schema=schema,
             table=name,
-            directory=session.warehouse.data_dir(statement_id),
+            directory=warehouse.data_dir(ctx.statement_id),
         )
     removed = tuple(f.file.path for f in target.state.files) if overwrite else ()
     return commit_one(
-        session,
+        ctx,
         target,
         operation="INSERT OVERWRITE" if overwrite else "INSERT",
-        statement_id=statement_id,
         added=tuple(files),
         removed_paths=removed,
         rows_inserted=sum(f.row_count for f in files),
         rows_deleted=target.state.live_rows if overwrite else 0,
+        stream_reads=binder.stream_reads.values(),
     )
 
 
 def append_dataframe(
-    session: Session, target: Target, df: DataFrame, *, statement_id: str
+    ctx: StatementContext, warehouse: Warehouse, target: Target, df: DataFrame
 ) -> StatementResult:
     """Append a Spark DataFrame, matching its columns to the table's by name."""
     schema, name = target.state.schema, target.info.name
@@ -121,17 +123,16 @@ def append_dataframe(
     df = df.select(*[F.col(f"`{by_lower[c.name.lower()]}`") for c in chosen])
     df = full_rows(df, schema, chosen, table=name)
     files = write_data(
-        session.warehouse,
+        warehouse,
         df,
         schema=schema,
         table=name,
-        directory=session.warehouse.data_dir(statement_id),
+        directory=warehouse.data_dir(ctx.statement_id),
     )
     return commit_one(
-        session,
+        ctx,
         target,
         operation="INSERT",
-        statement_id=statement_id,
         added=tuple(files),
         rows_inserted=sum(f.row_count for f in files),
     )
@@ -170,7 +171,7 @@ def _arrow_type(column: Column) -> pa.DataType | None:
 
 
 def _write_literal_rows(
-    session: Session,
+    warehouse: Warehouse,
     values: exp.Values,
     schema: TableSchema,
     chosen: list[Column],
@@ -208,7 +209,7 @@ def _write_literal_rows(
     arrays += [pa.nulls(len(rows), pa.int64()), pa.nulls(len(rows), pa.int64())]
     fields += [pa.field(ROW_ID, pa.int64()), pa.field(ROW_VERSION, pa.int64())]
     data = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-    return write_arrow(session, data, statement_id=statement_id)
+    return write_arrow(warehouse, data, statement_id=statement_id)
 
 
 def _to_arrow(raw: list[Any], arrow_type: pa.DataType, *, column: Column, table: str) -> pa.Array:
@@ -277,9 +278,8 @@ def _coerce(value: Any, type_name: str) -> Any:
     raise TypeError(type_name)
 
 
-def write_arrow(session: Session, data: pa.Table, *, statement_id: str) -> list:
+def write_arrow(wh: Warehouse, data: pa.Table, *, statement_id: str) -> list:
     """Write an Arrow table (physical columns) as one data file of the statement."""
-    wh = session.warehouse
     directory = wh.data_dir(statement_id)
     wh.fs.create_dir(wh.fs_path(directory), recursive=True)
     pq.write_table(

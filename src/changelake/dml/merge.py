@@ -8,22 +8,20 @@ written once. Updated rows keep their identity.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from pyspark import StorageLevel
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.dml.common import Target, commit_one, record_deletes
-from changelake.errors import InvalidStatementError
+from changelake.dml.result import StatementResult
+from changelake.errors import InvalidStatementError, NotNullViolationError
+from changelake.plan.bind import Binder
 from changelake.schema import TableSchema
-from changelake.sql.resolve import Resolver
-from changelake.sql.results import StatementResult
 from changelake.storage.snapshot import FILE, POS, RID
+from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, write_data
-
-if TYPE_CHECKING:
-    from changelake.session import Session
+from changelake.txn.context import StatementContext
 
 ACTION = "_cl_action"
 UPDATE, DELETE, INSERT = "U", "D", "I"
@@ -37,22 +35,23 @@ class Clause:
     values: dict[int, exp.Expression]  # column id -> value (UPDATE and INSERT)
 
 
-def _clauses(stmt: exp.Merge, schema: TableSchema, table: str, resolver: Resolver) -> list[Clause]:
-    whens = stmt.args.get("whens")
+def _clauses(
+    whens: list[exp.Expression], schema: TableSchema, table: str, binder: Binder
+) -> list[Clause]:
     found = []
-    for when in whens.expressions if whens is not None else []:
+    for when in whens:
         matched = bool(when.args.get("matched"))
         if when.args.get("source"):
             raise InvalidStatementError("MERGE ... WHEN NOT MATCHED BY SOURCE is not supported.")
         condition = when.args.get("condition")
-        condition = resolver.bind(condition.copy()) if condition is not None else None
+        condition = binder.bind(condition.copy()) if condition is not None else None
         then = when.args.get("then")
         values: dict[int, exp.Expression] = {}
         if isinstance(then, exp.Update):
             kind = UPDATE
             for assignment in then.expressions:
                 column = schema.column(assignment.this.name, table=table)
-                values[column.column_id] = resolver.bind(assignment.expression.copy())
+                values[column.column_id] = binder.bind(assignment.expression.copy())
         elif isinstance(then, exp.Insert):
             kind = INSERT
             listed = then.this
@@ -73,13 +72,11 @@ def _clauses(stmt: exp.Merge, schema: TableSchema, table: str, resolver: Resolve
                     f"MERGE INSERT into {table} lists {len(columns)} column(s) but {len(items)} value(s)."
                 )
             for column, item in zip(columns, items, strict=True):
-                values[column.column_id] = resolver.bind(item.copy())
+                values[column.column_id] = binder.bind(item.copy())
             missing = [
                 c.name for c in schema.columns if c.column_id not in values and not c.nullable
             ]
             if missing:
-                from changelake.errors import NotNullViolationError
-
                 raise NotNullViolationError(
                     f"MERGE INSERT into {table} gives no value for NOT NULL column(s) {', '.join(missing)}."
                 )
@@ -97,16 +94,25 @@ def _clauses(stmt: exp.Merge, schema: TableSchema, table: str, resolver: Resolve
     return found
 
 
-def merge(session: Session, stmt: exp.Merge, statement_id: str) -> StatementResult:
-    table = stmt.this
-    target = Target.of(session, table.name)
+def merge(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    *,
+    table: exp.Table,
+    source: exp.Expression,
+    on: exp.Expression,
+    whens: list[exp.Expression],
+) -> StatementResult:
+    """MERGE INTO table USING source ON condition WHEN ... THEN ..."""
+    target = Target.of(ctx, table.name)
     schema, name = target.state.schema, target.info.name
     alias = table.alias or table.name
-    resolver = Resolver(session)
-    placeholder = resolver.bind_dataframe(target.with_identity(session), table.name)
-    source = resolver.bind(stmt.args["using"].copy())
-    on = resolver.bind(stmt.args["on"].copy())
-    clauses = _clauses(stmt, schema, name, resolver)
+    binder = Binder(ctx, spark, warehouse)
+    placeholder = binder.target(target.info, target.state, table.name)
+    source = binder.bind(source.copy())
+    on = binder.bind(on.copy())
+    clauses = _clauses(whens, schema, name, binder)
 
     is_matched = exp.Not(this=exp.Is(this=exp.column(POS, table=alias), expression=exp.Null()))
     not_matched = exp.Is(this=exp.column(POS, table=alias), expression=exp.Null())
@@ -144,7 +150,7 @@ def merge(session: Session, stmt: exp.Merge, statement_id: str) -> StatementResu
         this=exp.to_identifier(placeholder), alias=exp.TableAlias(this=exp.to_identifier(alias))
     )
     select = exp.select(*projection).from_(source).join(target_ref, on=on, join_type="left")
-    joined = resolver.run(select).where(F.col(ACTION).isNotNull())
+    joined = binder.run(select).where(F.col(ACTION).isNotNull())
     joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         kinds = F.substring(F.col(ACTION), 1, 1)
@@ -153,10 +159,10 @@ def merge(session: Session, stmt: exp.Merge, statement_id: str) -> StatementResu
         removed, deletes = (), ()
         if by_kind.get(UPDATE) or by_kind.get(DELETE):
             removed, deletes, _ = record_deletes(
-                session,
+                warehouse,
                 target,
                 joined.where(kinds.isin(UPDATE, DELETE)).select(FILE, POS),
-                statement_id=statement_id,
+                statement_id=ctx.statement_id,
                 what="MERGE",
             )
         written = by_kind.get(UPDATE, 0) + by_kind.get(INSERT, 0)
@@ -166,21 +172,21 @@ def merge(session: Session, stmt: exp.Merge, statement_id: str) -> StatementResu
                 RID, F.when(kinds == UPDATE, F.col(RID))
             )
             files = write_data(
-                session.warehouse,
+                warehouse,
                 rows.select(*[F.col(f"`{c.name}`") for c in schema.columns], RID),
                 schema=schema,
                 table=name,
-                directory=session.warehouse.data_dir(statement_id),
+                directory=warehouse.data_dir(ctx.statement_id),
                 row_id=RID,
                 partitions=partitions_for(written),
             )
     finally:
         joined.unpersist()
     return commit_one(
-        session,
+        ctx,
         target,
         operation="MERGE",
-        statement_id=statement_id,
+        stream_reads=binder.stream_reads.values(),
         added=tuple(files),
         removed_paths=removed,
         deletes=deletes,

@@ -2,21 +2,38 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from changelake.dml.common import Target, remove_all_rows
-from changelake.errors import InvalidStatementError, UnsupportedError
+from changelake.catalog.requests import (
+    CommitRequest,
+    CreateTable,
+    CreateView,
+    DropStream,
+    DropTable,
+    DropView,
+    IfExists,
+    RenameTable,
+    SetProperties,
+    SetSchema,
+    TableLive,
+)
+from changelake.dialect import to_spark
+from changelake.dml.common import Target, remove_all_rows, stream_consumption
+from changelake.dml.result import StatementResult
+from changelake.errors import (
+    InvalidStatementError,
+    StreamNotFoundError,
+    TableNotFoundError,
+    UnsupportedError,
+    did_you_mean,
+)
+from changelake.plan.bind import Binder
 from changelake.schema import Column, TableSchema, check_column_name, normalize_type
-from changelake.sql.dialect import to_spark
-from changelake.sql.resolve import Resolver
-from changelake.sql.results import StatementResult
+from changelake.sql import statements as s
+from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
-
-if TYPE_CHECKING:
-    from changelake.session import Session
+from changelake.txn.context import StatementContext
 
 # Table properties a user may set, with how to check the value.
 TABLE_PROPERTIES = {
@@ -131,115 +148,145 @@ def schema_of_dataframe(df: DataFrame, *, table: str) -> TableSchema:
     return TableSchema(tuple(columns))
 
 
-def create(session: Session, stmt: exp.Create, statement_id: str) -> StatementResult:
-    kind = str(stmt.args.get("kind") or "").upper()
-    if kind == "VIEW":
-        return create_view(session, stmt, statement_id)
-    if kind != "TABLE":
-        raise UnsupportedError(f"CREATE {kind} is not supported.")
-    session.require_no_transaction("CREATE TABLE")
-    target = stmt.this
-    table_node = target.this if isinstance(target, exp.Schema) else target
-    name = table_node.name
-    props_node = stmt.args.get("properties")
-    properties = properties_of(list(props_node.expressions) if props_node else [], table=name)
-    replace, if_not_exists = bool(stmt.args.get("replace")), bool(stmt.args.get("exists"))
-    query = stmt.expression
+def create_table(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, stmt: s.CreateTable
+) -> StatementResult:
+    ctx.require_no_transaction("CREATE TABLE")
+    name = stmt.name
+    properties = properties_of(stmt.properties, table=name)
+    binder = Binder(ctx, spark, warehouse)
     added: list = []
-    if query is not None:
-        df = Resolver(session).query(query)
+    if stmt.query is not None:
+        df = binder.query(stmt.query)
         schema = schema_of_dataframe(df, table=name)
-        if isinstance(target, exp.Schema):
+        if stmt.columns is not None:
             raise UnsupportedError(
                 "CREATE TABLE t (columns) AS SELECT: give either columns or a query."
             )
-        if not (if_not_exists and session.catalog.find_table(name)):
+        if not (stmt.if_not_exists and ctx.catalog.find_table(name)):
             added = write_data(
-                session.warehouse,
+                warehouse,
                 df,
                 schema=schema,
                 table=name,
-                directory=session.warehouse.data_dir(statement_id),
+                directory=warehouse.data_dir(ctx.statement_id),
             )
-    elif isinstance(target, exp.Schema):
-        schema = _column_defs(target, table=name)
+    elif stmt.columns is not None:
+        schema = _column_defs(stmt.columns, table=name)
     else:
         raise InvalidStatementError(f"CREATE TABLE {name} needs columns or AS SELECT.")
     properties.setdefault("data_retention_time_in_days", "1")
-    info = session.catalog.create_table(
-        name,
-        schema,
-        properties=properties,
-        statement_id=statement_id,
-        now=session.now(),
-        replace=replace,
-        if_not_exists=if_not_exists,
-        added=added,
-        operation="CREATE TABLE AS SELECT" if query is not None else "CREATE TABLE",
-        advances=session.take_stream_reads(),
+    if_exists = (
+        IfExists.REPLACE if stmt.replace else IfExists.KEEP if stmt.if_not_exists else IfExists.ERROR
     )
+    consumed = stream_consumption(binder.stream_reads.values())
+    result = ctx.commit(
+        CommitRequest(
+            ctx.statement_id,
+            "CREATE TABLE AS SELECT" if stmt.query is not None else "CREATE TABLE",
+            updates=(
+                CreateTable(
+                    name.lower(), schema, tuple(sorted(properties.items())), tuple(added), if_exists
+                ),
+            )
+            + consumed.updates,
+            requirements=consumed.requirements,
+        )
+    )
+    info = result.tables[name.lower()]
     return StatementResult(
-        statement_id,
+        ctx.statement_id,
         "CREATE TABLE",
         info.name,
         info.current_version,
-        rows_inserted=sum(f.row_count for f in added),
+        rows_inserted=sum(f.row_count for f in added) if result.applied else 0,
         message=f"Table {info.name} created.",
     )
 
 
-def create_view(session: Session, stmt: exp.Create, statement_id: str) -> StatementResult:
-    session.require_no_transaction("CREATE VIEW")
-    name = stmt.this.name
-    query = stmt.expression
-    resolver = Resolver(session)
-    resolver.query(query)  # validates names and types now rather than at first use
+def create_view(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, stmt: s.CreateView
+) -> StatementResult:
+    ctx.require_no_transaction("CREATE VIEW")
+    name, query = stmt.name, stmt.query
+    Binder(ctx, spark, warehouse).query(query)  # validates names and types now, not at first use
     depends = sorted(
         {t.name.lower() for t in query.find_all(exp.Table) if isinstance(t.this, exp.Identifier)}
         - {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}
     )
-    session.catalog.create_view(
-        name,
-        to_spark(query),
-        depends_on=depends,
-        now=session.now(),
-        replace=bool(stmt.args.get("replace")),
+    ctx.commit(
+        CommitRequest(
+            ctx.statement_id,
+            "CREATE VIEW",
+            (
+                CreateView(
+                    name.lower(),
+                    to_spark(query),
+                    tuple(depends),
+                    IfExists.REPLACE if stmt.replace else IfExists.ERROR,
+                ),
+            ),
+        )
     )
     return StatementResult(
-        statement_id, "CREATE VIEW", name.lower(), message=f"View {name.lower()} created."
+        ctx.statement_id, "CREATE VIEW", name.lower(), message=f"View {name.lower()} created."
     )
 
 
-def drop(session: Session, stmt: exp.Drop, statement_id: str) -> StatementResult:
-    kind = str(stmt.args.get("kind") or "").upper()
-    objects = stmt.args.get("tables") or [stmt.this]  # sqlglot >= 28 keeps a list here
-    if len(objects) != 1:
-        raise InvalidStatementError(f"DROP {kind}: give one name per statement.")
-    name = objects[0].name
-    if_exists = bool(stmt.args.get("exists"))
-    session.require_no_transaction(f"DROP {kind}")
+def drop(ctx: StatementContext, stmt: s.Drop) -> StatementResult:
+    kind, name = stmt.kind, stmt.name.lower()
+    ctx.require_no_transaction(f"DROP {kind}")
+    catalog = ctx.catalog
     if kind == "TABLE":
-        info = session.catalog.drop_table(name, now=session.now(), if_exists=if_exists)
-        message = (
-            f"Table {name.lower()} dropped." if info else f"Table {name.lower()} did not exist."
+        info = catalog.find_table(name)
+        found, update = info is not None, DropTable(info.table_id) if info else None
+        missing = TableNotFoundError(
+            f"Table {name!r} does not exist.{did_you_mean(name, catalog.object_names())}"
         )
     elif kind == "VIEW":
-        dropped = session.catalog.drop_view(name, now=session.now(), if_exists=if_exists)
-        message = (
-            f"View {name.lower()} dropped." if dropped else f"View {name.lower()} did not exist."
+        found, update = catalog.view_sql(name) is not None, DropView(name)
+        missing = TableNotFoundError(
+            f"View {name!r} does not exist.{did_you_mean(name, catalog.object_names())}"
         )
     else:
-        raise UnsupportedError(f"DROP {kind} is not supported.")
-    return StatementResult(statement_id, f"DROP {kind}", name.lower(), message=message)
+        found, update = catalog.find_stream(name) is not None, DropStream(name)
+        missing = StreamNotFoundError(
+            f"Stream {name!r} does not exist.{did_you_mean(name, catalog.stream_names())}"
+        )
+    label = kind.capitalize()
+    if not found:
+        if not stmt.if_exists:
+            raise missing
+        return StatementResult(
+            ctx.statement_id, f"DROP {kind}", name, message=f"{label} {name} did not exist."
+        )
+    ctx.commit(CommitRequest(ctx.statement_id, f"DROP {kind}", (update,)))
+    return StatementResult(
+        ctx.statement_id, f"DROP {kind}", name, message=f"{label} {name} dropped."
+    )
 
 
-def alter(session: Session, stmt: exp.Alter, statement_id: str) -> StatementResult:
-    session.require_no_transaction("ALTER TABLE")
-    if str(stmt.args.get("kind") or "").upper() != "TABLE":
-        raise UnsupportedError("Only ALTER TABLE is supported.")
-    target = Target.of(session, stmt.this.name)
+def _set_schema(
+    ctx: StatementContext, target: Target, schema: TableSchema, *, operation: str
+) -> int | None:
+    info = target.info
+    result = ctx.commit(
+        CommitRequest(
+            ctx.statement_id,
+            operation,
+            (SetSchema(info.table_id, schema),),
+            (TableLive(info.table_id, info.name),),
+        )
+    )
+    return result.version_of(info.table_id)
+
+
+def alter(ctx: StatementContext, stmt: s.AlterTable) -> StatementResult:
+    ctx.require_no_transaction("ALTER TABLE")
+    statement_id = ctx.statement_id
+    target = Target.of(ctx, stmt.table)
     info, schema = target.info, target.state.schema
-    actions = stmt.args.get("actions") or []
+    actions = stmt.actions
     new_columns = [a for a in actions if isinstance(a, exp.ColumnDef)]
     if new_columns and len(new_columns) == len(actions):
         columns = list(schema.columns)
@@ -271,13 +318,7 @@ def alter(session: Session, stmt: exp.Alter, statement_id: str) -> StatementResu
                 )
             )
             next_id += 1
-        version = session.catalog.alter_schema(
-            info.table_id,
-            TableSchema(tuple(columns)),
-            operation="ADD COLUMN",
-            statement_id=statement_id,
-            now=session.now(),
-        )
+        version = _set_schema(ctx, target, TableSchema(tuple(columns)), operation="ADD COLUMN")
         return StatementResult(
             statement_id, "ADD COLUMN", info.name, version, message="Column(s) added."
         )
@@ -294,13 +335,7 @@ def alter(session: Session, stmt: exp.Alter, statement_id: str) -> StatementResu
             Column(c.column_id, new_name, c.type, c.nullable) if c == old else c
             for c in schema.columns
         )
-        version = session.catalog.alter_schema(
-            info.table_id,
-            TableSchema(columns),
-            operation="RENAME COLUMN",
-            statement_id=statement_id,
-            now=session.now(),
-        )
+        version = _set_schema(ctx, target, TableSchema(columns), operation="RENAME COLUMN")
         return StatementResult(
             statement_id,
             "RENAME COLUMN",
@@ -310,7 +345,9 @@ def alter(session: Session, stmt: exp.Alter, statement_id: str) -> StatementResu
         )
     if isinstance(action, exp.AlterRename):
         new_name = action.this.name
-        session.catalog.rename_table(info.name, new_name)
+        ctx.commit(
+            CommitRequest(statement_id, "RENAME TABLE", (RenameTable(info.table_id, new_name),))
+        )
         return StatementResult(
             statement_id,
             "RENAME TABLE",
@@ -322,7 +359,13 @@ def alter(session: Session, stmt: exp.Alter, statement_id: str) -> StatementResu
         for e in action.expressions:
             nodes.extend(e.expressions if isinstance(e, exp.Properties) else [e])
         updates = properties_of(nodes, table=info.name)
-        session.catalog.set_properties(info.table_id, updates)
+        ctx.commit(
+            CommitRequest(
+                statement_id,
+                "SET PROPERTIES",
+                (SetProperties(info.table_id, tuple(sorted(updates.items()))),),
+            )
+        )
         return StatementResult(
             statement_id,
             "SET PROPERTIES",
@@ -332,8 +375,5 @@ def alter(session: Session, stmt: exp.Alter, statement_id: str) -> StatementResu
     raise UnsupportedError(f"Unsupported ALTER TABLE action: {action.sql()}.")
 
 
-def truncate(session: Session, stmt: exp.TruncateTable, statement_id: str) -> StatementResult:
-    (table,) = stmt.expressions
-    return remove_all_rows(
-        session, Target.of(session, table.name), operation="TRUNCATE", statement_id=statement_id
-    )
+def truncate(ctx: StatementContext, stmt: s.Truncate) -> StatementResult:
+    return remove_all_rows(ctx, Target.of(ctx, stmt.table), operation="TRUNCATE")

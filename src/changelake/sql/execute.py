@@ -1,174 +1,165 @@
-"""Statement dispatch: parse one statement, run it, return a DataFrame."""
+"""Statement dispatch: parse one statement into its typed value, run its handler, return a
+DataFrame."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
-from pyspark.sql import DataFrame
-from sqlglot import exp
+from pyspark.sql import DataFrame, SparkSession
 
-from changelake.errors import InvalidStatementError, UnsupportedError
+from changelake.catalog import Catalog
+from changelake.clock import Clock
+from changelake.dml.insert import insert
+from changelake.dml.merge import merge
+from changelake.dml.modify import delete, update
+from changelake.dml.result import StatementResult
+from changelake.errors import TransactionError
+from changelake.plan.bind import Binder
 from changelake.sql import ddl, show
-from changelake.sql.dialect import parse_one
-from changelake.sql.resolve import Resolver
-from changelake.sql.results import StatementResult
-
-if TYPE_CHECKING:
-    from changelake.session import Session
-
-_IDENT = r"([A-Za-z_][\w$]*)"
-_COMMANDS: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(rf"^OPTIMIZE\s+(?:TABLE\s+)?{_IDENT}$", re.I), "optimize"),
-    (re.compile(rf"^VACUUM\s+(?:TABLE\s+)?{_IDENT}$", re.I), "vacuum"),
-    (re.compile(r"^SHOW\s+(?:TERSE\s+)?TABLES$", re.I), "show_tables"),
-    (re.compile(r"^SHOW\s+VIEWS$", re.I), "show_views"),
-    (re.compile(r"^EXPLAIN\s+(.+)$", re.I | re.S), "explain"),
-]
+from changelake.sql import statements as s
+from changelake.sql.explain import explain
+from changelake.sql.streams import create_stream, describe_stream, drop_stream, show_streams
+from changelake.storage.maintenance import optimize, vacuum
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import StatementContext
+from changelake.txn.transaction import Transaction
 
 
-def execute(session: Session, text: str) -> DataFrame:
-    session.begin_statement()
-    stripped = text.strip().rstrip(";").strip()
-    for pattern, name in _COMMANDS:
-        found = pattern.match(stripped)
-        if found:
-            return _COMMAND_HANDLERS[name](session, found)
-    from changelake.streams.sql import stream_command
+@dataclass
+class Env:
+    """What a statement handler works with; ``transaction`` is the open transaction after the
+    statement (BEGIN, COMMIT and ROLLBACK change it)."""
 
-    handled = stream_command(session, stripped)
-    if handled is not None:
-        return handled
-    tree = parse_one(text)
-    statement_id = _new_id()
-    if isinstance(tree, exp.Query):
-        return Resolver(session).query(tree)
-    handler = _HANDLERS.get(type(tree))
-    if handler is None:
-        raise UnsupportedError(
-            f"Unsupported statement: {stripped.split()[0].upper()} ... ({type(tree).__name__})."
+    ctx: StatementContext
+    spark: SparkSession
+    warehouse: Warehouse
+    transaction: Transaction | None
+
+    @property
+    def io(self) -> tuple[StatementContext, SparkSession, Warehouse]:
+        return self.ctx, self.spark, self.warehouse
+
+
+def execute(
+    text: str,
+    *,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    catalog: Catalog,
+    clock: Clock,
+    transaction: Transaction | None,
+) -> tuple[DataFrame, Transaction | None]:
+    """Run one statement; returns its result and the transaction open after it."""
+    statement = s.parse_statement(text)
+    env = Env(StatementContext(catalog, clock, transaction), spark, warehouse, transaction)
+    result = HANDLERS[type(statement)](env, statement)
+    if isinstance(result, StatementResult):
+        result = result.to_dataframe(spark)
+    return result, env.transaction
+
+
+def _query(env: Env, stmt: s.Query) -> DataFrame:
+    return Binder(*env.io).query(stmt.tree)
+
+
+def _begin(env: Env, _: s.Begin) -> StatementResult:
+    if env.transaction is not None:
+        raise TransactionError("A transaction is already open; COMMIT or ROLLBACK it first.")
+    env.transaction = Transaction(started_at=env.ctx.now())
+    return StatementResult(env.ctx.statement_id, "BEGIN", "", message="Transaction started.")
+
+
+def _end(env: Env, *, commit: bool) -> dict[int, list[int]]:
+    txn = env.transaction
+    if txn is None:
+        raise TransactionError(
+            f"{'COMMIT' if commit else 'ROLLBACK'} without BEGIN: no transaction is open."
         )
-    result = handler(session, tree, statement_id)
-    if isinstance(result, DataFrame):
-        return result
-    return result.to_dataframe(session.spark)
+    env.transaction = None
+    requests = txn.requests()
+    if not commit or not requests:
+        return {}
+    return env.ctx.catalog.commit(requests, now=env.ctx.now()).versions
 
 
-def _new_id() -> str:
-    from changelake.session import new_statement_id
-
-    return new_statement_id()
-
-
-def _insert(session: Session, tree: exp.Expression, sid: str) -> StatementResult:
-    from changelake.dml.insert import insert
-
-    return insert(session, tree, sid)  # type: ignore[arg-type]
-
-
-def _update(session: Session, tree: exp.Expression, sid: str) -> StatementResult:
-    from changelake.dml.modify import update
-
-    return update(session, tree, sid)  # type: ignore[arg-type]
-
-
-def _delete(session: Session, tree: exp.Expression, sid: str) -> StatementResult:
-    from changelake.dml.modify import delete
-
-    return delete(session, tree, sid)  # type: ignore[arg-type]
-
-
-def _merge(session: Session, tree: exp.Expression, sid: str) -> StatementResult:
-    from changelake.dml.merge import merge
-
-    return merge(session, tree, sid)  # type: ignore[arg-type]
-
-
-def _describe(session: Session, tree: exp.Expression, sid: str) -> DataFrame:
-    style = str(tree.args.get("style") or "").upper()
-    kind = str(tree.args.get("kind") or "TABLE").upper()
-    if style == "HISTORY":
-        return show.describe_history(session, tree.this.name)
-    if kind == "TABLE" and isinstance(tree.this, exp.Table):
-        return show.describe_table(session, tree.this.name)
-    raise UnsupportedError(f"Unsupported DESCRIBE: {tree.sql()}.")
-
-
-def _begin(session: Session, tree: exp.Expression, sid: str) -> StatementResult:
-    session.begin()
-    return StatementResult(sid, "BEGIN", "", message="Transaction started.")
-
-
-def _commit(session: Session, tree: exp.Expression, sid: str) -> StatementResult:
-    versions = session.end(commit=True)
+def _commit(env: Env, _: s.Commit) -> StatementResult:
+    versions = _end(env, commit=True)
     made = ", ".join(f"table {t} -> version {v[-1]}" for t, v in versions.items())
-    return StatementResult(sid, "COMMIT", "", message=f"Committed. {made}".strip())
+    return StatementResult(
+        env.ctx.statement_id, "COMMIT", "", message=f"Committed. {made}".strip()
+    )
 
 
-def _rollback(session: Session, tree: exp.Expression, sid: str) -> StatementResult:
-    session.end(commit=False)
-    return StatementResult(sid, "ROLLBACK", "", message="Rolled back.")
+def _rollback(env: Env, _: s.Rollback) -> StatementResult:
+    _end(env, commit=False)
+    return StatementResult(env.ctx.statement_id, "ROLLBACK", "", message="Rolled back.")
 
 
-_HANDLERS: dict[type, Callable[[Session, exp.Expression, str], StatementResult | DataFrame]] = {
-    exp.Insert: _insert,
-    exp.Update: _update,
-    exp.Delete: _delete,
-    exp.Merge: _merge,
-    exp.Create: ddl.create,  # type: ignore[dict-item]
-    exp.Drop: ddl.drop,  # type: ignore[dict-item]
-    exp.Alter: ddl.alter,  # type: ignore[dict-item]
-    exp.TruncateTable: ddl.truncate,  # type: ignore[dict-item]
-    exp.Describe: _describe,
-    exp.Transaction: _begin,
-    exp.Commit: _commit,
-    exp.Rollback: _rollback,
-}
-
-
-def _optimize(session: Session, found: re.Match[str]) -> DataFrame:
-    from changelake.storage.maintenance import optimize
-
-    session.require_no_transaction("OPTIMIZE")
-    sid = _new_id()
-    done = optimize(session, found.group(1), statement_id=sid)
+def _optimize(env: Env, stmt: s.Optimize) -> StatementResult:
+    env.ctx.require_no_transaction("OPTIMIZE")
+    done = optimize(*env.io, stmt.table)
     message = (
         f"Compacted {done.files_removed} file(s) into {done.files_added}."
         if done.version is not None
         else "Nothing to compact."
     )
     return StatementResult(
-        sid, "OPTIMIZE", found.group(1).lower(), done.version, message=message
-    ).to_dataframe(session.spark)
+        env.ctx.statement_id, "OPTIMIZE", stmt.table.lower(), done.version, message=message
+    )
 
 
-def _vacuum(session: Session, found: re.Match[str]) -> DataFrame:
-    from changelake.streams.retention import vacuum_table
-
-    session.require_no_transaction("VACUUM")
-    done = vacuum_table(session, found.group(1))
+def _vacuum(env: Env, stmt: s.Vacuum) -> StatementResult:
+    env.ctx.require_no_transaction("VACUUM")
+    done = vacuum(env.ctx, env.warehouse, stmt.table)
     return StatementResult(
-        _new_id(),
+        env.ctx.statement_id,
         "VACUUM",
-        found.group(1).lower(),
+        stmt.table.lower(),
         message=f"Removed {done.files_removed} expired file(s) and {done.orphans_removed} orphan"
         f" file(s); readable from version {done.readable_from_version}.",
-    ).to_dataframe(session.spark)
+    )
 
 
-def _explain(session: Session, found: re.Match[str]) -> DataFrame:
-    from changelake.changes.explain import explain
-
-    return explain(session, found.group(1))
-
-
-_COMMAND_HANDLERS: dict[str, Callable[[Session, re.Match[str]], DataFrame]] = {
-    "optimize": _optimize,
-    "vacuum": _vacuum,
-    "show_tables": lambda session, _: show.show_tables(session),
-    "show_views": lambda session, _: show.show_views(session),
-    "explain": _explain,
+_SHOW: dict[str, Callable[[Env], DataFrame]] = {
+    "TABLES": lambda env: show.show_tables(env.ctx, env.spark),
+    "VIEWS": lambda env: show.show_views(env.ctx, env.spark),
+    "STREAMS": lambda env: show_streams(env.ctx, env.spark),
 }
 
-__all__ = ["InvalidStatementError", "execute"]
+HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
+    s.Query: _query,
+    s.Insert: lambda env, st: insert(
+        *env.io, table=st.table, columns=st.columns, source=st.source, overwrite=st.overwrite
+    ),
+    s.Update: lambda env, st: update(
+        *env.io,
+        table=st.table,
+        assignments=st.assignments,
+        source=st.source,
+        condition=st.condition,
+    ),
+    s.Delete: lambda env, st: delete(
+        *env.io, table=st.table, using=st.using, condition=st.condition
+    ),
+    s.Merge: lambda env, st: merge(
+        *env.io, table=st.table, source=st.source, on=st.on, whens=st.whens
+    ),
+    s.CreateTable: lambda env, st: ddl.create_table(*env.io, st),
+    s.CreateView: lambda env, st: ddl.create_view(*env.io, st),
+    s.CreateStream: lambda env, st: create_stream(*env.io, st),
+    s.Drop: lambda env, st: ddl.drop(env.ctx, st),
+    s.AlterTable: lambda env, st: ddl.alter(env.ctx, st),
+    s.Truncate: lambda env, st: ddl.truncate(env.ctx, st),
+    s.DescribeTable: lambda env, st: show.describe_table(env.ctx, env.spark, st.table),
+    s.DescribeHistory: lambda env, st: show.describe_history(env.ctx, env.spark, st.table),
+    s.DescribeStream: lambda env, st: describe_stream(env.ctx, env.spark, st.stream),
+    s.Show: lambda env, st: _SHOW[st.kind](env),
+    s.Begin: _begin,
+    s.Commit: _commit,
+    s.Rollback: _rollback,
+    s.Optimize: _optimize,
+    s.Vacuum: _vacuum,
+    s.Explain: lambda env, st: explain(*env.io, st.tree),
+}

@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING
+from pyspark.sql import DataFrame, SparkSession
 
-from pyspark.sql import DataFrame
-
-if TYPE_CHECKING:
-    from changelake.session import Session
+from changelake.txn.context import StatementContext
 
 
 def _ts(epoch: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(epoch)
 
 
-def describe_table(session: Session, name: str) -> DataFrame:
-    info = session.catalog.table(name)
-    schema = session.catalog.schema_at(info.table_id, session.read_version(info))
+def describe_table(ctx: StatementContext, spark: SparkSession, name: str) -> DataFrame:
+    info = ctx.catalog.table(name)
+    schema = ctx.catalog.schema_at(info.table_id, ctx.read_version(info))
     rows = [(c.name, c.type.upper(), c.nullable) for c in schema.columns]
-    return session.spark.createDataFrame(rows, "name string, type string, nullable boolean")
+    return spark.createDataFrame(rows, "name string, type string, nullable boolean")
 
 
-def describe_history(session: Session, name: str) -> DataFrame:
-    info = session.catalog.table(name)
+def describe_history(ctx: StatementContext, spark: SparkSession, name: str) -> DataFrame:
+    info = ctx.catalog.table(name)
     rows = [
         (
             v.version,
@@ -36,9 +33,9 @@ def describe_history(session: Session, name: str) -> DataFrame:
             v.files_added,
             v.files_removed,
         )
-        for v in session.catalog.versions(info.table_id)
+        for v in ctx.catalog.versions(info.table_id)
     ]
-    return session.spark.createDataFrame(
+    return spark.createDataFrame(
         rows,
         "version bigint, committed_at timestamp, operation string, statement_id string,"
         " rows_inserted bigint, rows_updated bigint, rows_deleted bigint,"
@@ -46,10 +43,10 @@ def describe_history(session: Session, name: str) -> DataFrame:
     )
 
 
-def show_tables(session: Session) -> DataFrame:
+def show_tables(ctx: StatementContext, spark: SparkSession) -> DataFrame:
     rows = []
-    for info in session.catalog.list_tables():
-        files = session.catalog.snapshot_files(info.table_id, info.current_version)
+    for info in ctx.catalog.list_tables():
+        files = ctx.catalog.snapshot_files(info.table_id, info.current_version)
         rows.append(
             (
                 info.name,
@@ -60,13 +57,13 @@ def show_tables(session: Session) -> DataFrame:
                 float(info.retention_days()),
             )
         )
-    return session.spark.createDataFrame(
+    return spark.createDataFrame(
         rows,
         "name string, created_at timestamp, version bigint, rows bigint, files int,"
         " retention_days double",
     )
 
 
-def show_views(session: Session) -> DataFrame:
-    rows = [(name, _ts(created), sql) for name, sql, created in session.catalog.list_views()]
-    return session.spark.createDataFrame(rows, "name string, created_at timestamp, text string")
+def show_views(ctx: StatementContext, spark: SparkSession) -> DataFrame:
+    rows = [(name, _ts(created), sql) for name, sql, created in ctx.catalog.list_views()]
+    return spark.createDataFrame(rows, "name string, created_at timestamp, text string")

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
+from pyspark.sql import SparkSession
 
-from changelake.catalog.model import TableCommit
-from changelake.catalog.store import registered_paths, removal_times
+from changelake.catalog import Catalog
+from changelake.catalog.requests import (
+    AddFiles,
+    CommitRequest,
+    FilesUntouched,
+    ForgetFiles,
+    RemoveFiles,
+    TableLive,
+)
 from changelake.storage.snapshot import RID, VER, read_state
+from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, write_data
-
-if TYPE_CHECKING:
-    from changelake.session import Session
+from changelake.txn.context import StatementContext
+from changelake.txn.retention import retention_horizon, stream_floor
 
 SMALL_FILE_ROWS = 500_000
 ORPHAN_MARGIN_SECONDS = 3600.0
@@ -28,13 +35,15 @@ class OptimizeResult:
     rows: int
 
 
-def optimize(session: Session, name: str, *, statement_id: str) -> OptimizeResult:
+def optimize(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str
+) -> OptimizeResult:
     """Rewrite files carrying deletion vectors, and small files, into few large ones.
 
     Rows keep their identity and last-changed version, so change queries see no change.
     """
-    info = session.catalog.table(name)
-    state = session.state(info)
+    info = ctx.table(name)
+    state = ctx.state(info)
     candidates = [f for f in state.files if f.dv_paths or f.file.row_count < SMALL_FILE_ROWS]
     if not candidates or (len(candidates) == 1 and not candidates[0].dv_paths):
         return OptimizeResult(None, 0, 0, 0)
@@ -42,28 +51,31 @@ def optimize(session: Session, name: str, *, statement_id: str) -> OptimizeResul
     rows = chosen.live_rows
     added = []
     if rows:
-        df = read_state(session.spark, session.warehouse, chosen, identity=True)
+        df = read_state(spark, warehouse, chosen, identity=True)
         added = write_data(
-            session.warehouse,
+            warehouse,
             df,
             schema=state.schema,
             table=info.name,
-            directory=session.warehouse.data_dir(statement_id),
+            directory=warehouse.data_dir(ctx.statement_id),
             row_id=RID,
             row_version=VER,
             partitions=partitions_for(rows),
         )
-    commit = TableCommit(
-        table_id=info.table_id,
-        table_name=info.name,
-        read_version=state.version,
-        operation="OPTIMIZE",
-        statement_id=statement_id,
-        added=tuple(added),
-        removed_paths=tuple(f.file.path for f in candidates),
+    # Compaction removes whole files: a concurrent DELETE or UPDATE of any of them conflicts.
+    removed = tuple(f.file.path for f in candidates)
+    result = ctx.commit(
+        CommitRequest(
+            ctx.statement_id,
+            "OPTIMIZE",
+            updates=(AddFiles(info.table_id, tuple(added)), RemoveFiles(info.table_id, removed)),
+            requirements=(
+                TableLive(info.table_id, info.name),
+                FilesUntouched(info.table_id, info.name, removed, since_version=state.version),
+            ),
+        )
     )
-    versions = session.catalog.commit([commit], now=session.now())
-    return OptimizeResult(versions[info.table_id][-1], len(candidates), len(added), rows)
+    return OptimizeResult(result.version_of(info.table_id), len(candidates), len(added), rows)
 
 
 @dataclass(frozen=True)
@@ -73,19 +85,21 @@ class VacuumResult:
     readable_from_version: int
 
 
-def vacuum(session: Session, name: str, *, keep_from_version: int | None = None) -> VacuumResult:
+def vacuum(ctx: StatementContext, warehouse: Warehouse, name: str) -> VacuumResult:
     """Delete files removed longer ago than retention, and orphans of crashed writers.
 
-    ``keep_from_version``: versions at or after it stay readable regardless (live streams).
+    Live streams on the table extend retention (paper 2.3): the versions after the oldest
+    frontier stay readable until the stream goes stale.
     """
-    info = session.catalog.table(name)
-    now = session.now()
-    horizon = now - info.retention_days() * 86400.0
-    removed_at = removal_times(session.catalog, info.table_id)
+    info = ctx.table(name)
+    now = ctx.now()
+    keep_from_version = stream_floor(ctx.catalog, info, now=now)
+    horizon = retention_horizon(info, now=now)
+    removed_at = ctx.catalog.removal_times(info.table_id)
     expired_versions = {v for v, at in removed_at.items() if at < horizon}
     if keep_from_version is not None:
         expired_versions = {v for v in expired_versions if v <= keep_from_version}
-    files = session.catalog.all_file_paths(info.table_id)
+    files = ctx.catalog.all_file_paths(info.table_id)
     doomed = [
         (path, dvs) for path, end, dvs in files if end is not None and end in expired_versions
     ]
@@ -95,19 +109,23 @@ def vacuum(session: Session, name: str, *, keep_from_version: int | None = None)
         for dv in dvs:
             dv_users[dv].add(path)
     dv_doomed = {dv for dv, users in dv_users.items() if users <= doomed_paths}
-    wh = session.warehouse
     for path in sorted(doomed_paths | dv_doomed):
-        _delete(wh.fs, wh.fs_path(path))
+        _delete(warehouse.fs, warehouse.fs_path(path))
     floor = max(expired_versions, default=info.vacuumed_before_version)
-    session.catalog.forget_files(info.table_id, sorted(doomed_paths), vacuumed_before=floor)
-    orphans = _remove_orphans(session, now=now)
+    ctx.commit(
+        CommitRequest(
+            ctx.statement_id,
+            "VACUUM",
+            updates=(ForgetFiles(info.table_id, tuple(sorted(doomed_paths)), floor),),
+        )
+    )
+    orphans = _remove_orphans(ctx.catalog, warehouse, now=now)
     return VacuumResult(len(doomed_paths), orphans, max(floor, info.vacuumed_before_version))
 
 
-def _remove_orphans(session: Session, *, now: float) -> int:
+def _remove_orphans(catalog: Catalog, wh: Warehouse, *, now: float) -> int:
     """Delete Parquet files no catalog row references, older than the safety margin."""
-    wh = session.warehouse
-    known = registered_paths(session.catalog)
+    known = catalog.registered_paths()
     removed = 0
     for top in ("data", "dv"):
         selector = pafs.FileSelector(wh.fs_path(top), recursive=True, allow_not_found=True)

@@ -10,15 +10,17 @@ from __future__ import annotations
 import functools
 import posixpath
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StringType, StructField, StructType, _parse_datatype_string
+from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
+from changelake.storage.local import local_dataframe
+from changelake.storage.spark_private import parse_type
 from changelake.storage.warehouse import Warehouse
+from changelake.txn.snapshot import TableState
 
 FILE = "_cl_file"
 POS = "_cl_pos"
@@ -32,26 +34,8 @@ PER_FILE_LIMIT = 64
 DV_SCHEMA = StructType([StructField("file_name", StringType()), StructField("pos", LongType())])
 
 
-@dataclass(frozen=True)
-class TableState:
-    """What a reader needs to see a table at one point: schema and live files."""
-
-    table_id: int
-    name: str
-    version: int
-    schema: TableSchema
-    files: tuple[LiveFile, ...]
-
-    def with_files(self, files: Sequence[LiveFile]) -> TableState:
-        return replace(self, files=tuple(files))
-
-    @property
-    def live_rows(self) -> int:
-        return sum(f.live_rows for f in self.files)
-
-
-def spark_type(type_name: str):  # noqa: ANN201 - pyspark DataType
-    return _parse_datatype_string(type_name)
+def spark_type(type_name: str) -> DataType:
+    return parse_type(type_name)
 
 
 def physical_schema(schema: TableSchema) -> StructType:
@@ -233,8 +217,6 @@ def with_identity(
 ) -> DataFrame:
     """Add ``_cl_rid`` and ``_cl_ver`` to rows of ``files`` (which carry ``_cl_file``/``_cl_pos``),
     and ``_i_tag`` (one value per file) when ``tags`` are given."""
-    from changelake.storage.local import local_dataframe
-
     tag_values = list(tags) if tags is not None else [None] * len(files)
     info = local_dataframe(
         spark,

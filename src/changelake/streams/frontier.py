@@ -1,89 +1,54 @@
-"""Reading STREAMs: the changes from a stream's frontier to now, staleness, and consumption.
+"""Reading STREAMs: the changes from a stream's frontier to what the statement reads.
 
-A read records how the frontier would move; a DML statement that commits moves it in the same
-catalog transaction (compare-and-set), a plain query does not.
+Reading a stream has no side effect: it returns the changes and a ``StreamRead``, the frontier
+move a statement that commits must make (compare-and-set on the frontier it read).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, SparkSession
 
-from changelake.catalog.model import StreamAdvance, StreamInfo, TableInfo
-from changelake.changes.plan import ChangePlan, Information, plan_changes
+from changelake.catalog.model import StreamInfo
+from changelake.catalog.requests import AdvanceStream, FrontierAt
+from changelake.changes.plan import ChangePlan, Information, Shape, plan_changes
 from changelake.changes.scan import execute_plan
-from changelake.errors import StaleStreamError
-
-if TYPE_CHECKING:
-    from changelake.session import Session
-
-DAY = 86400.0
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import StatementContext
+from changelake.txn.retention import check_not_stale
 
 
-def extended_retention_days(info: TableInfo) -> float:
-    """How long a stream keeps its table's history readable: retention, extended up to the max."""
-    return max(info.retention_days(), info.max_extension_days())
+@dataclass(frozen=True)
+class StreamRead:
+    """A stream as one statement read it: the interval and the frontier move it implies."""
 
+    stream: StreamInfo
+    plan: ChangePlan
 
-def stale_after(session: Session, stream: StreamInfo, info: TableInfo) -> float | None:
-    """When the stream becomes (or became) stale; None if nothing is pending to expire."""
-    successor = session.catalog.version_info(info.table_id, stream.frontier_version + 1)
-    if successor is None:
-        return None
-    return successor.committed_at + extended_retention_days(info) * DAY
+    @property
+    def advance(self) -> AdvanceStream:
+        return AdvanceStream(self.stream.stream_id, self.plan.end_version)
 
-
-def table_replaced(session: Session, info: TableInfo) -> bool:
-    """Whether the stream's table was replaced (CREATE OR REPLACE TABLE) since it was created."""
-    current = session.catalog.find_table(info.name)
-    return current is None or current.table_id != info.table_id
-
-
-def is_stale(session: Session, stream: StreamInfo, info: TableInfo) -> bool:
-    if stream.frontier_version < info.vacuumed_before_version or table_replaced(session, info):
-        return True
-    deadline = stale_after(session, stream, info)
-    return deadline is not None and deadline < session.now()
-
-
-def check_not_stale(session: Session, stream: StreamInfo, info: TableInfo) -> None:
-    if table_replaced(session, info):
-        raise StaleStreamError(
-            f"Stream {stream.name} is stale: table {info.name} was replaced after the stream was"
-            f" created, so its changes no longer follow from the stream's position. Recreate it"
-            f" with CREATE OR REPLACE STREAM {stream.name} ON TABLE {info.name}"
-            " (add SHOW_INITIAL_ROWS = TRUE to start from the table's current rows)."
-        )
-    if is_stale(session, stream, info):
-        raise StaleStreamError(
-            f"Stream {stream.name} is stale: its unconsumed changes on table {info.name} fell out"
-            f" of retention (DATA_RETENTION_TIME_IN_DAYS = {info.retention_days():g}, extended up"
-            f" to MAX_DATA_EXTENSION_TIME_IN_DAYS = {info.max_extension_days():g}). Recreate it"
-            f" with CREATE OR REPLACE STREAM {stream.name} ON TABLE {info.name}"
-            " (add SHOW_INITIAL_ROWS = TRUE to start from the table's current rows)."
+    @property
+    def requirement(self) -> FrontierAt:
+        return FrontierAt(
+            self.stream.stream_id,
+            self.stream.name,
+            self.stream.frontier_version,
+            self.stream.initial_consumed,
         )
 
 
-def pinned_stream(session: Session, name: str) -> StreamInfo:
-    """The stream as this session sees it: fixed for the rest of an open transaction."""
-    txn = session.transaction
-    if txn is not None and name.lower() in txn.streams:
-        return txn.streams[name.lower()]
-    stream = session.catalog.stream(name)
-    if txn is not None:
-        txn.streams[name.lower()] = stream
-    return stream
-
-
-def stream_plan(session: Session, name: str) -> tuple[StreamInfo, TableInfo, ChangePlan]:
-    stream = pinned_stream(session, name)
-    info = session.catalog.table_by_id(stream.table_id)
-    check_not_stale(session, stream, info)
-    end = max(session.read_version(info), stream.frontier_version)
+def stream_plan(ctx: StatementContext, name: str) -> StreamRead:
+    """What reading stream ``name`` now would return, planned from metadata."""
+    stream = ctx.stream(name)
+    info = ctx.catalog.table_by_id(stream.table_id)
+    check_not_stale(ctx.catalog, stream, info, now=ctx.now())
+    end = max(ctx.read_version(info), stream.frontier_version)
     information = Information.APPEND_ONLY if stream.append_only else Information.DEFAULT
     # The first read of SHOW_INITIAL_ROWS returns every row at the end: all files up to it.
-    touched = session.catalog.files_changed_between(
+    touched = ctx.catalog.files_changed_between(
         info.table_id,
         start_exclusive=-1 if stream.pending_initial_rows else stream.frontier_version,
         end_inclusive=end,
@@ -97,48 +62,26 @@ def stream_plan(session: Session, name: str) -> tuple[StreamInfo, TableInfo, Cha
         touched=touched,
         initial_rows=stream.pending_initial_rows,
     )
-    return stream, info, plan
+    return StreamRead(stream, plan)
 
 
-def read_stream(session: Session, name: str) -> DataFrame:
-    """The stream's pending changes; notes the frontier move a committing DML would make."""
-    stream, info, plan = stream_plan(session, name)
-    schema = session.catalog.schema_at(info.table_id, plan.end_version)
-    session.note_stream_read(
-        StreamAdvance(
-            stream_id=stream.stream_id,
-            stream_name=stream.name,
-            expected_frontier=stream.frontier_version,
-            expected_initial_consumed=stream.initial_consumed,
-            new_frontier=plan.end_version,
-        )
-    )
-    return execute_plan(session, plan, schema)
+def read_stream(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str
+) -> tuple[DataFrame, StreamRead]:
+    """The stream's pending changes, and the frontier move that consumes them."""
+    read = stream_plan(ctx, name)
+    schema = ctx.catalog.schema_at(read.plan.table_id, read.plan.end_version)
+    return execute_plan(spark, warehouse, ctx.catalog, read.plan, schema), read
 
 
-def has_data(session: Session, name: str) -> bool:
+def has_data(ctx: StatementContext, name: str) -> bool:
     """SYSTEM$STREAM_HAS_DATA: whether the stream has changes to consume (from metadata only).
 
     Like Snowflake's, it may say TRUE for changes that cancel out (e.g. compaction).
     """
-    stream, _, plan = stream_plan(session, name)
-    if stream.pending_initial_rows:
-        return plan.end_version >= 0 and bool(
-            session.catalog.snapshot_files(plan.table_id, plan.end_version)
+    read = stream_plan(ctx, name)
+    if read.stream.pending_initial_rows:
+        return read.plan.end_version >= 0 and bool(
+            ctx.catalog.snapshot_files(read.plan.table_id, read.plan.end_version)
         )
-    return plan.shape.value != "EMPTY"
-
-
-def stream_start_version(session: Session, info: TableInfo, name: str) -> int:
-    """The start of ``CHANGES ... AT (STREAM => 'name')``: the stream's frontier."""
-    stream = pinned_stream(session, name)
-    if stream.table_id != info.table_id:
-        other = session.catalog.table_by_id(stream.table_id)
-        check_not_stale(session, stream, other)
-        from changelake.errors import InvalidStatementError
-
-        raise InvalidStatementError(
-            f"Stream {stream.name} is on table {other.name}, not {info.name}."
-        )
-    check_not_stale(session, stream, info)
-    return stream.frontier_version
+    return read.plan.shape is not Shape.EMPTY

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass
-from typing import TYPE_CHECKING
+from pyspark.sql import DataFrame, SparkSession
 
-if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+from changelake.storage.local import local_dataframe
 
 RESULT_COLUMNS = (
     ("statement_id", "string"),
@@ -32,6 +31,4 @@ class StatementResult:
     message: str = ""
 
     def to_dataframe(self, spark: SparkSession) -> DataFrame:
-        from changelake.storage.local import local_dataframe
-
         return local_dataframe(spark, [astuple(self)], RESULT_COLUMNS)

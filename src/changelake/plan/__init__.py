@@ -1,0 +1,1 @@
+"""Queries over changelake tables, views and streams, bound to Spark DataFrames."""

@@ -1,0 +1,218 @@
+"""Binding a query over changelake tables, views and streams to one Spark DataFrame.
+
+Each table reference is replaced by a placeholder bound to a DataFrame (a snapshot, time-travel
+or change scan, a stream), views are inlined as subqueries, and Spark SQL plans the rest. What
+the query read that a commit must require (streams) is kept on the binder as values.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pyspark.errors import AnalysisException, ParseException
+from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
+
+from changelake.catalog.model import TableInfo
+from changelake.changes.query import changes_between, resolve_interval
+from changelake.dialect import parse_one, to_spark
+from changelake.errors import (
+    ColumnNotFoundError,
+    InvalidStatementError,
+    SqlSyntaxError,
+    TableNotFoundError,
+    UnsupportedError,
+    did_you_mean,
+)
+from changelake.plan.points import changes_clause, point_of
+from changelake.plan.pushdown import pushable_conjuncts
+from changelake.storage.pruning import prune
+from changelake.storage.snapshot import read_state
+from changelake.storage.warehouse import Warehouse
+from changelake.streams.frontier import StreamRead, has_data, read_stream
+from changelake.txn.context import StatementContext
+from changelake.txn.points import resolve
+from changelake.txn.snapshot import TableState
+
+_PLACEHOLDER = "__cl_ref_{}__"
+
+
+class Binder:
+    """Binds the table references of one statement's queries to DataFrames."""
+
+    def __init__(self, ctx: StatementContext, spark: SparkSession, warehouse: Warehouse):
+        self.ctx = ctx
+        self.spark = spark
+        self.warehouse = warehouse
+        self.bindings: dict[str, DataFrame] = {}
+        self.names: dict[str, str] = {}  # placeholder -> what the user wrote
+        self.stream_reads: dict[int, StreamRead] = {}
+        self._view_stack: list[str] = []
+
+    # -- entry points -------------------------------------------------------------------------
+
+    def query(self, tree: exp.Expression) -> DataFrame:
+        """A lazy DataFrame for a query expression (SELECT, UNION, VALUES, ...)."""
+        return self.run(self.bind(tree.copy()))
+
+    def bind(self, tree: exp.Expression) -> exp.Expression:
+        """Replace table references in ``tree`` by placeholders bound to DataFrames."""
+        if isinstance(tree, exp.Table) and tree.parent is None:
+            # a bare reference (MERGE ... USING t) is replaced in place, so it needs a parent
+            return self.bind(exp.Paren(this=tree)).this
+        tree = self._fold_stream_functions(tree)
+        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+        for table in list(tree.find_all(exp.Table)):
+            if not isinstance(table.this, exp.Identifier) or table.args.get("db"):
+                continue
+            if table.name.lower() in ctes and not table.args.get("when"):
+                continue
+            self._bind_table(table)
+        return tree
+
+    def bind_dataframe(self, df: DataFrame, label: str) -> str:
+        """Register ``df`` under a fresh placeholder; returns the placeholder name."""
+        name = _PLACEHOLDER.format(len(self.bindings))
+        self.bindings[name] = df
+        self.names[name] = label
+        return name
+
+    def run(self, tree: exp.Expression) -> DataFrame:
+        text = to_spark(tree)
+        try:
+            if not self.bindings:
+                return self.spark.sql(text)
+            used = {k: v for k, v in self.bindings.items() if k in text}
+            escaped = text.replace("{", "{{").replace("}", "}}")
+            for name in used:
+                escaped = escaped.replace(name, "{" + name + "}")
+            return self.spark.sql(escaped, **used)
+        except AnalysisException as e:
+            raise self.translate(e) from e
+
+    # -- tables -------------------------------------------------------------------------------
+
+    def _bind_table(self, table: exp.Table) -> None:
+        name = table.name
+        if name in self.bindings:
+            return
+        alias = table.alias or name
+        catalog = self.ctx.catalog
+        info = catalog.find_table(name)
+        if info is not None:
+            self._replace(table, self.table_dataframe(info, table), alias, label=name)
+            return
+        view_sql = catalog.view_sql(name)
+        if view_sql is not None:
+            if table.args.get("when") or table.args.get("changes"):
+                raise UnsupportedError(
+                    f"{name} is a view: time travel and CHANGES on views are not supported yet;"
+                    " query the base tables instead."
+                )
+            if name.lower() in self._view_stack:
+                raise InvalidStatementError(f"View {name} refers to itself.")
+            self._view_stack.append(name.lower())
+            inner = self.bind(parse_one(view_sql))
+            self._view_stack.pop()
+            table.replace(
+                exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+            )
+            return
+        if catalog.find_stream(name) is not None:
+            if table.args.get("when") or table.args.get("changes"):
+                raise InvalidStatementError(
+                    f"{name} is a stream: it reads its own interval; drop AT/BEFORE/CHANGES."
+                )
+            df, read = read_stream(self.ctx, self.spark, self.warehouse, name)
+            self.stream_reads.setdefault(read.stream.stream_id, read)
+            self._replace(table, df, alias, label=name)
+            return
+        if self.spark.catalog.tableExists(name):
+            return  # a Spark temp view or table of the user's own
+        known = catalog.object_names() + catalog.stream_names()
+        raise TableNotFoundError(
+            f"Table, view or stream {name!r} does not exist.{did_you_mean(name, known)}"
+            " SHOW TABLES and SHOW STREAMS list what exists."
+        )
+
+    def table_dataframe(self, info: TableInfo, table: exp.Table) -> DataFrame:
+        """The rows (or changes) of ``info`` that the reference ``table`` asks for."""
+        changes = table.args.get("changes")
+        if changes is not None:
+            information, start, end = changes_clause(self.spark, changes)
+            first, last = resolve_interval(self.ctx, info, start=start, end=end)
+            return changes_between(
+                self.ctx.catalog,
+                self.spark,
+                self.warehouse,
+                info,
+                start=first,
+                end=last,
+                information=information,
+            )
+        when = table.args.get("when")
+        version = resolve(self.ctx, info, point_of(self.spark, when)) if when else None
+        state = self.ctx.state(info, version)
+        conjuncts = pushable_conjuncts(table)
+        if conjuncts:
+            state = state.with_files(prune(state.files, state.schema, conjuncts))
+        return read_state(self.spark, self.warehouse, state)
+
+    def target(self, info: TableInfo, state: TableState, label: str) -> str:
+        """Bind ``state`` of a write statement's target with its hidden identity columns."""
+        df = read_state(self.spark, self.warehouse, state, identity=True)
+        return self.bind_dataframe(df, label)
+
+    def _replace(self, table: exp.Table, df: DataFrame, alias: str, *, label: str) -> None:
+        placeholder = self.bind_dataframe(df, label)
+        table.replace(
+            exp.Table(
+                this=exp.to_identifier(placeholder),
+                alias=exp.TableAlias(this=exp.to_identifier(alias)),
+            )
+        )
+
+    def _fold_stream_functions(self, tree: exp.Expression) -> exp.Expression:
+        """Evaluate SYSTEM$STREAM_HAS_DATA('s') from metadata into a boolean literal."""
+
+        def is_call(node: exp.Expression) -> bool:
+            return isinstance(node, exp.Anonymous) and node.name.upper() == "SYSTEM$STREAM_HAS_DATA"
+
+        def fold(node: exp.Expression) -> exp.Expression:
+            if not is_call(node):
+                return node
+            args = node.expressions
+            if len(args) != 1 or not isinstance(args[0], exp.Literal) or not args[0].is_string:
+                raise InvalidStatementError("SYSTEM$STREAM_HAS_DATA takes one stream name: 'name'.")
+            return exp.Boolean(this=has_data(self.ctx, args[0].this))
+
+        if not any(is_call(n) for n in tree.find_all(exp.Anonymous)):
+            return tree
+        return tree.transform(fold, copy=False)
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def translate(self, e: AnalysisException) -> Exception:
+        """A changelake error for a Spark analysis error, with user names, without the plan."""
+        condition = e.getCondition() or ""
+        params = e.getMessageParameters() or {}
+        text = self._unplaceholder(str(e).split("\n")[0])
+        text = re.sub(r"\s*SQLSTATE: \w+;?.*$", "", text)
+        if condition.startswith("UNRESOLVED_COLUMN"):
+            column = self._unplaceholder(params.get("objectName", "?")).replace("`", "")
+            proposal = self._unplaceholder(params.get("proposal", "")).replace("`", "")
+            known = [c.strip() for c in proposal.split(",") if c.strip()]
+            hint = did_you_mean(column, known) or (
+                f" Columns in scope: {', '.join(known)}." if known else ""
+            )
+            return ColumnNotFoundError(f"Column {column} does not exist.{hint}")
+        if condition.startswith("TABLE_OR_VIEW_NOT_FOUND"):
+            return TableNotFoundError(text)
+        if isinstance(e, ParseException) or "PARSE_SYNTAX_ERROR" in condition:
+            return SqlSyntaxError(text)
+        return InvalidStatementError(text)
+
+    def _unplaceholder(self, text: str) -> str:
+        for placeholder, name in self.names.items():
+            text = text.replace(placeholder, name)
+        return re.sub(r"`?_cl_(file|pos|rid|ver)`?,?\s*", "", text)

@@ -1,0 +1,98 @@
+"""SQL points in time (``AT | BEFORE | END (kind => expression)``) as typed ``Point`` values."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pyspark.sql import SparkSession
+from sqlglot import exp
+
+from changelake.changes.plan import Information
+from changelake.dialect import to_spark
+from changelake.errors import InvalidStatementError
+from changelake.txn.points import Edge, Point, PointKind
+
+KINDS = ("VERSION", "TIMESTAMP", "TS", "OFFSET", "STATEMENT", "STREAM")
+_KIND = {
+    "VERSION": PointKind.VERSION,
+    "TIMESTAMP": PointKind.TIMESTAMP,
+    "TS": PointKind.TIMESTAMP,
+    "OFFSET": PointKind.OFFSET,
+    "STATEMENT": PointKind.STATEMENT,
+    "STREAM": PointKind.STREAM,
+}
+
+
+def evaluate(spark: SparkSession, expression: exp.Expression) -> object:
+    """The value of a constant expression: literals directly, anything else through Spark."""
+    if isinstance(expression, exp.Literal):
+        return expression.this if expression.is_string else _number(expression.this)
+    if isinstance(expression, exp.Neg) and isinstance(expression.this, exp.Literal):
+        return -_number(expression.this.this)
+    try:
+        return spark.sql(f"SELECT {to_spark(expression)}").first()[0]
+    except Exception as e:  # any failure here is the user's expression
+        raise InvalidStatementError(
+            f"Cannot evaluate {to_spark(expression)!r} as a constant: {str(e).splitlines()[0]}"
+        ) from e
+
+
+def _number(text: str) -> int | float:
+    try:
+        return int(text)
+    except ValueError:
+        return float(text)
+
+
+def _epoch(spark: SparkSession, expression: exp.Expression) -> float:
+    value = evaluate(spark, expression)
+    if isinstance(value, str):
+        value = spark.sql(f"SELECT CAST({exp.Literal.string(value).sql()} AS TIMESTAMP)").first()[0]
+        if value is None:
+            raise InvalidStatementError(
+                f"{expression.sql()} is not a timestamp; write e.g. '2024-05-01 12:00:00'."
+            )
+    if isinstance(value, dt.datetime):
+        return value.timestamp()
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value, dt.time()).timestamp()
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise InvalidStatementError(f"{expression.sql()} is not a timestamp.")
+
+
+def point_of(spark: SparkSession, clause: exp.HistoricalData) -> Point:
+    """The point an ``AT | BEFORE | END (...)`` clause names."""
+    edge = Edge(str(clause.this).upper())
+    kind_text = str(clause.args.get("kind") or "").upper()
+    kind = _KIND.get(kind_text)
+    if kind is None:
+        raise InvalidStatementError(
+            f"Unknown time travel kind {kind_text!r}; use one of {', '.join(KINDS)}."
+        )
+    expression = clause.expression
+    value: int | float | str
+    if kind is PointKind.TIMESTAMP:
+        value = _epoch(spark, expression)
+    else:
+        raw = evaluate(spark, expression)
+        if kind in (PointKind.STATEMENT, PointKind.STREAM):
+            value = str(raw)
+        elif isinstance(raw, int | float) and not isinstance(raw, bool):
+            value = raw
+        else:
+            value = str(raw)  # rejected by resolve with the expected kind of value
+    return Point(kind, value, edge, text=expression.sql())
+
+
+def changes_clause(
+    spark: SparkSession, changes: exp.Changes
+) -> tuple[Information, Point | None, Point | None]:
+    """``CHANGES (INFORMATION => ...) AT|BEFORE (...) [END (...)]`` as values."""
+    information = Information.parse(changes.args["information"].name)
+    start, end = changes.args.get("at_before"), changes.args.get("end")
+    return (
+        information,
+        point_of(spark, start) if start is not None else None,
+        point_of(spark, end) if end is not None else None,
+    )

@@ -1,0 +1,313 @@
+"""Typed statements: every statement of the dialect as one frozen value.
+
+``statement_of`` maps a parsed sqlglot tree to its statement value; the dispatch table in
+``sql/execute.py`` maps each statement type to its handler. Parts that are queries or
+expressions stay sqlglot trees (the binder turns them into Spark plans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from changelake import dialect as d
+from changelake.errors import InvalidStatementError, UnsupportedError
+
+
+@dataclass(frozen=True)
+class Query:
+    tree: exp.Expression
+
+
+@dataclass(frozen=True)
+class Insert:
+    table: str
+    columns: list[str] | None
+    source: exp.Expression
+    overwrite: bool
+
+
+@dataclass(frozen=True)
+class Update:
+    table: exp.Table
+    assignments: list[exp.Expression]
+    source: exp.Expression | None
+    condition: exp.Expression | None
+
+
+@dataclass(frozen=True)
+class Delete:
+    table: exp.Table
+    using: list[exp.Expression]
+    condition: exp.Expression | None
+
+
+@dataclass(frozen=True)
+class Merge:
+    table: exp.Table
+    source: exp.Expression
+    on: exp.Expression
+    whens: list[exp.Expression]
+
+
+@dataclass(frozen=True)
+class CreateTable:
+    name: str
+    columns: exp.Schema | None
+    query: exp.Expression | None
+    properties: list[exp.Expression]
+    replace: bool
+    if_not_exists: bool
+
+
+@dataclass(frozen=True)
+class CreateView:
+    name: str
+    query: exp.Expression
+    replace: bool
+
+
+@dataclass(frozen=True)
+class CreateStream:
+    name: str
+    on_view: bool
+    table: str
+    point: exp.HistoricalData | None
+    append_only: bool
+    show_initial_rows: bool
+    comment: str
+    replace: bool
+    if_not_exists: bool
+
+
+@dataclass(frozen=True)
+class Drop:
+    kind: str  # TABLE | VIEW | STREAM
+    name: str
+    if_exists: bool
+
+
+@dataclass(frozen=True)
+class AlterTable:
+    table: str
+    actions: list[exp.Expression]
+
+
+@dataclass(frozen=True)
+class Truncate:
+    table: str
+
+
+@dataclass(frozen=True)
+class DescribeTable:
+    table: str
+
+
+@dataclass(frozen=True)
+class DescribeHistory:
+    table: str
+
+
+@dataclass(frozen=True)
+class DescribeStream:
+    stream: str
+
+
+@dataclass(frozen=True)
+class Show:
+    kind: str  # TABLES | VIEWS | STREAMS
+
+
+@dataclass(frozen=True)
+class Begin:
+    pass
+
+
+@dataclass(frozen=True)
+class Commit:
+    pass
+
+
+@dataclass(frozen=True)
+class Rollback:
+    pass
+
+
+@dataclass(frozen=True)
+class Optimize:
+    table: str
+
+
+@dataclass(frozen=True)
+class Vacuum:
+    table: str
+
+
+@dataclass(frozen=True)
+class Explain:
+    tree: exp.Expression
+
+
+Statement = (
+    Query
+    | Insert
+    | Update
+    | Delete
+    | Merge
+    | CreateTable
+    | CreateView
+    | CreateStream
+    | Drop
+    | AlterTable
+    | Truncate
+    | DescribeTable
+    | DescribeHistory
+    | DescribeStream
+    | Show
+    | Begin
+    | Commit
+    | Rollback
+    | Optimize
+    | Vacuum
+    | Explain
+)
+
+
+def _where(tree: exp.Expression) -> exp.Expression | None:
+    where = tree.args.get("where")
+    return where.this if where is not None else None
+
+
+def _insert(tree: exp.Insert) -> Insert:
+    into, columns = tree.this, None
+    if isinstance(into, exp.Schema):
+        columns = [c.name for c in into.expressions]
+        into = into.this
+    return Insert(into.name, columns, tree.expression, bool(tree.args.get("overwrite")))
+
+
+def _update(tree: exp.Update) -> Update:
+    source = tree.args.get("from_")
+    return Update(
+        tree.this, list(tree.expressions), source.this if source is not None else None, _where(tree)
+    )
+
+
+def _delete(tree: exp.Delete) -> Delete:
+    return Delete(tree.this, list(tree.args.get("using") or []), _where(tree))
+
+
+def _merge(tree: exp.Merge) -> Merge:
+    whens = tree.args.get("whens")
+    return Merge(
+        tree.this,
+        tree.args["using"],
+        tree.args["on"],
+        list(whens.expressions) if whens is not None else [],
+    )
+
+
+def _create(tree: exp.Create) -> CreateTable | CreateView:
+    kind = str(tree.args.get("kind") or "").upper()
+    if kind == "VIEW":
+        return CreateView(tree.this.name, tree.expression, bool(tree.args.get("replace")))
+    if kind != "TABLE":
+        raise UnsupportedError(f"CREATE {kind} is not supported.")
+    target = tree.this
+    props = tree.args.get("properties")
+    return CreateTable(
+        name=(target.this if isinstance(target, exp.Schema) else target).name,
+        columns=target if isinstance(target, exp.Schema) else None,
+        query=tree.expression,
+        properties=list(props.expressions) if props else [],
+        replace=bool(tree.args.get("replace")),
+        if_not_exists=bool(tree.args.get("exists")),
+    )
+
+
+def _create_stream(tree: d.CreateStream) -> CreateStream:
+    return CreateStream(
+        name=tree.this.name,
+        on_view=str(tree.args.get("kind") or "TABLE").upper() == "VIEW",
+        table=tree.args["on"].name,
+        point=tree.args.get("when"),
+        append_only=bool(tree.args.get("append_only")),
+        show_initial_rows=bool(tree.args.get("show_initial_rows")),
+        comment=tree.args.get("comment") or "",
+        replace=bool(tree.args.get("replace")),
+        if_not_exists=bool(tree.args.get("exists")),
+    )
+
+
+def _drop(tree: exp.Drop) -> Drop:
+    kind = str(tree.args.get("kind") or "").upper()
+    if kind not in ("TABLE", "VIEW"):
+        raise UnsupportedError(f"DROP {kind} is not supported.")
+    objects = tree.args.get("tables") or [tree.this]  # sqlglot >= 28 keeps a list here
+    if len(objects) != 1:
+        raise InvalidStatementError(f"DROP {kind}: give one name per statement.")
+    return Drop(kind, objects[0].name, bool(tree.args.get("exists")))
+
+
+def _alter(tree: exp.Alter) -> AlterTable:
+    if str(tree.args.get("kind") or "").upper() != "TABLE":
+        raise UnsupportedError("Only ALTER TABLE is supported.")
+    return AlterTable(tree.this.name, list(tree.args.get("actions") or []))
+
+
+def _truncate(tree: exp.TruncateTable) -> Truncate:
+    (table,) = tree.expressions
+    return Truncate(table.name)
+
+
+def _describe(tree: exp.Describe) -> DescribeTable | DescribeHistory:
+    style = str(tree.args.get("style") or "").upper()
+    kind = str(tree.args.get("kind") or "TABLE").upper()
+    if style == "HISTORY":
+        return DescribeHistory(tree.this.name)
+    if kind == "TABLE" and isinstance(tree.this, exp.Table):
+        return DescribeTable(tree.this.name)
+    raise UnsupportedError(f"Unsupported DESCRIBE: {tree.sql()}.")
+
+
+_BUILDERS: dict[type, Callable[..., Statement]] = {
+    exp.Insert: _insert,
+    exp.Update: _update,
+    exp.Delete: _delete,
+    exp.Merge: _merge,
+    exp.Create: _create,
+    exp.Drop: _drop,
+    exp.Alter: _alter,
+    exp.TruncateTable: _truncate,
+    exp.Describe: _describe,
+    exp.Transaction: lambda _: Begin(),
+    exp.Commit: lambda _: Commit(),
+    exp.Rollback: lambda _: Rollback(),
+    d.CreateStream: _create_stream,
+    d.DropStream: lambda t: Drop("STREAM", t.this.name, bool(t.args.get("exists"))),
+    d.DescribeStream: lambda t: DescribeStream(t.this.name),
+    d.ShowObjects: lambda t: Show(str(t.args["kind"]).upper()),
+    d.Optimize: lambda t: Optimize(t.this.name),
+    d.Vacuum: lambda t: Vacuum(t.this.name),
+    d.Explain: lambda t: Explain(t.this),
+}
+
+
+def statement_of(tree: exp.Expression) -> Statement:
+    """The typed statement of a parsed tree; UnsupportedError for anything else."""
+    if isinstance(tree, exp.Query):
+        return Query(tree)
+    builder = _BUILDERS.get(type(tree))
+    if builder is None:
+        first = tree.sql(dialect=d.Changelake).split(maxsplit=1)[:1] or ["?"]
+        raise UnsupportedError(
+            f"Unsupported statement: {first[0].upper()} ... ({type(tree).__name__})."
+        )
+    return builder(tree)
+
+
+def parse_statement(text: str) -> Statement:
+    """Parse exactly one statement of the changelake dialect into its typed value."""
+    return statement_of(d.parse_one(text))

@@ -1,0 +1,71 @@
+"""The private PySpark APIs changelake uses, each with why, and a public fallback where one exists.
+
+Private APIs break under Spark Connect (a remote cluster), so nothing else may touch them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DataType
+
+# Spark loggers that print a Java stack trace when a task fails; the failure itself reaches the
+# caller as an exception, which changelake translates (a bad value, a NULL in a NOT NULL column).
+_TASK_FAILURE_LOGGERS = (
+    "org.apache.spark.executor.Executor",
+    "org.apache.spark.scheduler.TaskSetManager",
+    "org.apache.spark.sql.execution.datasources.FileFormatWriter",
+    "org.apache.spark.util.Utils",
+)
+
+
+def parse_type(type_name: str) -> DataType:
+    """The Spark DataType of a type name such as ``decimal(10,2)``.
+
+    ``_parse_datatype_string`` parses without a Spark job or round trip; the public
+    ``DataType.fromDDL`` needs an active session (and a round trip under Spark Connect).
+    """
+    try:
+        from pyspark.sql.types import _parse_datatype_string
+    except ImportError:  # a future PySpark without it
+        return DataType.fromDDL(type_name)
+    return _parse_datatype_string(type_name)
+
+
+def quiet_task_failure_logs(spark: SparkSession) -> None:
+    """Silence task-failure stack traces in the console of a Spark session changelake started.
+
+    log4j levels are only reachable through the JVM gateway (``_jvm``); there is no public API,
+    and under Spark Connect there is no local JVM, so this is skipped there.
+    """
+    jvm = getattr(spark.sparkContext, "_jvm", None) if _has_context(spark) else None
+    if jvm is None:
+        return
+    configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+    for name in _TASK_FAILURE_LOGGERS:
+        configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+
+
+def _has_context(spark: SparkSession) -> bool:
+    try:
+        spark.sparkContext  # noqa: B018 - raises under Spark Connect
+    except Exception:  # noqa: BLE001 - any failure means no local JVM
+        return False
+    return True
+
+
+def physical_plan_lines(df: DataFrame) -> list[str]:
+    """Spark's plan of ``df`` as lines of text, for EXPLAIN.
+
+    ``DataFrame.explain`` only prints; the text itself comes from the JVM query execution
+    (``_jdf``). Under Spark Connect (no ``_jdf``) the public explain output is captured instead.
+    """
+    jdf = getattr(df, "_jdf", None)
+    if jdf is not None:
+        return str(jdf.queryExecution().simpleString()).splitlines()
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        df.explain()
+    return buffer.getvalue().splitlines()

@@ -1,0 +1,82 @@
+"""Starting a local SparkSession the way changelake needs it, after checking for Java."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import subprocess
+
+from pyspark.logger import PySparkLogger
+from pyspark.sql import SparkSession
+
+from changelake.errors import JavaNotFoundError
+from changelake.storage.spark_private import quiet_task_failure_logs
+
+SPARK_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+    "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+    "spark.hadoop.parquet.summary.metadata.level": "NONE",
+    "spark.sql.parquet.enableVectorizedReader": "true",
+}
+# Settings every changelake session needs, also on a SparkSession the user brings.
+RUNTIME_CONF = ("spark.sql.parquet.outputTimestampType",)
+
+
+def check_java() -> None:
+    """Raise JavaNotFoundError unless Java 17 or newer can be started."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else None
+    java = java if java and os.path.exists(java) else shutil.which("java")
+    how = (
+        "changelake runs on Apache Spark, which needs Java 17 or newer: install it (for example"
+        " `sudo apt-get install -y openjdk-17-jre-headless`) or set JAVA_HOME, then try again."
+    )
+    if java is None:
+        raise JavaNotFoundError(f"Java was not found. {how}")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+    except OSError as e:
+        raise JavaNotFoundError(f"Java at {java} could not run ({e}). {how}") from e
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', out)
+    major = int(found.group(1)) if found else 0
+    if major == 1 and found and found.group(2):
+        major = int(found.group(2))
+    if major < 17:
+        raise JavaNotFoundError(f"Found Java {major or 'of unknown version'} at {java}. {how}")
+
+
+def default_spark() -> SparkSession:
+    """The active SparkSession, or a new local one configured for changelake."""
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    check_java()
+    builder = SparkSession.builder.master(os.environ.get("CHANGELAKE_SPARK_MASTER", "local[*]"))
+    builder = builder.appName("changelake").config("spark.driver.memory", "4g")
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    quiet_task_failure_logs(spark)
+    return spark
+
+
+def prepare(spark: SparkSession) -> SparkSession:
+    """Apply the settings changelake relies on to ``spark``."""
+    for key in RUNTIME_CONF:
+        spark.conf.set(key, SPARK_CONF[key])
+    return spark
+
+
+def quiet_query_context_loggers() -> None:
+    """Stop PySpark logging a Java stack trace for every analysis error it raises.
+
+    changelake catches those errors and reports them in its own words.
+    """
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)

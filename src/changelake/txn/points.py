@@ -1,0 +1,119 @@
+"""Points in a table's history (AT | BEFORE | END (VERSION | TIMESTAMP | OFFSET | STATEMENT |
+STREAM => ...)) and their resolution to a readable version."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from enum import Enum
+from changelake.catalog.model import TableInfo
+from changelake.errors import InvalidStatementError, TimeTravelError
+from changelake.txn.context import StatementContext
+from changelake.txn.retention import check_not_stale, format_time
+
+
+class PointKind(Enum):
+    VERSION = "VERSION"
+    TIMESTAMP = "TIMESTAMP"
+    OFFSET = "OFFSET"
+    STATEMENT = "STATEMENT"
+    STREAM = "STREAM"
+
+
+class Edge(Enum):
+    """AT: the state at the point; BEFORE: just before it; END: an interval's inclusive end."""
+
+    AT = "AT"
+    BEFORE = "BEFORE"
+    END = "END"
+
+
+@dataclass(frozen=True)
+class Point:
+    """A point as the user gave it: a version (int), a time (epoch seconds), an offset from now
+    (seconds), a statement id or a stream name. ``text`` is the value as written, for messages."""
+
+    kind: PointKind
+    value: int | float | str
+    edge: Edge = Edge.AT
+    text: str = ""
+
+    def describe(self) -> str:
+        return f"{self.edge.value} ({self.kind.value} => {self.text or self.value!r})"
+
+
+def resolve(ctx: StatementContext, info: TableInfo, point: Point) -> int:
+    """The version of ``info`` that ``point`` names, checked to be readable."""
+    before = point.edge is Edge.BEFORE
+    value = point.value
+    if point.kind is PointKind.VERSION:
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise InvalidStatementError(f"VERSION => expects an integer, got {point.text}.")
+        version = value - 1 if before else value
+    elif point.kind in (PointKind.TIMESTAMP, PointKind.OFFSET):
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            wanted = "seconds" if point.kind is PointKind.OFFSET else "a timestamp"
+            raise InvalidStatementError(f"{point.kind.value} => expects {wanted}, got {point.text}.")
+        epoch = ctx.now() + float(value) if point.kind is PointKind.OFFSET else float(value)
+        version = _version_at_time(ctx, info, epoch, inclusive=not before, point=point)
+    elif point.kind is PointKind.STATEMENT:
+        found = ctx.catalog.statement_commit(str(value))
+        if found is None:
+            raise TimeTravelError(
+                f"Statement {value!r} is unknown: it changed no table, or never committed."
+                " Use the statement_id a write statement returned."
+            )
+        versions, committed_at = found
+        if info.table_id in versions:
+            version = versions[info.table_id] - (1 if before else 0)
+        else:
+            version = _version_at_time(ctx, info, committed_at, inclusive=not before, point=point)
+    else:
+        if before:
+            raise InvalidStatementError("A stream is a start point: write AT (STREAM => 'name').")
+        return stream_start_version(ctx, info, str(value))
+    ctx.check_readable(info, version)
+    return version
+
+
+def stream_start_version(ctx: StatementContext, info: TableInfo, name: str) -> int:
+    """The start of ``CHANGES ... AT (STREAM => 'name')``: the stream's frontier."""
+    stream = ctx.stream(name)
+    if stream.table_id != info.table_id:
+        other = ctx.catalog.table_by_id(stream.table_id)
+        check_not_stale(ctx.catalog, stream, other, now=ctx.now())
+        raise InvalidStatementError(
+            f"Stream {stream.name} is on table {other.name}, not {info.name}."
+        )
+    check_not_stale(ctx.catalog, stream, info, now=ctx.now())
+    return stream.frontier_version
+
+
+def _version_at_time(
+    ctx: StatementContext, info: TableInfo, epoch: float, *, inclusive: bool, point: Point
+) -> int:
+    slack = 5e-7 if inclusive else -5e-7
+    version = ctx.catalog.version_as_of(info.table_id, epoch + slack, inclusive=inclusive)
+    if version is None:
+        raise TimeTravelError(
+            f"Table {info.name} did not exist at {point.describe()}: it was created at"
+            f" {format_time(info.created_at)}. Choose a later point."
+        )
+    return min(version, ctx.read_version(info))
+
+
+def point_from_python(value: object, edge: Edge) -> Point:
+    """The point a Python value names: a version (int), a time (datetime; naive means local
+    time) or a statement id (str)."""
+    if isinstance(value, bool):
+        raise InvalidStatementError("A change interval point is a version, datetime or statement id.")
+    if isinstance(value, int):
+        return Point(PointKind.VERSION, value, edge, text=str(value))
+    if isinstance(value, dt.datetime):
+        return Point(PointKind.TIMESTAMP, value.timestamp(), edge, text=value.isoformat(sep=" "))
+    if isinstance(value, str):
+        return Point(PointKind.STATEMENT, value, edge, text=repr(value))
+    raise InvalidStatementError(
+        f"Unsupported change interval point {value!r}: give a version (int), a datetime or a"
+        " statement id (str)."
+    )

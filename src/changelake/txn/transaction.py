@@ -1,0 +1,94 @@
+"""An open BEGIN ... COMMIT transaction: pinned read versions and staged commit requests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from changelake.catalog import Catalog
+from changelake.catalog.model import LiveFile, StreamInfo, TableInfo
+from changelake.catalog.requests import (
+    AddDeletes,
+    AddFiles,
+    AdvanceStream,
+    CommitRequest,
+    FrontierAt,
+    RemoveFiles,
+)
+from changelake.txn.snapshot import TableState
+
+
+@dataclass
+class Transaction:
+    """Statements inside BEGIN ... COMMIT read the versions current when it began (snapshot
+    isolation) plus their own staged writes, and commit together in one catalog transaction."""
+
+    started_at: float
+    pinned: dict[int, int] = field(default_factory=dict)
+    staged: list[CommitRequest] = field(default_factory=list)
+    streams: dict[str, StreamInfo] = field(default_factory=dict)  # as first read
+
+    def read_version(self, catalog: Catalog, info: TableInfo) -> int:
+        if info.table_id not in self.pinned:
+            at_begin = catalog.version_as_of(info.table_id, self.started_at, inclusive=True)
+            self.pinned[info.table_id] = info.current_version if at_begin is None else at_begin
+        return self.pinned[info.table_id]
+
+    def stage(self, request: CommitRequest) -> None:
+        """Keep ``request`` for COMMIT. A stream read again by a later statement was consumed
+        by the first one: its frontier moves once."""
+        advanced = {u.stream_id for r in self.staged for u in r.updates if isinstance(u, AdvanceStream)}
+        if advanced:
+            request = replace(
+                request,
+                updates=tuple(
+                    u
+                    for u in request.updates
+                    if not (isinstance(u, AdvanceStream) and u.stream_id in advanced)
+                ),
+                requirements=tuple(
+                    r
+                    for r in request.requirements
+                    if not (isinstance(r, FrontierAt) and r.stream_id in advanced)
+                ),
+            )
+        if request.updates:
+            self.staged.append(request)
+
+    def requests(self) -> list[CommitRequest]:
+        """The staged requests, every requirement checked up front: a later statement's
+        requirements hold against the state the transaction read, not its own earlier writes."""
+        if not self.staged:
+            return []
+        requirements = tuple(dict.fromkeys(r for req in self.staged for r in req.requirements))
+        first, *rest = self.staged
+        return [replace(first, requirements=requirements)] + [
+            replace(r, requirements=()) for r in rest
+        ]
+
+    def overlay(self, state: TableState) -> TableState:
+        """``state`` with this transaction's staged changes to the same table applied."""
+        updates = [
+            u
+            for r in self.staged
+            for u in r.updates
+            if isinstance(u, AddFiles | RemoveFiles | AddDeletes) and u.table_id == state.table_id
+        ]
+        if not updates:
+            return state
+        files = {f.file.path: f for f in state.files}
+        for u in updates:
+            if isinstance(u, AddFiles):
+                for added in u.files:
+                    files[added.path] = LiveFile(added)
+            elif isinstance(u, RemoveFiles):
+                for path in u.paths:
+                    files.pop(path, None)
+            else:
+                for d in u.deletes:
+                    live = files[d.file_path]
+                    files[d.file_path] = replace(
+                        live,
+                        dv_paths=live.dv_paths + (d.dv_path,),
+                        deleted_rows=live.deleted_rows + d.row_count,
+                    )
+        return state.with_files(list(files.values()))
