@@ -105,14 +105,16 @@ def main(src: str = "src") -> int:
             if isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
                 for node in ast.walk(func):
                     for target in imported(node, name, is_package, known):
-                        problems.append(
-                            f"{path}:{node.lineno}: function-local import of {target}"
-                        )
+                        problems.append(f"{path}:{node.lineno}: function-local import of {target}")
         lines = text.count("\n")
         if lines > MAX_MODULE_LINES:
             problems.append(f"{path}: {lines} lines (limit {MAX_MODULE_LINES}): split it")
         for node in tree.body:
-            if isinstance(node, ast.ClassDef) and name == f"{PACKAGE}.session" and node.name == "Session":
+            if (
+                isinstance(node, ast.ClassDef)
+                and name == f"{PACKAGE}.session"
+                and node.name == "Session"
+            ):
                 size = (node.end_lineno or node.lineno) - node.lineno + 1
                 if size > MAX_SESSION_LINES:
                     problems.append(f"{path}: Session is {size} lines (limit {MAX_SESSION_LINES})")

@@ -28,7 +28,9 @@ def spark():
     builder = SparkSession.builder.master("local[2]").appName("changelake-tests")
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
-    builder = builder.config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g")
+    builder = builder.config("spark.sql.shuffle.partitions", "2").config(
+        "spark.driver.memory", "2g"
+    )
     session = builder.getOrCreate()
     quiet_task_failure_logs(session)
     yield session
@@ -65,7 +67,9 @@ def state_of(session: changelake.Session, info, version: int | None = None):
     """The table ``info`` at ``version`` (default: now) as a statement of ``session`` reads it."""
     from changelake.txn.context import StatementContext
 
-    return StatementContext(session.catalog, session.clock, session.transaction).state(info, version)
+    return StatementContext(session.catalog, session.clock, session.transaction).state(
+        info, version
+    )
 
 
 def rows(df) -> list[tuple]:

@@ -58,7 +58,9 @@ def _select_values(rows: list[tuple]) -> str:
     )
 
 
-def _statement(data: st.DataObject, live: dict[int, int]) -> tuple[str, dict[int, int], list[Values]]:
+def _statement(
+    data: st.DataObject, live: dict[int, int]
+) -> tuple[str, dict[int, int], list[Values]]:
     """A random statement: its SQL, the live rows after it, the rows it inserts."""
     absent = [k for k in KEYS if k not in live]
     kinds = ["update", "delete", "merge", "optimize", "vacuum"] + ["insert"] * 2 * bool(absent)
@@ -144,9 +146,9 @@ def _snapshots(session, history: History) -> dict[int, dict[str, Values]]:
     """ROW_ID -> (id, v) at every version, by time travel with row identity."""
     info = session.catalog.table("t")
     frames = [
-        read_state(session.spark, session.warehouse, state_of(session, info, v), identity=True).select(
-            F.lit(v).alias("_at"), row_id(info.table_id, F.col(RID)).alias("rid"), "id", "v"
-        )
+        read_state(
+            session.spark, session.warehouse, state_of(session, info, v), identity=True
+        ).select(F.lit(v).alias("_at"), row_id(info.table_id, F.col(RID)).alias("rid"), "id", "v")
         for v in history.live
     ]
     out: dict[int, dict[str, Values]] = {v: {} for v in history.live}

@@ -212,9 +212,9 @@ def _check_identities(
 ) -> None:
     info = session.catalog.table("t")
     frames = [
-        read_state(session.spark, session.warehouse, state_of(session, info, v), identity=True).select(
-            F.lit(v).alias("v"), "id", RID, VER
-        )
+        read_state(
+            session.spark, session.warehouse, state_of(session, info, v), identity=True
+        ).select(F.lit(v).alias("v"), "id", RID, VER)
         for v in sorted(models)
     ]
     found: dict[int, dict[int, tuple[int, int]]] = {v: {} for v in models}

@@ -344,7 +344,9 @@ def test_deleting_every_row_of_a_file_removes_the_file(session):
 def _identity(session, table: str, version: int | None = None) -> dict[int, tuple[int, int]]:
     """id -> (row identity, last-changed version) at ``version``."""
     info = session.catalog.table(table)
-    df = read_state(session.spark, session.warehouse, state_of(session, info, version), identity=True)
+    df = read_state(
+        session.spark, session.warehouse, state_of(session, info, version), identity=True
+    )
     found = {r["id"]: (r[RID], r[VER]) for r in df.collect()}
     assert len({rid for rid, _ in found.values()}) == len(found), "row identities not unique"
     return found

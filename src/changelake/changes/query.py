@@ -38,9 +38,7 @@ def plan_interval(
             f"CHANGES on {info.name}: the start (version {start}) is after the end"
             f" (version {end}); give an end at or after the start."
         )
-    touched = catalog.files_changed_between(
-        info.table_id, start_exclusive=start, end_inclusive=end
-    )
+    touched = catalog.files_changed_between(info.table_id, start_exclusive=start, end_inclusive=end)
     return plan_changes(
         table_id=info.table_id,
         table_name=info.name,
@@ -63,6 +61,4 @@ def changes_between(
 ) -> DataFrame:
     """The changes of ``info`` in versions ``(start, end]`` as a lazy DataFrame."""
     plan = plan_interval(catalog, info, start=start, end=end, information=information)
-    return execute_plan(
-        spark, warehouse, catalog, plan, catalog.schema_at(info.table_id, end)
-    )
+    return execute_plan(spark, warehouse, catalog, plan, catalog.schema_at(info.table_id, end))

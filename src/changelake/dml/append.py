@@ -10,9 +10,9 @@ from pyspark.sql.pandas.types import to_arrow_type
 
 from changelake.dml.common import Target
 from changelake.dml.insert import append_dataframe
+from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
 from changelake.schema import TableSchema
-from changelake.dml.result import StatementResult
 from changelake.storage.snapshot import spark_type
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext

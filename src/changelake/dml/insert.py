@@ -12,14 +12,14 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.dml.common import Target, commit_one
+from changelake.dml.result import StatementResult
 from changelake.errors import (
     InvalidStatementError,
     NotNullViolationError,
     TypeMismatchError,
 )
-from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema
-from changelake.dml.result import StatementResult
 from changelake.plan.bind import Binder
+from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema
 from changelake.storage.footers import describe_files, trusted_statistics
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data

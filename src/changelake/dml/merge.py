@@ -8,6 +8,7 @@ written once. Updated rows keep their identity.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
 from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F

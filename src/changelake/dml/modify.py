@@ -130,7 +130,11 @@ def update(
     matched = binder.run(select).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         removed, deletes, count = record_deletes(
-            warehouse, target, matched.select(FILE, POS), statement_id=ctx.statement_id, what="UPDATE"
+            warehouse,
+            target,
+            matched.select(FILE, POS),
+            statement_id=ctx.statement_id,
+            what="UPDATE",
         )
         files = []
         if count:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import astuple, dataclass
+
 from pyspark.sql import DataFrame, SparkSession
 
 from changelake.storage.local import local_dataframe

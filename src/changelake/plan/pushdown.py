@@ -94,4 +94,3 @@ def _comparison(node: exp.Expression, qualifiers: set[str]) -> list[Comparison] 
         if column is not None and isinstance(inner.expression, exp.Null):
             return [Comparison(column, "is_not_null")]
     return None
-

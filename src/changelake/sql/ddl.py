@@ -177,7 +177,11 @@ def create_table(
         raise InvalidStatementError(f"CREATE TABLE {name} needs columns or AS SELECT.")
     properties.setdefault("data_retention_time_in_days", "1")
     if_exists = (
-        IfExists.REPLACE if stmt.replace else IfExists.KEEP if stmt.if_not_exists else IfExists.ERROR
+        IfExists.REPLACE
+        if stmt.replace
+        else IfExists.KEEP
+        if stmt.if_not_exists
+        else IfExists.ERROR
     )
     consumed = stream_consumption(binder.stream_reads.values())
     result = ctx.commit(

@@ -20,7 +20,7 @@ from changelake.plan.bind import Binder
 from changelake.sql import ddl, show
 from changelake.sql import statements as s
 from changelake.sql.explain import explain
-from changelake.sql.streams import create_stream, describe_stream, drop_stream, show_streams
+from changelake.sql.streams import create_stream, describe_stream, show_streams
 from changelake.storage.maintenance import optimize, vacuum
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
@@ -87,9 +87,7 @@ def _end(env: Env, *, commit: bool) -> dict[int, list[int]]:
 def _commit(env: Env, _: s.Commit) -> StatementResult:
     versions = _end(env, commit=True)
     made = ", ".join(f"table {t} -> version {v[-1]}" for t, v in versions.items())
-    return StatementResult(
-        env.ctx.statement_id, "COMMIT", "", message=f"Committed. {made}".strip()
-    )
+    return StatementResult(env.ctx.statement_id, "COMMIT", "", message=f"Committed. {made}".strip())
 
 
 def _rollback(env: Env, _: s.Rollback) -> StatementResult:

@@ -15,7 +15,9 @@ from changelake.streams.frontier import stream_plan
 from changelake.txn.context import StatementContext
 
 
-def change_plans(ctx: StatementContext, spark: SparkSession, tree: exp.Expression) -> list[ChangePlan]:
+def change_plans(
+    ctx: StatementContext, spark: SparkSession, tree: exp.Expression
+) -> list[ChangePlan]:
     """The plan of every change scan (CHANGES clause or stream) in ``tree``, from metadata."""
     plans = []
     for table in tree.find_all(exp.Table):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+
 from pyspark.sql import DataFrame, SparkSession
 
 from changelake.txn.context import StatementContext

@@ -44,7 +44,11 @@ def create_stream(
         else info.current_version
     )
     if_exists = (
-        IfExists.REPLACE if stmt.replace else IfExists.KEEP if stmt.if_not_exists else IfExists.ERROR
+        IfExists.REPLACE
+        if stmt.replace
+        else IfExists.KEEP
+        if stmt.if_not_exists
+        else IfExists.ERROR
     )
     ctx.commit(
         CommitRequest(

@@ -52,9 +52,7 @@ class StatementContext:
 
     def check_readable(self, info: TableInfo, version: int) -> None:
         """Raise TimeTravelError unless ``version`` of ``info`` exists and is within retention."""
-        check_readable(
-            self.catalog, info, version, latest=self.read_version(info), now=self.now()
-        )
+        check_readable(self.catalog, info, version, latest=self.read_version(info), now=self.now())
 
     def state(self, info: TableInfo, version: int | None = None) -> TableState:
         """The table at ``version`` (default: what this statement reads), checked readable."""
@@ -111,7 +109,9 @@ class StatementContext:
                 reserved = self.catalog.commit(
                     [
                         CommitRequest(
-                            self.statement_id, "RESERVE ROW IDS", (ReserveRowIds(u.table_id, count),)
+                            self.statement_id,
+                            "RESERVE ROW IDS",
+                            (ReserveRowIds(u.table_id, count),),
                         )
                     ],
                     now=self.now(),

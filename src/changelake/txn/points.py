@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 from enum import Enum
+
 from changelake.catalog.model import TableInfo
 from changelake.errors import InvalidStatementError, TimeTravelError
 from changelake.txn.context import StatementContext
@@ -53,7 +54,9 @@ def resolve(ctx: StatementContext, info: TableInfo, point: Point) -> int:
     elif point.kind in (PointKind.TIMESTAMP, PointKind.OFFSET):
         if not isinstance(value, int | float) or isinstance(value, bool):
             wanted = "seconds" if point.kind is PointKind.OFFSET else "a timestamp"
-            raise InvalidStatementError(f"{point.kind.value} => expects {wanted}, got {point.text}.")
+            raise InvalidStatementError(
+                f"{point.kind.value} => expects {wanted}, got {point.text}."
+            )
         epoch = ctx.now() + float(value) if point.kind is PointKind.OFFSET else float(value)
         version = _version_at_time(ctx, info, epoch, inclusive=not before, point=point)
     elif point.kind is PointKind.STATEMENT:
@@ -106,7 +109,9 @@ def point_from_python(value: object, edge: Edge) -> Point:
     """The point a Python value names: a version (int), a time (datetime; naive means local
     time) or a statement id (str)."""
     if isinstance(value, bool):
-        raise InvalidStatementError("A change interval point is a version, datetime or statement id.")
+        raise InvalidStatementError(
+            "A change interval point is a version, datetime or statement id."
+        )
     if isinstance(value, int):
         return Point(PointKind.VERSION, value, edge, text=str(value))
     if isinstance(value, dt.datetime):

@@ -36,7 +36,9 @@ class Transaction:
     def stage(self, request: CommitRequest) -> None:
         """Keep ``request`` for COMMIT. A stream read again by a later statement was consumed
         by the first one: its frontier moves once."""
-        advanced = {u.stream_id for r in self.staged for u in r.updates if isinstance(u, AdvanceStream)}
+        advanced = {
+            u.stream_id for r in self.staged for u in r.updates if isinstance(u, AdvanceStream)
+        }
         if advanced:
             request = replace(
                 request,
