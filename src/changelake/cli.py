@@ -5,7 +5,6 @@ Results go to stdout; progress, notes and errors go to stderr, so the output can
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,7 +22,6 @@ import changelake
 from changelake.errors import ChangelakeError, SqlSyntaxError
 
 DEFAULT_MAX_ROWS = 100
-_SPARK_ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
@@ -147,7 +145,6 @@ def _run(target: _Target, text: str, *, max_rows: int) -> None:
         statements = split_statements(text)
         if not statements:
             raise click.UsageError("no SQL statement given")
-        _quiet_spark_error_logs()
         with err.status("Starting Spark…"):
             session = changelake.connect(target.warehouse, catalog=target.catalog)
         for number, statement in enumerate(statements, start=1):
@@ -160,15 +157,6 @@ def _run(target: _Target, text: str, *, max_rows: int) -> None:
     except ChangelakeError as e:
         err.print(Text(f"error: {where}{e}", style="red"))
         raise click.exceptions.Exit(1) from e
-
-
-def _quiet_spark_error_logs() -> None:
-    # PySpark logs every analysis error with its JVM stack trace to stderr, even when the error is
-    # caught and becomes a ChangelakeError; the CLI reports errors itself, in one line.
-    from pyspark.logger import PySparkLogger
-
-    for name in _SPARK_ERROR_LOGGERS:
-        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def _print_result(

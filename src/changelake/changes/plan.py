@@ -30,10 +30,10 @@ class Information(Enum):
     def parse(text: str) -> Information:
         try:
             return Information[text.strip().upper()]
-        except KeyError:
+        except KeyError as e:
             raise InvalidStatementError(
                 f"Unknown CHANGES information {text!r}; use DEFAULT, APPEND_ONLY or REDO."
-            ) from None
+            ) from e
 
 
 class Shape(Enum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 from typing import Any
 
@@ -226,18 +227,16 @@ def _to_arrow(raw: list[Any], arrow_type: pa.DataType, *, column: Column, table:
             continue
         try:
             out.append(_coerce(v, column.type))
-        except (ValueError, TypeError, decimal.InvalidOperation, ArithmeticError):
-            raise mismatch(v) from None
+        except (ValueError, TypeError, decimal.InvalidOperation, ArithmeticError) as e:
+            raise mismatch(v) from e
     try:
         return pa.array(out, type=arrow_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         bad = next((v for v in raw if v is not None), None)
-        raise mismatch(bad) from None
+        raise mismatch(bad) from e
 
 
 def _coerce(value: Any, type_name: str) -> Any:
-    import datetime as dt
-
     if type_name in ("int", "bigint"):
         # as Spark's CAST: numbers truncate toward zero, strings must be whole numbers
         result = int(value.strip()) if isinstance(value, str) else int(value)
