@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame
 
 from changelake.catalog.model import DataFile, NewDeletes, TableCommit, TableInfo
-from changelake.errors import InvalidStatementError
 from changelake.sql.results import StatementResult
 from changelake.storage.snapshot import TableState, file_name, read_state
-from changelake.storage.writer import DuplicateTargetRowError, write_deletes
+from changelake.storage.writer import write_deletes
 
 if TYPE_CHECKING:
     from changelake.session import Session
@@ -55,18 +54,13 @@ def record_deletes(
 
     Files that lose all their live rows are removed outright instead of carrying a DV.
     """
-    try:
-        by_name = write_deletes(
-            session.warehouse,
-            positions,
-            directory=session.warehouse.dv_dir(statement_id),
-        )
-    except DuplicateTargetRowError:
-        raise InvalidStatementError(
-            f"{what} on {target.info.name}: a target row matched more than one source row, so the"
-            " result would depend on row order. Make the join condition match at most one source"
-            " row per target row (e.g. deduplicate the source)."
-        ) from None
+    by_name = write_deletes(
+        session.warehouse,
+        positions,
+        directory=session.warehouse.dv_dir(statement_id),
+        table=target.info.name,
+        operation=what,
+    )
     return split_deletes(target.state, by_name)
 
 
