@@ -14,6 +14,7 @@ from changelake.sql import ddl, show
 from changelake.sql.dialect import parse_one
 from changelake.sql.resolve import Resolver
 from changelake.sql.results import StatementResult
+from changelake.storage.spark_errors import spark_errors
 
 if TYPE_CHECKING:
     from changelake.session import Session
@@ -49,10 +50,18 @@ def execute(session: Session, text: str) -> DataFrame:
         raise UnsupportedError(
             f"Unsupported statement: {stripped.split()[0].upper()} ... ({type(tree).__name__})."
         )
-    result = handler(session, tree, statement_id)
+    with spark_errors(_label(stripped, tree)):
+        result = handler(session, tree, statement_id)
     if isinstance(result, DataFrame):
         return result
     return result.to_dataframe(session.spark)
+
+
+def _label(text: str, tree: exp.Expression) -> str:
+    """How errors name a statement: its text up to its table ("UPDATE people", "INSERT INTO t")."""
+    table = tree.find(exp.Table)
+    found = re.search(rf"\b{re.escape(table.name)}\b", text, re.I) if table else None
+    return " ".join(text[: found.end()].split()) if found else text.split()[0].upper()
 
 
 def _new_id() -> str:
