@@ -105,6 +105,22 @@ def test_unknown_table_is_a_clean_error(tmp_path: Path) -> None:
     assert "java" not in result.output.lower()
 
 
+def test_failing_expression_is_one_error_line(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    _ok(_invoke(wh, "sql", "CREATE TABLE t (id INT, v INT); INSERT INTO t VALUES (1, 2)"))
+    result = _invoke(wh, "sql", "UPDATE t SET v = 1/0 WHERE id = 1")
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        'error: UPDATE t: division by zero in "1 / 0"; nothing was changed. Use try_divide(a, b)'
+        " or a / NULLIF(b, 0) to get NULL instead."
+    ]
+    for leak in ("Traceback", "java", "_cl_", "SQLSTATE"):
+        assert leak not in result.output
+    assert "2" in _ok(_invoke(wh, "sql", "SELECT v FROM t"))
+
+
 def test_statement_and_file_together_is_a_usage_error(tmp_path: Path) -> None:
     script = tmp_path / "s.sql"
     script.write_text("SELECT 1")

@@ -76,6 +76,11 @@ class InvalidStatementError(ChangelakeError, ValueError):
     """A statement that parses but cannot run as written (wrong arity, bad option, ...)."""
 
 
+class DuplicateTargetRowError(InvalidStatementError):
+    """A MERGE or UPDATE ... FROM matched one target row with several source rows, so the result
+    would depend on row order."""
+
+
 class TimeTravelError(ChangelakeError, ValueError):
     """A point in time outside the table's readable history."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import rows
+from pyspark.errors import PySparkException
 
 import changelake
 from changelake.errors import (
@@ -55,7 +56,10 @@ def fails(session, statement: str, error: type[ChangelakeError], *expected: str)
     for marker in JAVA_MARKERS:
         assert marker not in message, f"{marker!r} leaked into {message!r}"
     assert len(message) < 400 and message.count("\n") == 0, message
-    assert caught.value.__cause__ is None or isinstance(caught.value.__cause__, ChangelakeError)
+    # Causes are chained on purpose (raise ... from e keeps Spark's error for debugging); what a
+    # user reads, the message, is checked above.
+    cause = caught.value.__cause__
+    assert cause is None or isinstance(cause, ChangelakeError | PySparkException)
     assert snapshot(session) == before
     return message
 

@@ -19,10 +19,9 @@ from changelake.catalog.requests import (
     Update,
 )
 from changelake.dml.result import StatementResult
-from changelake.errors import InvalidStatementError
 from changelake.storage.snapshot import file_name
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import DuplicateTargetRowError, write_deletes
+from changelake.storage.writer import write_deletes
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
 from changelake.txn.snapshot import TableState
@@ -60,14 +59,13 @@ def record_deletes(
 
     Files that lose all their live rows are removed outright instead of carrying a DV.
     """
-    try:
-        by_name = write_deletes(warehouse, positions, directory=warehouse.dv_dir(statement_id))
-    except DuplicateTargetRowError as e:
-        raise InvalidStatementError(
-            f"{what} on {target.info.name}: a target row matched more than one source row, so the"
-            " result would depend on row order. Make the join condition match at most one source"
-            " row per target row (e.g. deduplicate the source)."
-        ) from e
+    by_name = write_deletes(
+        warehouse,
+        positions,
+        directory=warehouse.dv_dir(statement_id),
+        table=target.info.name,
+        operation=what,
+    )
     return split_deletes(target.state, by_name)
 
 

@@ -7,9 +7,7 @@ the query read that a commit must require (streams) is kept on the binder as val
 
 from __future__ import annotations
 
-import re
-
-from pyspark.errors import AnalysisException, ParseException
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
@@ -17,9 +15,7 @@ from changelake.catalog.model import TableInfo
 from changelake.changes.query import changes_between, resolve_interval
 from changelake.dialect import parse_one, to_spark
 from changelake.errors import (
-    ColumnNotFoundError,
     InvalidStatementError,
-    SqlSyntaxError,
     TableNotFoundError,
     UnsupportedError,
     did_you_mean,
@@ -28,6 +24,7 @@ from changelake.plan.points import changes_clause, point_of
 from changelake.plan.pushdown import pushable_conjuncts
 from changelake.storage.pruning import prune
 from changelake.storage.snapshot import read_state
+from changelake.storage.spark_errors import translate_analysis
 from changelake.storage.warehouse import Warehouse
 from changelake.streams.frontier import StreamRead, has_data, read_stream
 from changelake.txn.context import StatementContext
@@ -88,7 +85,7 @@ class Binder:
                 escaped = escaped.replace(name, "{" + name + "}")
             return self.spark.sql(escaped, **used)
         except AnalysisException as e:
-            raise self.translate(e) from e
+            raise translate_analysis(e, names=self.names) from e
 
     # -- tables -------------------------------------------------------------------------------
 
@@ -189,30 +186,3 @@ class Binder:
         if not any(is_call(n) for n in tree.find_all(exp.Anonymous)):
             return tree
         return tree.transform(fold, copy=False)
-
-    # -- errors -------------------------------------------------------------------------------
-
-    def translate(self, e: AnalysisException) -> Exception:
-        """A changelake error for a Spark analysis error, with user names, without the plan."""
-        condition = e.getCondition() or ""
-        params = e.getMessageParameters() or {}
-        text = self._unplaceholder(str(e).split("\n")[0])
-        text = re.sub(r"\s*SQLSTATE: \w+;?.*$", "", text)
-        if condition.startswith("UNRESOLVED_COLUMN"):
-            column = self._unplaceholder(params.get("objectName", "?")).replace("`", "")
-            proposal = self._unplaceholder(params.get("proposal", "")).replace("`", "")
-            known = [c.strip() for c in proposal.split(",") if c.strip()]
-            hint = did_you_mean(column, known) or (
-                f" Columns in scope: {', '.join(known)}." if known else ""
-            )
-            return ColumnNotFoundError(f"Column {column} does not exist.{hint}")
-        if condition.startswith("TABLE_OR_VIEW_NOT_FOUND"):
-            return TableNotFoundError(text)
-        if isinstance(e, ParseException) or "PARSE_SYNTAX_ERROR" in condition:
-            return SqlSyntaxError(text)
-        return InvalidStatementError(text)
-
-    def _unplaceholder(self, text: str) -> str:
-        for placeholder, name in self.names.items():
-            text = text.replace(placeholder, name)
-        return re.sub(r"`?_cl_(file|pos|rid|ver)`?,?\s*", "", text)

@@ -3,14 +3,17 @@ DataFrame."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from sqlglot import exp
 
 from changelake.catalog import Catalog
 from changelake.clock import Clock
+from changelake.dialect import parse_one
 from changelake.dml.insert import insert
 from changelake.dml.merge import merge
 from changelake.dml.modify import delete, update
@@ -22,6 +25,7 @@ from changelake.sql import statements as s
 from changelake.sql.explain import explain
 from changelake.sql.streams import create_stream, describe_stream, show_streams
 from changelake.storage.maintenance import optimize, vacuum
+from changelake.storage.spark_errors import spark_errors
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 from changelake.txn.transaction import Transaction
@@ -52,12 +56,22 @@ def execute(
     transaction: Transaction | None,
 ) -> tuple[DataFrame, Transaction | None]:
     """Run one statement; returns its result and the transaction open after it."""
-    statement = s.parse_statement(text)
+    tree = parse_one(text)
+    statement = s.statement_of(tree)
     env = Env(StatementContext(catalog, clock, transaction), spark, warehouse, transaction)
-    result = HANDLERS[type(statement)](env, statement)
+    with spark_errors(_label(text, tree)):
+        result = HANDLERS[type(statement)](env, statement)
     if isinstance(result, StatementResult):
         result = result.to_dataframe(spark)
     return result, env.transaction
+
+
+def _label(text: str, tree: exp.Expression) -> str:
+    """How errors name a statement: its text up to its table ("UPDATE people", "INSERT INTO t")."""
+    text = text.strip()
+    table = tree.find(exp.Table)
+    found = re.search(rf"\b{re.escape(table.name)}\b", text, re.I) if table else None
+    return " ".join(text[: found.end()].split()) if found else text.split()[0].upper()
 
 
 def _query(env: Env, stmt: s.Query) -> DataFrame:

@@ -306,8 +306,3 @@ def statement_of(tree: exp.Expression) -> Statement:
             f"Unsupported statement: {first[0].upper()} ... ({type(tree).__name__})."
         )
     return builder(tree)
-
-
-def parse_statement(text: str) -> Statement:
-    """Parse exactly one statement of the changelake dialect into its typed value."""
-    return statement_of(d.parse_one(text))

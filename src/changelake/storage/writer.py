@@ -6,27 +6,25 @@ row fails the job before anything is committed; the error is translated for the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
 from pyspark import StorageLevel
-from pyspark.errors import PySparkException
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from changelake.catalog.model import DataFile, NewDeletes
-from changelake.errors import NotNullViolationError, TypeMismatchError
+from changelake.errors import DuplicateTargetRowError, TypeMismatchError
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
 from changelake.storage.footers import describe_files
 from changelake.storage.snapshot import FILE, POS, spark_type
+from changelake.storage.spark_errors import current_statement, not_null_marker, spark_errors
 from changelake.storage.warehouse import Warehouse
 
 T = TypeVar("T")
-_NOT_NULL_MARK = "CL_NOT_NULL_VIOLATION"
 _ROWS_PER_FILE = 2_000_000
 
 # Source type families that may be cast to a target family; others are a type mismatch.
@@ -78,47 +76,22 @@ def conform(df: DataFrame, schema: TableSchema, *, table: str) -> list[SparkColu
         value = F.col(f"`{field.name}`").cast(col.type)
         if not col.nullable:
             value = F.when(
-                value.isNull(), F.raise_error(F.lit(f"{_NOT_NULL_MARK}[{table}.{col.name}]"))
+                value.isNull(), F.raise_error(F.lit(not_null_marker(f"{table}.{col.name}")))
             ).otherwise(value)
         exprs.append(value.alias(col.physical))
     return exprs
 
 
 @contextmanager
-def translated_errors() -> Iterator[None]:
-    """Turn Spark failures caused by bad values into changelake errors."""
-    try:
+def translated_errors(*, table: str) -> Iterator[None]:
+    """Turn Spark failures caused by bad values into changelake errors, named after the enclosing
+    statement (or, outside one, after the write to ``table``)."""
+    with spark_errors(current_statement() or f"Writing to {table}"):
         yield
-    except PySparkException as e:
-        text = str(e)
-        marked = re.search(_NOT_NULL_MARK + r"\[([^\]]+)\]", text)
-        if marked:
-            raise NotNullViolationError(
-                f"NULL value for NOT NULL column {marked.group(1)}; nothing was written."
-                " Provide a value or make the column nullable."
-            ) from None
-        if (
-            "CAST_INVALID_INPUT" in text
-            or "CAST_OVERFLOW" in text
-            or "NUMERIC_VALUE_OUT_OF_RANGE" in text
-        ):
-            detail = re.search(
-                r"The value (.+?) of the type (.+?) cannot be cast to (.+?) (?:because|due to)",
-                text,
-            ) or re.search(r"\s(\S+) cannot be represented as ()(\w+\([\d, ]+\))", text)
-            what = (
-                f"value {detail.group(1)} cannot be converted to {detail.group(3)}"
-                if detail
-                else "a value does not fit its column type"
-            )
-            raise TypeMismatchError(
-                f"Type mismatch: {what}; nothing was written. Fix the value or cast it explicitly."
-            ) from None
-        raise
 
 
-def run_checked(action: Callable[[], T]) -> T:
-    with translated_errors():
+def run_checked(action: Callable[[], T], *, table: str) -> T:
+    with translated_errors(table=table):
         return action()
 
 
@@ -145,7 +118,7 @@ def write_data(
     if partitions is not None:
         # Rows already in memory are regrouped for free; otherwise spread the write evenly.
         out = out.coalesce(partitions) if df.is_cached else out.repartition(partitions)
-    run_checked(lambda: out.write.mode("append").parquet(warehouse.uri(directory)))
+    run_checked(lambda: out.write.mode("append").parquet(warehouse.uri(directory)), table=table)
     return describe_files(warehouse, directory)
 
 
@@ -154,11 +127,12 @@ def partitions_for(rows: int) -> int:
 
 
 def write_deletes(
-    warehouse: Warehouse, positions: DataFrame, *, directory: str
+    warehouse: Warehouse, positions: DataFrame, *, directory: str, table: str, operation: str
 ) -> dict[str, NewDeletes]:
     """Write the (``_cl_file``, ``_cl_pos``) pairs of ``positions`` as one DV file.
 
-    Returns, per data file name, the deletes recorded for it.
+    Returns, per data file name, the deletes recorded for it. Raises DuplicateTargetRowError if
+    a position appears twice (``operation`` on ``table`` matched a target row more than once).
     """
     # Counted before writing, from one materialization: a duplicate fails before any file exists,
     # and the file is written from memory in one task, without a shuffle.
@@ -170,13 +144,21 @@ def write_deletes(
                 dv.groupBy("file_name")
                 .agg(F.count("*").alias("n"), F.countDistinct("pos").alias("d"))
                 .collect()
-            )
+            ),
+            table=table,
         )
         if not counts:
             return {}
         if any(r["n"] != r["d"] for r in counts):
-            raise DuplicateTargetRowError()
-        run_checked(lambda: dv.coalesce(1).write.mode("append").parquet(warehouse.uri(directory)))
+            raise DuplicateTargetRowError(
+                f"{operation} on {table}: a target row matched more than one source row, so the"
+                " result would depend on row order. Make the join condition match at most one"
+                " source row per target row (e.g. deduplicate the source)."
+            )
+        run_checked(
+            lambda: dv.coalesce(1).write.mode("append").parquet(warehouse.uri(directory)),
+            table=table,
+        )
     finally:
         dv.unpersist()
     (dv_file,) = describe_files(warehouse, directory)
@@ -184,7 +166,3 @@ def write_deletes(
         r["file_name"]: NewDeletes(file_path="", dv_path=dv_file.path, row_count=r["n"])
         for r in counts
     }
-
-
-class DuplicateTargetRowError(Exception):
-    """Internal: one target row was matched by several source rows (MERGE/UPDATE ... FROM)."""
