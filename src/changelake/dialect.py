@@ -12,19 +12,247 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
+from sqlglot.tokens import TokenType
 
-from changelake.errors import SqlSyntaxError
+from changelake.errors import InvalidStatementError, SqlSyntaxError
 
 METADATA_COLUMNS = ("ACTION", "ISUPDATE", "ROW_ID", "COMMIT_VERSION", "COMMIT_TIMESTAMP")
+
+
+# -- statements Spark SQL does not have -----------------------------------------------------------
+
+
+class Optimize(exp.Expression):
+    """``OPTIMIZE [TABLE] name``"""
+
+    arg_types = {"this": True}
+
+
+class Vacuum(exp.Expression):
+    """``VACUUM [TABLE] name``"""
+
+    arg_types = {"this": True}
+
+
+class ShowObjects(exp.Expression):
+    """``SHOW [TERSE] TABLES | VIEWS | STREAMS``; ``kind`` is the plural, upper case."""
+
+    arg_types = {"kind": True, "terse": False}
+
+
+class DescribeStream(exp.Expression):
+    """``DESCRIBE | DESC STREAM name``"""
+
+    arg_types = {"this": True}
+
+
+class Explain(exp.Expression):
+    """``EXPLAIN statement``"""
+
+    arg_types = {"this": True}
+
+
+class CreateStream(exp.Expression):
+    """``CREATE [OR REPLACE] STREAM [IF NOT EXISTS] name ON TABLE | VIEW source
+    [AT | BEFORE (...)] [APPEND_ONLY = TRUE | FALSE] [SHOW_INITIAL_ROWS = TRUE | FALSE]
+    [COMMENT = '...']``, options in any order."""
+
+    arg_types = {
+        "this": True,
+        "kind": True,  # TABLE | VIEW
+        "on": True,
+        "when": False,
+        "append_only": False,
+        "show_initial_rows": False,
+        "comment": False,
+        "replace": False,
+        "exists": False,
+    }
+
+
+class DropStream(exp.Expression):
+    """``DROP STREAM [IF EXISTS] name``"""
+
+    arg_types = {"this": True, "exists": False}
+
+
+_STREAM_OPTIONS = (
+    "AT|BEFORE (...), APPEND_ONLY = TRUE|FALSE, SHOW_INITIAL_ROWS = TRUE|FALSE, COMMENT = '...'"
+)
 
 
 class Changelake(Spark):
     class Tokenizer(Spark.Tokenizer):
         VAR_SINGLE_TOKENS = {"$"}
         STRING_ESCAPES = ["\\", "'"]
+        # These start statements the parser below reads word by word, instead of the rest of
+        # the text becoming one opaque command string.
+        KEYWORDS = {
+            k: v
+            for k, v in Spark.Tokenizer.KEYWORDS.items()
+            if k not in ("EXPLAIN", "OPTIMIZE", "VACUUM", "SHOW")
+        }
+        COMMANDS = Spark.Tokenizer.COMMANDS - {TokenType.SHOW}
 
     class Parser(Spark.Parser):
         HISTORICAL_DATA_KIND = Spark.Parser.HISTORICAL_DATA_KIND | {"TS"}
+
+        def _parse_statement(self) -> exp.Expression | None:
+            parse = self._own_statement()
+            return parse() if parse is not None else super()._parse_statement()
+
+        def _peek(self, *words: str) -> bool:
+            """Whether the next tokens are ``words`` (without consuming them)."""
+            tokens = self._tokens[self._index : self._index + len(words)]
+            return len(tokens) == len(words) and all(
+                t.text.upper() == w for t, w in zip(tokens, words, strict=True)
+            )
+
+        def _own_statement(self):  # noqa: ANN202 - a bound parse method or None
+            if self._peek("CREATE", "STREAM") or self._peek("CREATE", "OR", "REPLACE", "STREAM"):
+                return self._parse_create_stream
+            for words, parse in (
+                (("DROP", "STREAM"), self._parse_drop_stream),
+                (("DESCRIBE", "STREAM"), self._parse_describe_stream),
+                (("DESC", "STREAM"), self._parse_describe_stream),
+                (("SHOW",), self._parse_show_objects),
+                (("OPTIMIZE",), lambda: self._parse_maintenance(Optimize)),
+                (("VACUUM",), lambda: self._parse_maintenance(Vacuum)),
+                (("EXPLAIN",), self._parse_explain),
+            ):
+                if self._peek(*words):
+                    return parse
+            return None
+
+        def _object_name(self, what: str) -> exp.Table:
+            name = self._parse_id_var(any_token=False)
+            if name is None:
+                self.raise_error(f"Expected the name of the {what}")
+            return self.expression(exp.Table(this=name))
+
+        def _parse_maintenance(self, node: type[exp.Expression]) -> exp.Expression:
+            self._advance()
+            self._match(TokenType.TABLE)
+            return self.expression(node(this=self._object_name("table")))
+
+        def _parse_show_objects(self) -> exp.Expression:
+            self._advance()
+            terse = self._match_text_seq("TERSE")
+            if not self._match_texts(("TABLES", "VIEWS", "STREAMS")):
+                self.raise_error("Expected SHOW TABLES, SHOW VIEWS or SHOW STREAMS")
+            return self.expression(ShowObjects(kind=self._prev.text.upper(), terse=terse))
+
+        def _parse_describe_stream(self) -> exp.Expression:
+            self._advance(2)
+            return self.expression(DescribeStream(this=self._object_name("stream")))
+
+        def _parse_drop_stream(self) -> exp.Expression:
+            self._advance(2)
+            exists = self._match_text_seq("IF", "EXISTS")
+            return self.expression(DropStream(this=self._object_name("stream"), exists=exists))
+
+        def _parse_explain(self) -> exp.Expression:
+            self._advance()
+            inner = self._parse_statement()
+            if inner is None:
+                self.raise_error("Expected a statement after EXPLAIN")
+            return self.expression(Explain(this=inner))
+
+        def _parse_create_stream(self) -> exp.Expression:
+            self._advance()
+            replace = self._match_text_seq("OR", "REPLACE")
+            self._advance()  # STREAM
+            exists = self._match_text_seq("IF", "NOT", "EXISTS")
+            name = self._object_name("stream")
+            if replace and exists:
+                raise InvalidStatementError(
+                    f"CREATE OR REPLACE STREAM IF NOT EXISTS {name.name}: OR REPLACE and IF NOT"
+                    " EXISTS exclude each other; use one."
+                )
+            if not self._match(TokenType.ON) or not self._match_texts(("TABLE", "VIEW")):
+                self.raise_error("Expected ON TABLE <name> or ON VIEW <name>")
+            kind = self._prev.text.upper()
+            node = CreateStream(
+                this=name,
+                kind=kind,
+                on=self._object_name(kind.lower()),
+                replace=replace,
+                exists=exists,
+            )
+            while self._curr and self._curr.token_type != TokenType.SEMICOLON:
+                self._stream_option(node)
+            return self.expression(node)
+
+        def _stream_option(self, node: CreateStream) -> None:
+            stream = node.this.name
+            word = self._curr.text.upper()
+            if word in ("AT", "BEFORE"):
+                key, value = "when", self._stream_point(stream)
+            elif word in ("APPEND_ONLY", "SHOW_INITIAL_ROWS", "COMMENT"):
+                self._advance()
+                if not self._match(TokenType.EQ):
+                    raise InvalidStatementError(
+                        f"CREATE STREAM {stream}: expected {word} = ...; options are"
+                        f" {_STREAM_OPTIONS}."
+                    )
+                key, value = word.lower(), self._stream_option_value(stream, word)
+            else:
+                raise InvalidStatementError(
+                    f"Unexpected text in CREATE STREAM {stream}: {self._curr.text!r}. Options are"
+                    f" {_STREAM_OPTIONS}."
+                )
+            if node.args.get(key) is not None:
+                raise InvalidStatementError(
+                    f"CREATE STREAM {stream}: {'AT|BEFORE' if key == 'when' else word} is given"
+                    " twice."
+                )
+            node.set(key, value)
+
+        def _stream_option_value(self, stream: str, word: str) -> object:
+            token = self._curr
+            if word == "COMMENT":
+                if token is None or token.token_type != TokenType.STRING:
+                    raise InvalidStatementError(
+                        f"CREATE STREAM {stream}: COMMENT takes a quoted string, e.g."
+                        " COMMENT = 'what it is for'."
+                    )
+                self._advance()
+                return token.text
+            if token is None or token.text.upper() not in ("TRUE", "FALSE"):
+                found = token.text if token else "nothing"
+                raise InvalidStatementError(
+                    f"CREATE STREAM {stream}: {word} takes TRUE or FALSE, got {found!r}. Options"
+                    f" are {_STREAM_OPTIONS}."
+                )
+            self._advance()
+            return token.text.upper() == "TRUE"
+
+        def _stream_point(self, stream: str) -> exp.HistoricalData:
+            start = self._index
+            prefix = self._curr.text.upper()
+            self._advance()
+            if not self._match(TokenType.L_PAREN):
+                raise InvalidStatementError(
+                    f"CREATE STREAM {stream}: {prefix} needs a point in parentheses, e.g."
+                    f" {prefix} (VERSION => 3)."
+                )
+            depth = 1
+            for token in self._tokens[self._index :]:
+                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
+                if depth == 0:
+                    break
+            if depth:
+                raise InvalidStatementError(
+                    f"Unbalanced parentheses in the {prefix} (...) clause of CREATE STREAM"
+                    f" {stream}: close it with ')'."
+                )
+            self._retreat(start)
+            point = self._parse_historical_data()
+            if point is None:
+                self.raise_error(
+                    f"Expected {prefix} (VERSION | TIMESTAMP | OFFSET | STATEMENT | STREAM => ...)"
+                )
+            return point
 
 
 def parse_one(text: str) -> exp.Expression:

@@ -76,27 +76,6 @@ class NewDeletes:
 
 
 @dataclass(frozen=True)
-class TableCommit:
-    """What one statement changes in one table; the unit the commit protocol validates."""
-
-    table_id: int
-    table_name: str
-    read_version: int
-    operation: str
-    statement_id: str
-    added: tuple[DataFile, ...] = ()
-    removed_paths: tuple[str, ...] = ()
-    deletes: tuple[NewDeletes, ...] = ()
-    rows_inserted: int = 0
-    rows_updated: int = 0
-    rows_deleted: int = 0
-
-    @property
-    def touches_existing_rows(self) -> bool:
-        return bool(self.removed_paths or self.deletes)
-
-
-@dataclass(frozen=True)
 class TrackedFile:
     """A data file with its removal version and every DV part up to some version: what change
     scans classify to find the rows an interval touched."""
@@ -122,12 +101,12 @@ class TrackedFile:
 
 @dataclass(frozen=True)
 class StreamInfo:
-    """A STREAM: a named frontier (version of its table whose changes are all consumed)."""
+    """A STREAM: named frontiers, per base table the version whose changes are all consumed."""
 
     stream_id: int
     name: str
-    table_id: int
-    frontier_version: int
+    table_id: int  # the table it is on
+    frontiers: tuple[tuple[int, int], ...]  # (table id, version), by table id
     append_only: bool
     show_initial_rows: bool
     initial_consumed: bool
@@ -136,20 +115,14 @@ class StreamInfo:
     consumed_at: float | None
 
     @property
+    def frontier_version(self) -> int:
+        """The frontier on the stream's table."""
+        return dict(self.frontiers)[self.table_id]
+
+    @property
     def pending_initial_rows(self) -> bool:
         return self.show_initial_rows and not self.initial_consumed
 
     @property
     def mode(self) -> str:
         return "APPEND_ONLY" if self.append_only else "DEFAULT"
-
-
-@dataclass(frozen=True)
-class StreamAdvance:
-    """Move a stream's frontier from ``expected_frontier`` to ``new_frontier`` (compare-and-set)."""
-
-    stream_id: int
-    stream_name: str
-    expected_frontier: int
-    expected_initial_consumed: bool
-    new_frontier: int

@@ -135,10 +135,10 @@ class DropStream:
 
 @dataclass(frozen=True)
 class AdvanceStream:
-    """Move a stream's frontier to ``new_frontier`` (pair it with a ``FrontierAt`` requirement)."""
+    """Move a stream's frontiers ((table id, version) pairs); pair it with ``FrontierAt``."""
 
     stream_id: int
-    new_frontier: int
+    frontiers: tuple[tuple[int, int], ...]
 
 
 Update = (
@@ -187,7 +187,7 @@ class FrontierAt:
 
     stream_id: int
     name: str
-    version: int
+    frontiers: tuple[tuple[int, int], ...]
     initial_consumed: bool
 
 
@@ -221,11 +221,13 @@ class CommitRequest:
 
 @dataclass(frozen=True)
 class CommitResult:
-    """What a commit made: new versions per table id, objects created by name."""
+    """What a commit made: new versions per table id, tables created (or kept, for IF NOT
+    EXISTS) by name, the first of the row ids reserved per table id."""
 
     applied: bool = True
     versions: dict[int, list[int]] = field(default_factory=dict)
-    tables: dict[str, TableInfo] = field(default_factory=dict)  # created, by name
+    tables: dict[str, TableInfo] = field(default_factory=dict)
+    row_id_bases: dict[int, int] = field(default_factory=dict)
 
     def version_of(self, table_id: int) -> int | None:
         made = self.versions.get(table_id)

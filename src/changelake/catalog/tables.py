@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 metadata = MetaData()
 
@@ -130,8 +130,7 @@ streams = Table(
     metadata,
     Column("stream_id", Integer, primary_key=True, autoincrement=True),
     Column("name", String(255), nullable=False),
-    Column("table_id", Integer, nullable=False),
-    Column("frontier_version", BigInteger, nullable=False),
+    Column("table_id", Integer, nullable=False),  # the table it is on
     Column("append_only", Boolean, nullable=False),
     Column("show_initial_rows", Boolean, nullable=False),
     Column("initial_consumed", Boolean, nullable=False),
@@ -146,4 +145,13 @@ Index(
     unique=True,
     sqlite_where=text("dropped_at IS NULL"),
     postgresql_where=text("dropped_at IS NULL"),
+)
+
+# A stream's frontier: per base table, the version whose changes are all consumed.
+stream_frontiers = Table(
+    "cl_stream_frontiers",
+    metadata,
+    Column("stream_id", Integer, primary_key=True),
+    Column("table_id", Integer, primary_key=True),
+    Column("version", BigInteger, nullable=False),
 )

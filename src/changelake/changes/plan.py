@@ -167,7 +167,9 @@ def plan_changes(
                 sum(f.file.row_count - f.deleted_rows(upto_inclusive=e) for f in live),
             ),
         )
-    added = [f for f in touched if f.file.begin_version is not None and s < f.file.begin_version <= e]
+    added = [
+        f for f in touched if f.file.begin_version is not None and s < f.file.begin_version <= e
+    ]
 
     if information is Information.APPEND_ONLY:
         # Rows inserted in the interval, as inserted: ignore later deletes and removals.

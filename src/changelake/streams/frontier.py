@@ -28,14 +28,14 @@ class StreamRead:
 
     @property
     def advance(self) -> AdvanceStream:
-        return AdvanceStream(self.stream.stream_id, self.plan.end_version)
+        return AdvanceStream(self.stream.stream_id, ((self.plan.table_id, self.plan.end_version),))
 
     @property
     def requirement(self) -> FrontierAt:
         return FrontierAt(
             self.stream.stream_id,
             self.stream.name,
-            self.stream.frontier_version,
+            self.stream.frontiers,
             self.stream.initial_consumed,
         )
 

@@ -1,0 +1,340 @@
+"""The one commit path: check a list of commit requests' requirements, then apply their updates,
+inside one database transaction (the caller's ``conn``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import Connection
+
+from changelake.catalog import file_repo, stream_repo, table_repo, view_repo
+from changelake.catalog.requests import (
+    AddDeletes,
+    AddFiles,
+    AdvanceStream,
+    CommitRequest,
+    CommitResult,
+    CreateStream,
+    CreateTable,
+    CreateView,
+    DropStream,
+    DropTable,
+    DropView,
+    FilesUntouched,
+    ForgetFiles,
+    FrontierAt,
+    IfExists,
+    RemoveFiles,
+    RenameTable,
+    ReserveRowIds,
+    SetProperties,
+    SetSchema,
+    TableLive,
+)
+from changelake.errors import StreamNotFoundError, TableNotFoundError, did_you_mean
+
+
+@dataclass
+class _Version:
+    """A table version being made by one request."""
+
+    version: int
+    next_row_id: int
+    files_added: int = 0
+    files_removed: int = 0
+
+
+@dataclass
+class _Commit:
+    conn: Connection
+    now: float
+    postgres: bool
+    versions: dict[int, list[int]] = field(default_factory=dict)
+    tables: dict[str, Any] = field(default_factory=dict)
+    row_id_bases: dict[int, int] = field(default_factory=dict)
+    request: CommitRequest | None = None  # being applied
+    pending: dict[int, _Version] = field(default_factory=dict)  # versions it makes
+
+    def lock(self, table_id: int) -> Any:
+        return table_repo.lock(self.conn, table_id, for_update=self.postgres)
+
+    def version_of(self, table_id: int) -> _Version:
+        """The version the current request makes of ``table_id`` (started at first use)."""
+        if table_id not in self.pending:
+            row = self.lock(table_id)
+            self.pending[table_id] = _Version(row.current_version + 1, row.next_row_id)
+        return self.pending[table_id]
+
+
+def commit(
+    conn: Connection, requests: Sequence[CommitRequest], *, now: float, postgres: bool
+) -> CommitResult:
+    """Check every requirement of ``requests``, then apply them in order. Raises (and the caller's
+    transaction rolls back) if a requirement or an update fails."""
+    state = _Commit(conn, now, postgres)
+    kept = _kept(state, requests)
+    if kept is not None:
+        return kept
+    # Locks in one order (table ids ascending), so concurrent commits cannot deadlock.
+    for table_id in sorted(_tables_of(requests)):
+        state.lock(table_id)
+    for request in requests:
+        for requirement in request.requirements:
+            _CHECKS[type(requirement)](state, requirement)
+    for request in requests:
+        state.request, state.pending = request, {}
+        for update in request.updates:
+            _APPLY[type(update)](state, update)
+        _record_versions(state, request)
+    return CommitResult(
+        applied=True,
+        versions=state.versions,
+        tables={
+            name: table_repo.table_info(table_repo.by_id(conn, i))
+            for name, i in state.tables.items()
+        },
+        row_id_bases=state.row_id_bases,
+    )
+
+
+def _tables_of(requests: Sequence[CommitRequest]) -> set[int]:
+    found = set()
+    for request in requests:
+        for item in (*request.updates, *request.requirements):
+            table_id = getattr(item, "table_id", None)
+            if table_id is not None:
+                found.add(table_id)
+    return found
+
+
+def _kept(state: _Commit, requests: Sequence[CommitRequest]) -> CommitResult | None:
+    """IF NOT EXISTS of an object that exists: nothing of the call is applied."""
+    for request in requests:
+        for u in request.updates:
+            if not isinstance(u, CreateTable | CreateView | CreateStream):
+                continue
+            if u.if_exists is not IfExists.KEEP:
+                continue
+            if isinstance(u, CreateTable):
+                row = table_repo.find_live(state.conn, u.name)
+                if row is not None:
+                    return CommitResult(
+                        applied=False, tables={row.name: table_repo.table_info(row)}
+                    )
+            elif isinstance(u, CreateView) and view_repo.sql_of(state.conn, u.name) is not None:
+                return CommitResult(applied=False)
+            elif isinstance(u, CreateStream) and stream_repo.find_live(state.conn, u.name):
+                return CommitResult(applied=False)
+    return None
+
+
+def _record_versions(state: _Commit, request: CommitRequest) -> None:
+    counts = {c.table_id: c for c in request.row_counts}
+    for table_id, made in sorted(state.pending.items()):
+        c = counts.get(table_id)
+        table_repo.insert_version(
+            state.conn,
+            table_id,
+            made.version,
+            committed_at=max(state.now, table_repo.last_commit_time(state.conn, table_id)),
+            operation=request.operation,
+            statement_id=request.statement_id,
+            rows_inserted=c.inserted if c else 0,
+            rows_updated=c.updated if c else 0,
+            rows_deleted=c.deleted if c else 0,
+            files_added=made.files_added,
+            files_removed=made.files_removed,
+        )
+        table_repo.set_counters(
+            state.conn, table_id, current_version=made.version, next_row_id=made.next_row_id
+        )
+        state.versions.setdefault(table_id, []).append(made.version)
+
+
+# -- requirements ---------------------------------------------------------------------------------
+
+
+def _table_live(state: _Commit, r: TableLive) -> None:
+    state.lock(r.table_id)
+
+
+def _files_untouched(state: _Commit, r: FilesUntouched) -> None:
+    if r.paths:
+        file_repo.check_untouched(
+            state.conn, r.table_id, r.name, r.paths, since_version=r.since_version
+        )
+
+
+def _frontier_at(state: _Commit, r: FrontierAt) -> None:
+    stream_repo.check_frontier(
+        state.conn, r.stream_id, r.name, r.frontiers, initial_consumed=r.initial_consumed
+    )
+
+
+_CHECKS: dict[type, Callable[[_Commit, Any], None]] = {
+    TableLive: _table_live,
+    FilesUntouched: _files_untouched,
+    FrontierAt: _frontier_at,
+}
+
+# -- updates --------------------------------------------------------------------------------------
+
+
+def _create_table(state: _Commit, u: CreateTable) -> None:
+    conn, name, request = state.conn, u.name.lower(), state.request
+    assert request is not None
+    existing = table_repo.find_live(conn, name)
+    if existing is not None and u.if_exists is IfExists.REPLACE:
+        table_repo.check_no_dependents(conn, name, action="replace")
+        table_repo.drop(conn, existing.table_id, now=state.now)
+    else:
+        table_repo.check_name_free(conn, name, kind="TABLE")
+    table_id = table_repo.insert(conn, name, dict(u.properties), now=state.now)
+    table_repo.set_schema(conn, table_id, u.schema, version=0)
+    next_row_id = file_repo.add_files(conn, table_id, u.files, version=0, next_row_id=0)
+    table_repo.set_counters(conn, table_id, next_row_id=next_row_id)
+    table_repo.insert_version(
+        conn,
+        table_id,
+        0,
+        committed_at=state.now,
+        operation=request.operation,
+        statement_id=request.statement_id,
+        rows_inserted=sum(f.row_count for f in u.files),
+        rows_updated=0,
+        rows_deleted=0,
+        files_added=len(u.files),
+        files_removed=0,
+    )
+    state.tables[name] = table_id
+    state.versions.setdefault(table_id, []).append(0)
+
+
+def _drop_table(state: _Commit, u: DropTable) -> None:
+    row = state.lock(u.table_id)
+    table_repo.check_no_dependents(state.conn, row.name, action="drop")
+    table_repo.drop(state.conn, u.table_id, now=state.now)
+    stream_repo.drop_on_table(state.conn, u.table_id, now=state.now)
+
+
+def _rename_table(state: _Commit, u: RenameTable) -> None:
+    row = state.lock(u.table_id)
+    new_name = u.new_name.lower()
+    table_repo.check_no_dependents(state.conn, row.name, action="rename")
+    table_repo.check_name_free(state.conn, new_name, kind="TABLE")
+    table_repo.rename(state.conn, u.table_id, new_name)
+
+
+def _set_properties(state: _Commit, u: SetProperties) -> None:
+    state.lock(u.table_id)
+    table_repo.set_properties(state.conn, u.table_id, dict(u.properties))
+
+
+def _set_schema(state: _Commit, u: SetSchema) -> None:
+    table_repo.set_schema(
+        state.conn, u.table_id, u.schema, version=state.version_of(u.table_id).version
+    )
+
+
+def _add_files(state: _Commit, u: AddFiles) -> None:
+    made = state.version_of(u.table_id)
+    made.next_row_id = file_repo.add_files(
+        state.conn, u.table_id, u.files, version=made.version, next_row_id=made.next_row_id
+    )
+    made.files_added += len(u.files)
+
+
+def _remove_files(state: _Commit, u: RemoveFiles) -> None:
+    made = state.version_of(u.table_id)
+    file_repo.remove_files(state.conn, u.table_id, u.paths, version=made.version)
+    made.files_removed += len(u.paths)
+
+
+def _add_deletes(state: _Commit, u: AddDeletes) -> None:
+    if u.deletes:
+        made = state.version_of(u.table_id)
+        file_repo.add_deletes(state.conn, u.table_id, u.deletes, version=made.version)
+
+
+def _reserve_row_ids(state: _Commit, u: ReserveRowIds) -> None:
+    row = state.lock(u.table_id)
+    base = row.next_row_id
+    table_repo.set_counters(state.conn, u.table_id, next_row_id=base + u.count)
+    state.row_id_bases[u.table_id] = base
+
+
+def _forget_files(state: _Commit, u: ForgetFiles) -> None:
+    file_repo.forget_files(state.conn, u.table_id, u.paths)
+    table_repo.set_vacuumed_before(
+        state.conn, u.table_id, u.vacuumed_before, postgres=state.postgres
+    )
+
+
+def _create_view(state: _Commit, u: CreateView) -> None:
+    conn, name = state.conn, u.name.lower()
+    if view_repo.sql_of(conn, name) is not None and u.if_exists is IfExists.REPLACE:
+        view_repo.drop_named(conn, name, now=state.now)
+    else:
+        table_repo.check_name_free(conn, name, kind="VIEW")
+    view_repo.insert(conn, name, u.sql, u.depends_on, now=state.now)
+
+
+def _drop_view(state: _Commit, u: DropView) -> None:
+    conn, name = state.conn, u.name.lower()
+    if view_repo.sql_of(conn, name) is None:
+        known = table_repo.live_names(conn) + view_repo.live_names(conn)
+        raise TableNotFoundError(f"View {name!r} does not exist.{did_you_mean(name, known)}")
+    table_repo.check_no_dependents(conn, name, action="drop")
+    view_repo.drop_named(conn, name, now=state.now)
+
+
+def _create_stream(state: _Commit, u: CreateStream) -> None:
+    conn, name = state.conn, u.name.lower()
+    if stream_repo.find_live(conn, name) is not None and u.if_exists is IfExists.REPLACE:
+        stream_repo.drop_named(conn, name, now=state.now)
+    else:
+        table_repo.check_name_free(conn, name, kind="STREAM")
+    state.lock(u.table_id)
+    stream_repo.insert(
+        conn,
+        table_id=u.table_id,
+        frontier_version=u.frontier_version,
+        now=state.now,
+        name=name,
+        append_only=u.append_only,
+        show_initial_rows=u.show_initial_rows,
+        comment=u.comment,
+    )
+
+
+def _drop_stream(state: _Commit, u: DropStream) -> None:
+    if not stream_repo.drop_named(state.conn, u.name, now=state.now):
+        known = stream_repo.live_names(state.conn)
+        raise StreamNotFoundError(
+            f"Stream {u.name.lower()!r} does not exist.{did_you_mean(u.name, known)}"
+        )
+
+
+def _advance_stream(state: _Commit, u: AdvanceStream) -> None:
+    stream_repo.advance(state.conn, u.stream_id, u.frontiers, now=state.now)
+
+
+_APPLY: dict[type, Callable[[_Commit, Any], None]] = {
+    CreateTable: _create_table,
+    DropTable: _drop_table,
+    RenameTable: _rename_table,
+    SetProperties: _set_properties,
+    SetSchema: _set_schema,
+    AddFiles: _add_files,
+    RemoveFiles: _remove_files,
+    AddDeletes: _add_deletes,
+    ReserveRowIds: _reserve_row_ids,
+    ForgetFiles: _forget_files,
+    CreateView: _create_view,
+    DropView: _drop_view,
+    CreateStream: _create_stream,
+    DropStream: _drop_stream,
+    AdvanceStream: _advance_stream,
+}

@@ -1,0 +1,255 @@
+"""Data files and deletion vectors: reads for snapshots, change scans and vacuum, and the updates
+that register and retire them."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Connection, and_, or_, select
+
+from changelake.catalog import tables as t
+from changelake.catalog.model import DataFile, LiveFile, NewDeletes, TrackedFile
+from changelake.errors import ConflictError
+
+
+def data_file(row: Any) -> DataFile:
+    return DataFile(
+        path=row.path,
+        row_count=row.row_count,
+        size_bytes=row.size_bytes,
+        base_row_id=row.base_row_id,
+        begin_version=row.begin_version,
+        stats=json.loads(row.stats),
+    )
+
+
+def _live_at(version: int) -> Any:
+    return and_(
+        t.files.c.begin_version <= version,
+        or_(t.files.c.end_version.is_(None), t.files.c.end_version > version),
+    )
+
+
+# -- reads ----------------------------------------------------------------------------------------
+
+
+def snapshot_files(conn: Connection, table_id: int, version: int) -> list[LiveFile]:
+    file_rows = conn.execute(
+        select(t.files)
+        .where(t.files.c.table_id == table_id, _live_at(version))
+        .order_by(t.files.c.file_id)
+    ).all()
+    dv_rows = conn.execute(
+        select(t.deletes.c.file_id, t.deletes.c.dv_path, t.deletes.c.row_count)
+        .join(t.files, t.files.c.file_id == t.deletes.c.file_id)
+        .where(t.deletes.c.table_id == table_id, t.deletes.c.version <= version, _live_at(version))
+        .order_by(t.deletes.c.version)
+    ).all()
+    dvs: dict[int, list[Any]] = defaultdict(list)
+    for r in dv_rows:
+        dvs[r.file_id].append(r)
+    return [
+        LiveFile(
+            file=data_file(r),
+            dv_paths=tuple(d.dv_path for d in dvs[r.file_id]),
+            deleted_rows=sum(d.row_count for d in dvs[r.file_id]),
+        )
+        for r in file_rows
+    ]
+
+
+def files_changed_between(
+    conn: Connection, table_id: int, *, start_exclusive: int, end_inclusive: int
+) -> list[TrackedFile]:
+    s, e = start_exclusive, end_inclusive
+    dv_file_ids = select(t.deletes.c.file_id).where(
+        t.deletes.c.table_id == table_id, t.deletes.c.version > s, t.deletes.c.version <= e
+    )
+    file_rows = conn.execute(
+        select(t.files, t.files.c.end_version.label("removed_at"))
+        .where(
+            t.files.c.table_id == table_id,
+            or_(
+                and_(t.files.c.begin_version > s, t.files.c.begin_version <= e),
+                and_(t.files.c.end_version > s, t.files.c.end_version <= e),
+                t.files.c.file_id.in_(dv_file_ids),
+            ),
+        )
+        .order_by(t.files.c.file_id)
+    ).all()
+    ids = [r.file_id for r in file_rows]
+    dv_rows = (
+        conn.execute(
+            select(
+                t.deletes.c.file_id, t.deletes.c.version, t.deletes.c.dv_path, t.deletes.c.row_count
+            )
+            .where(t.deletes.c.file_id.in_(ids), t.deletes.c.version <= e)
+            .order_by(t.deletes.c.version)
+        ).all()
+        if ids
+        else []
+    )
+    dvs: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
+    for d in dv_rows:
+        dvs[d.file_id].append((d.version, d.dv_path, d.row_count))
+    return [TrackedFile(data_file(r), r.removed_at, tuple(dvs[r.file_id])) for r in file_rows]
+
+
+def all_file_paths(conn: Connection, table_id: int) -> list[tuple[str, int | None, list[str]]]:
+    rows = conn.execute(
+        select(t.files.c.file_id, t.files.c.path, t.files.c.end_version).where(
+            t.files.c.table_id == table_id
+        )
+    ).all()
+    dv_rows = conn.execute(
+        select(t.deletes.c.file_id, t.deletes.c.dv_path).where(t.deletes.c.table_id == table_id)
+    ).all()
+    dvs: dict[int, list[str]] = defaultdict(list)
+    for d in dv_rows:
+        dvs[d.file_id].append(d.dv_path)
+    return [(r.path, r.end_version, dvs[r.file_id]) for r in rows]
+
+
+def registered_paths(conn: Connection) -> set[str]:
+    paths = set(conn.execute(select(t.files.c.path)).scalars())
+    return paths | set(conn.execute(select(t.deletes.c.dv_path)).scalars())
+
+
+def removal_times(conn: Connection, table_id: int) -> dict[int, float]:
+    rows = conn.execute(
+        select(t.versions.c.version, t.versions.c.committed_at)
+        .where(t.versions.c.table_id == table_id)
+        .where(
+            t.versions.c.version.in_(
+                select(t.files.c.end_version).where(
+                    t.files.c.table_id == table_id, t.files.c.end_version.is_not(None)
+                )
+            )
+        )
+    ).all()
+    return {r.version: r.committed_at for r in rows}
+
+
+# -- checks ---------------------------------------------------------------------------------------
+
+
+def check_untouched(
+    conn: Connection, table_id: int, name: str, paths: Sequence[str], *, since_version: int
+) -> None:
+    """ConflictError if a version after ``since_version`` removed ``paths`` or gave them DVs."""
+    paths = list(paths)
+    removed = conn.execute(
+        select(t.files.c.end_version).where(
+            t.files.c.table_id == table_id,
+            t.files.c.path.in_(paths),
+            t.files.c.end_version > since_version,
+        )
+    ).scalar()
+    deleted = conn.execute(
+        select(t.deletes.c.version)
+        .join(t.files, t.files.c.file_id == t.deletes.c.file_id)
+        .where(
+            t.deletes.c.table_id == table_id,
+            t.deletes.c.version > since_version,
+            t.files.c.path.in_(paths),
+        )
+    ).scalar()
+    version = removed if removed is not None else deleted
+    if version is not None:
+        raise ConflictError(
+            f"Conflict on table {name}: version {version}, committed by a concurrent statement"
+            f" after this one read version {since_version}, changed the same rows. This statement"
+            " changed nothing; run it again."
+        )
+
+
+# -- updates --------------------------------------------------------------------------------------
+
+
+def add_files(
+    conn: Connection,
+    table_id: int,
+    files: Sequence[DataFile],
+    *,
+    version: int,
+    next_row_id: int,
+) -> int:
+    """Register ``files`` as of ``version``; files without a base row id get the next ones.
+    Returns the table's next free row id."""
+    rows = []
+    for f in files:
+        base = f.base_row_id
+        if base is None:
+            base, next_row_id = next_row_id, next_row_id + f.row_count
+        rows.append(
+            {
+                "table_id": table_id,
+                "path": f.path,
+                "row_count": f.row_count,
+                "size_bytes": f.size_bytes,
+                "base_row_id": base,
+                "begin_version": version,
+                "end_version": None,
+                "stats": json.dumps(f.stats, default=str),
+            }
+        )
+    if rows:
+        conn.execute(t.files.insert(), rows)
+    return next_row_id
+
+
+def remove_files(conn: Connection, table_id: int, paths: Sequence[str], *, version: int) -> None:
+    conn.execute(
+        t.files.update()
+        .where(
+            t.files.c.table_id == table_id,
+            t.files.c.path.in_(list(paths)),
+            t.files.c.end_version.is_(None),
+        )
+        .values(end_version=version)
+    )
+
+
+def add_deletes(
+    conn: Connection, table_id: int, deletes: Sequence[NewDeletes], *, version: int
+) -> None:
+    ids = dict(
+        conn.execute(
+            select(t.files.c.path, t.files.c.file_id).where(
+                t.files.c.table_id == table_id,
+                t.files.c.path.in_([d.file_path for d in deletes]),
+            )
+        ).all()
+    )
+    conn.execute(
+        t.deletes.insert(),
+        [
+            {
+                "table_id": table_id,
+                "file_id": ids[d.file_path],
+                "version": version,
+                "dv_path": d.dv_path,
+                "row_count": d.row_count,
+            }
+            for d in deletes
+        ],
+    )
+
+
+def forget_files(conn: Connection, table_id: int, paths: Sequence[str]) -> None:
+    if not paths:
+        return
+    ids = (
+        conn.execute(
+            select(t.files.c.file_id).where(
+                t.files.c.table_id == table_id, t.files.c.path.in_(list(paths))
+            )
+        )
+        .scalars()
+        .all()
+    )
+    conn.execute(t.deletes.delete().where(t.deletes.c.file_id.in_(ids)))
+    conn.execute(t.files.delete().where(t.files.c.file_id.in_(ids)))

@@ -1,0 +1,255 @@
+"""Tables, their schemas and versions: reads, and the updates that change them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Connection, func, or_, select
+
+from changelake.catalog import tables as t
+from changelake.catalog.model import TableInfo, VersionInfo
+from changelake.errors import ConflictError, DependencyError, ObjectExistsError
+from changelake.schema import Column, TableSchema
+
+
+def table_info(row: Any) -> TableInfo:
+    return TableInfo(
+        table_id=row.table_id,
+        name=row.name,
+        current_version=row.current_version,
+        created_at=row.created_at,
+        properties=json.loads(row.properties),
+        vacuumed_before_version=row.vacuumed_before_version,
+    )
+
+
+def version_info(row: Any) -> VersionInfo:
+    return VersionInfo(
+        version=row.version,
+        committed_at=row.committed_at,
+        operation=row.operation,
+        statement_id=row.statement_id,
+        rows_inserted=row.rows_inserted,
+        rows_updated=row.rows_updated,
+        rows_deleted=row.rows_deleted,
+        files_added=row.files_added,
+        files_removed=row.files_removed,
+    )
+
+
+# -- reads ----------------------------------------------------------------------------------------
+
+
+def find_live(conn: Connection, name: str) -> Any:
+    return conn.execute(
+        select(t.tables).where(t.tables.c.name == name.lower(), t.tables.c.dropped_at.is_(None))
+    ).first()
+
+
+def by_id(conn: Connection, table_id: int) -> Any:
+    return conn.execute(select(t.tables).where(t.tables.c.table_id == table_id)).one()
+
+
+def list_live(conn: Connection) -> list[TableInfo]:
+    rows = conn.execute(
+        select(t.tables).where(t.tables.c.dropped_at.is_(None)).order_by(t.tables.c.name)
+    ).all()
+    return [table_info(r) for r in rows]
+
+
+def live_names(conn: Connection) -> list[str]:
+    return list(
+        conn.execute(select(t.tables.c.name).where(t.tables.c.dropped_at.is_(None))).scalars()
+    )
+
+
+def schema_at(conn: Connection, table_id: int, version: int) -> TableSchema:
+    rows = conn.execute(
+        select(t.columns)
+        .where(
+            t.columns.c.table_id == table_id,
+            t.columns.c.begin_version <= version,
+            or_(t.columns.c.end_version.is_(None), t.columns.c.end_version > version),
+        )
+        .order_by(t.columns.c.ordinal)
+    ).all()
+    return TableSchema(tuple(Column(r.column_id, r.name, r.type, r.nullable) for r in rows))
+
+
+def versions(
+    conn: Connection, table_id: int, *, after_exclusive: int, upto_inclusive: int | None
+) -> list[VersionInfo]:
+    query = select(t.versions).where(
+        t.versions.c.table_id == table_id, t.versions.c.version > after_exclusive
+    )
+    if upto_inclusive is not None:
+        query = query.where(t.versions.c.version <= upto_inclusive)
+    return [version_info(r) for r in conn.execute(query.order_by(t.versions.c.version)).all()]
+
+
+def version_as_of(conn: Connection, table_id: int, timestamp: float, *, inclusive: bool) -> Any:
+    cmp = (
+        t.versions.c.committed_at <= timestamp
+        if inclusive
+        else t.versions.c.committed_at < timestamp
+    )
+    return conn.execute(
+        select(func.max(t.versions.c.version)).where(t.versions.c.table_id == table_id, cmp)
+    ).scalar()
+
+
+def changed_since(
+    conn: Connection, table_id: int, version: int, *, upto_inclusive: int | None, inserts_only: bool
+) -> bool:
+    """Whether a version in ``(version, upto]`` changed rows: the per-version change summary."""
+    summary = t.versions.c
+    changed = (
+        summary.rows_inserted > 0
+        if inserts_only
+        else or_(
+            summary.files_added > 0,
+            summary.files_removed > 0,
+            summary.rows_deleted > 0,
+            summary.rows_updated > 0,
+        )
+    )
+    query = select(summary.version).where(
+        summary.table_id == table_id, summary.version > version, changed
+    )
+    if upto_inclusive is not None:
+        query = query.where(summary.version <= upto_inclusive)
+    return conn.execute(query.limit(1)).first() is not None
+
+
+# -- checks ---------------------------------------------------------------------------------------
+
+
+def lock(conn: Connection, table_id: int, *, for_update: bool) -> Any:
+    """The table's row, locked for the rest of the transaction (PostgreSQL; SQLite holds the
+    database write lock already); ConflictError if it was dropped or replaced."""
+    query = select(t.tables).where(t.tables.c.table_id == table_id)
+    if for_update:
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    if row is None or row.dropped_at is not None:
+        raise ConflictError(
+            f"Table {row.name if row else table_id} was dropped or replaced by a concurrent"
+            " statement; this statement changed nothing."
+        )
+    return row
+
+
+def check_name_free(conn: Connection, name: str, *, kind: str) -> None:
+    for label, table, key in (
+        ("Table", t.tables, t.tables.c.table_id),
+        ("View", t.views, t.views.c.view_id),
+        ("Stream", t.streams, t.streams.c.stream_id),
+    ):
+        if conn.execute(
+            select(key).where(table.c.name == name, table.c.dropped_at.is_(None))
+        ).first():
+            raise ObjectExistsError(
+                f"{label} {name!r} already exists; use CREATE OR REPLACE {kind} or another name."
+            )
+
+
+def check_no_dependents(conn: Connection, name: str, *, action: str) -> None:
+    dependents = [
+        r.name
+        for r in conn.execute(
+            select(t.views.c.name, t.views.c.depends_on).where(t.views.c.dropped_at.is_(None))
+        )
+        if name in json.loads(r.depends_on)
+    ]
+    if dependents:
+        raise DependencyError(
+            f"Cannot {action} {name!r}: view(s) {', '.join(sorted(dependents))} depend on it."
+            f" Drop or replace those views first."
+        )
+
+
+# -- updates --------------------------------------------------------------------------------------
+
+
+def insert(conn: Connection, name: str, properties: dict[str, str], *, now: float) -> int:
+    return conn.execute(
+        t.tables.insert().values(
+            name=name,
+            current_version=0,
+            next_row_id=0,
+            created_at=now,
+            properties=json.dumps(properties, sort_keys=True),
+        )
+    ).inserted_primary_key[0]
+
+
+def drop(conn: Connection, table_id: int, *, now: float) -> None:
+    conn.execute(t.tables.update().where(t.tables.c.table_id == table_id).values(dropped_at=now))
+
+
+def rename(conn: Connection, table_id: int, new_name: str) -> None:
+    conn.execute(t.tables.update().where(t.tables.c.table_id == table_id).values(name=new_name))
+
+
+def set_properties(conn: Connection, table_id: int, updates: dict[str, str]) -> None:
+    row = by_id(conn, table_id)
+    props = json.loads(row.properties) | updates
+    conn.execute(
+        t.tables.update()
+        .where(t.tables.c.table_id == table_id)
+        .values(properties=json.dumps(props, sort_keys=True))
+    )
+
+
+def set_counters(conn: Connection, table_id: int, **values: int) -> None:
+    """Set ``current_version`` and/or ``next_row_id``."""
+    conn.execute(t.tables.update().where(t.tables.c.table_id == table_id).values(**values))
+
+
+def set_vacuumed_before(conn: Connection, table_id: int, version: int, *, postgres: bool) -> None:
+    larger = func.greatest if postgres else func.max
+    conn.execute(
+        t.tables.update()
+        .where(t.tables.c.table_id == table_id)
+        .values(vacuumed_before_version=larger(t.tables.c.vacuumed_before_version, version))
+    )
+
+
+def set_schema(conn: Connection, table_id: int, schema: TableSchema, *, version: int) -> None:
+    """``schema`` from ``version`` on (the previous one ends there)."""
+    conn.execute(
+        t.columns.update()
+        .where(t.columns.c.table_id == table_id, t.columns.c.end_version.is_(None))
+        .values(end_version=version)
+    )
+    conn.execute(
+        t.columns.insert(),
+        [
+            {
+                "table_id": table_id,
+                "column_id": c.column_id,
+                "begin_version": version,
+                "end_version": None,
+                "ordinal": i,
+                "name": c.name,
+                "type": c.type,
+                "nullable": c.nullable,
+            }
+            for i, c in enumerate(schema.columns)
+        ],
+    )
+
+
+def last_commit_time(conn: Connection, table_id: int) -> float:
+    return (
+        conn.execute(
+            select(func.max(t.versions.c.committed_at)).where(t.versions.c.table_id == table_id)
+        ).scalar()
+        or 0.0
+    )
+
+
+def insert_version(conn: Connection, table_id: int, version: int, **values: Any) -> None:
+    """Record a version: committed_at, operation, statement_id and its change summary."""
+    conn.execute(t.versions.insert().values(table_id=table_id, version=version, **values))
