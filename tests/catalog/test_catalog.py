@@ -11,7 +11,25 @@ from conftest import rows
 
 import changelake
 from changelake.catalog import Catalog
-from changelake.catalog.model import DataFile, NewDeletes, TableCommit
+from changelake.catalog.model import DataFile, NewDeletes, TableInfo
+from changelake.catalog.requests import (
+    AddDeletes,
+    AddFiles,
+    CommitRequest,
+    CreateTable,
+    CreateView,
+    DropTable,
+    DropView,
+    FilesUntouched,
+    IfExists,
+    RemoveFiles,
+    RenameTable,
+    ReserveRowIds,
+    RowCounts,
+    SetProperties,
+    SetSchema,
+    TableLive,
+)
 from changelake.errors import (
     ConflictError,
     DependencyError,
@@ -31,15 +49,23 @@ def catalog(catalog_url):
     c.close()
 
 
-def create(catalog: Catalog, name: str = "people", *, now: float = T0, **kwargs):
-    return catalog.create_table(
-        name,
-        SCHEMA,
-        properties={"data_retention_time_in_days": "1"},
-        statement_id=f"create-{name}",
-        now=now,
-        **kwargs,
-    )
+def create(
+    catalog: Catalog,
+    name: str = "people",
+    *,
+    now: float = T0,
+    replace: bool = False,
+    if_not_exists: bool = False,
+    added: tuple[DataFile, ...] = (),
+    operation: str = "CREATE TABLE",
+    properties: dict[str, str] | None = None,
+) -> TableInfo:
+    """CREATE TABLE as a commit request; the table as created (or kept)."""
+    if_exists = IfExists.REPLACE if replace else IfExists.KEEP if if_not_exists else IfExists.ERROR
+    props = {"data_retention_time_in_days": "1"} if properties is None else properties
+    update = CreateTable(name, SCHEMA, tuple(props.items()), tuple(added), if_exists)
+    result = catalog.commit([CommitRequest(f"create-{name}", operation, (update,))], now=now)
+    return result.tables[name.lower()]
 
 
 def data_file(path: str, rows: int = 10, base_row_id: int | None = None) -> DataFile:
@@ -53,15 +79,85 @@ def data_file(path: str, rows: int = 10, base_row_id: int | None = None) -> Data
     )
 
 
-def commit(info, read_version: int, sid: str, **changes) -> TableCommit:
-    return TableCommit(
-        table_id=info.table_id,
-        table_name=info.name,
-        read_version=read_version,
-        operation=changes.pop("operation", "INSERT"),
-        statement_id=sid,
-        **changes,
+def commit(
+    info: TableInfo,
+    read_version: int,
+    sid: str,
+    *,
+    operation: str = "INSERT",
+    added: tuple[DataFile, ...] = (),
+    removed_paths: tuple[str, ...] = (),
+    deletes: tuple[NewDeletes, ...] = (),
+    rows_inserted: int = 0,
+    rows_updated: int = 0,
+    rows_deleted: int = 0,
+) -> CommitRequest:
+    """What a DML statement that read ``read_version`` of ``info`` commits."""
+    tid = info.table_id
+    updates = (
+        ((AddFiles(tid, added),) if added else ())
+        + ((RemoveFiles(tid, removed_paths),) if removed_paths else ())
+        + ((AddDeletes(tid, deletes),) if deletes else ())
     )
+    touched = removed_paths + tuple(d.file_path for d in deletes)
+    return CommitRequest(
+        sid,
+        operation,
+        updates,
+        (TableLive(tid, info.name), FilesUntouched(tid, info.name, touched, read_version)),
+        (RowCounts(tid, rows_inserted, rows_updated, rows_deleted),),
+    )
+
+
+def apply(catalog: Catalog, requests: list[CommitRequest], *, now: float) -> dict[int, list[int]]:
+    """Commit ``requests``; the versions made per table id."""
+    return catalog.commit(requests, now=now).versions
+
+
+def one(catalog: Catalog, sid: str, *updates, now: float = T0):
+    return catalog.commit([CommitRequest(sid, sid.upper(), tuple(updates))], now=now)
+
+
+def drop_table(catalog: Catalog, name: str, *, now: float, if_exists: bool = False):
+    info = catalog.find_table(name)
+    if info is None:
+        if if_exists:
+            return None
+        raise TableNotFoundError(f"Table {name!r} does not exist.")
+    one(catalog, "drop table", DropTable(info.table_id), now=now)
+    return info
+
+
+def create_view(catalog: Catalog, name: str, sql: str, *, depends_on, now: float, replace: bool):
+    if_exists = IfExists.REPLACE if replace else IfExists.ERROR
+    one(catalog, "create view", CreateView(name, sql, tuple(depends_on), if_exists), now=now)
+
+
+def drop_view(catalog: Catalog, name: str, *, now: float, if_exists: bool) -> bool:
+    if if_exists and catalog.view_sql(name) is None:
+        return False
+    one(catalog, "drop view", DropView(name), now=now)
+    return True
+
+
+def rename_table(catalog: Catalog, name: str, new_name: str) -> None:
+    one(catalog, "rename table", RenameTable(catalog.table(name).table_id, new_name))
+
+
+def set_properties(catalog: Catalog, table_id: int, updates: dict[str, str]) -> TableInfo:
+    one(catalog, "set properties", SetProperties(table_id, tuple(updates.items())))
+    return catalog.table_by_id(table_id)
+
+
+def alter_schema(catalog: Catalog, table_id, schema, *, operation, statement_id, now) -> int:
+    result = catalog.commit(
+        [CommitRequest(statement_id, operation, (SetSchema(table_id, schema),))], now=now
+    )
+    return result.versions[table_id][-1]
+
+
+def allocate_row_ids(catalog: Catalog, table_id: int, count: int) -> int:
+    return one(catalog, "reserve", ReserveRowIds(table_id, count)).row_id_bases[table_id]
 
 
 # -- tables ---------------------------------------------------------------------------------------
@@ -78,13 +174,13 @@ def test_create_find_list_drop(catalog):
     assert [t.name for t in catalog.list_tables()] == ["items", "people"]
     assert catalog.versions(people.table_id)[0].operation == "CREATE TABLE"
 
-    dropped = catalog.drop_table("people", now=T0 + 1)
+    dropped = drop_table(catalog, "people", now=T0 + 1)
     assert dropped.table_id == people.table_id
     assert catalog.find_table("people") is None
     assert [t.name for t in catalog.list_tables()] == ["items"]
-    assert catalog.drop_table("people", now=T0 + 2, if_exists=True) is None
+    assert drop_table(catalog, "people", now=T0 + 2, if_exists=True) is None
     with pytest.raises(TableNotFoundError):
-        catalog.drop_table("people", now=T0 + 2)
+        drop_table(catalog, "people", now=T0 + 2)
 
     again = create(catalog, now=T0 + 3)  # the name is free again, for a new table
     assert again.table_id != people.table_id and again.current_version == 0
@@ -103,13 +199,13 @@ def test_name_clashes(catalog):
     with pytest.raises(ObjectExistsError, match="people.*already exists"):
         create(catalog)
     assert create(catalog, if_not_exists=True) == first
-    catalog.create_view("v", "SELECT 1", depends_on=[], now=T0, replace=False)
+    create_view(catalog, "v", "SELECT 1", depends_on=[], now=T0, replace=False)
     with pytest.raises(ObjectExistsError, match="View 'v' already exists"):
         create(catalog, "v")
     with pytest.raises(ObjectExistsError, match="Table 'people' already exists"):
-        catalog.create_view("people", "SELECT 1", depends_on=[], now=T0, replace=False)
+        create_view(catalog, "people", "SELECT 1", depends_on=[], now=T0, replace=False)
     with pytest.raises(ObjectExistsError):
-        catalog.rename_table("people", "v")
+        rename_table(catalog, "people", "v")
 
     replaced = create(catalog, replace=True, now=T0 + 5)
     assert replaced.table_id != first.table_id and replaced.created_at == T0 + 5
@@ -118,10 +214,10 @@ def test_name_clashes(catalog):
 
 def test_rename_and_properties(catalog):
     info = create(catalog)
-    catalog.rename_table("people", "persons")
+    rename_table(catalog, "people", "persons")
     assert catalog.find_table("people") is None
     assert catalog.table("persons").table_id == info.table_id
-    updated = catalog.set_properties(info.table_id, {"data_retention_time_in_days": "7"})
+    updated = set_properties(catalog, info.table_id, {"data_retention_time_in_days": "7"})
     assert updated.retention_days() == 7.0
     assert catalog.table("persons").properties["data_retention_time_in_days"] == "7"
 
@@ -129,14 +225,14 @@ def test_rename_and_properties(catalog):
 def test_schema_versions(catalog):
     info = create(catalog)
     wider = TableSchema(SCHEMA.columns + (Column(3, "age", "bigint"),))
-    v1 = catalog.alter_schema(
-        info.table_id, wider, operation="ADD COLUMN", statement_id="s1", now=T0 + 1
+    v1 = alter_schema(
+        catalog, info.table_id, wider, operation="ADD COLUMN", statement_id="s1", now=T0 + 1
     )
     renamed = TableSchema(
         (SCHEMA.columns[0], Column(2, "full_name", "string"), Column(3, "age", "bigint"))
     )
-    v2 = catalog.alter_schema(
-        info.table_id, renamed, operation="RENAME COLUMN", statement_id="s2", now=T0 + 2
+    v2 = alter_schema(
+        catalog, info.table_id, renamed, operation="RENAME COLUMN", statement_id="s2", now=T0 + 2
     )
     assert (v1, v2) == (1, 2)
     assert catalog.schema_at(info.table_id, 0) == SCHEMA
@@ -157,7 +253,8 @@ def test_schema_versions(catalog):
 def test_commit_files_deletes_and_removals(catalog):
     info = create(catalog)
     tid = info.table_id
-    made = catalog.commit(
+    made = apply(
+        catalog,
         [
             commit(
                 info,
@@ -248,11 +345,10 @@ def test_commit_files_deletes_and_removals(catalog):
 
 
 def test_create_table_as_select_files(catalog):
-    info = catalog.create_table(
+    info = create(
+        catalog,
         "ctas",
-        SCHEMA,
         properties={},
-        statement_id="ctas",
         now=T0,
         added=(data_file("data/x.parquet", 4),),
         operation="CREATE TABLE AS SELECT",
@@ -260,7 +356,7 @@ def test_create_table_as_select_files(catalog):
     (only,) = catalog.snapshot_files(info.table_id, 0)
     assert (only.file.path, only.file.base_row_id, only.live_rows) == ("data/x.parquet", 0, 4)
     assert catalog.versions(info.table_id)[0].rows_inserted == 4
-    assert catalog.allocate_row_ids(info.table_id, 1) == 4
+    assert allocate_row_ids(catalog, info.table_id, 1) == 4
 
 
 def test_versions_by_time_and_statement(catalog):
@@ -290,7 +386,8 @@ def test_commit_times_never_go_backwards(catalog):
 
 def test_statement_over_two_tables_commits_atomically(catalog):
     a, b = create(catalog, "a"), create(catalog, "b")
-    made = catalog.commit(
+    made = apply(
+        catalog,
         [
             commit(a, 0, "multi", added=(data_file("data/a1.parquet"),)),
             commit(b, 0, "multi", added=(data_file("data/b1.parquet"),)),
@@ -323,7 +420,7 @@ def test_conflicting_writers_one_wins(catalog):
         removed_paths=("data/a.parquet",),
         added=(data_file("data/w2.parquet", 10, base_row_id=0),),
     )
-    assert catalog.commit([first], now=T0 + 2) == {info.table_id: [2]}
+    assert apply(catalog, [first], now=T0 + 2) == {info.table_id: [2]}
     with pytest.raises(ConflictError) as caught:
         catalog.commit([second], now=T0 + 3)
     message = str(caught.value)
@@ -369,9 +466,10 @@ def test_concurrent_appends_and_disjoint_deletes_both_commit(catalog):
         now=T0 + 1,
     )
     results = [
-        catalog.commit([commit(info, 1, "app1", added=(data_file("data/x.parquet"),))], now=T0 + 2),
-        catalog.commit([commit(info, 1, "app2", added=(data_file("data/y.parquet"),))], now=T0 + 3),
-        catalog.commit(
+        apply(catalog, [commit(info, 1, "app1", added=(data_file("data/x.parquet"),))], now=T0 + 2),
+        apply(catalog, [commit(info, 1, "app2", added=(data_file("data/y.parquet"),))], now=T0 + 3),
+        apply(
+            catalog,
             [
                 commit(
                     info,
@@ -383,7 +481,8 @@ def test_concurrent_appends_and_disjoint_deletes_both_commit(catalog):
             ],
             now=T0 + 4,
         ),
-        catalog.commit(
+        apply(
+            catalog,
             [
                 commit(
                     info,
@@ -434,7 +533,7 @@ def test_failed_commit_leaves_every_table_unchanged(catalog):
 
 def test_commit_to_dropped_table_conflicts(catalog):
     info = create(catalog)
-    catalog.drop_table("people", now=T0 + 1)
+    drop_table(catalog, "people", now=T0 + 1)
     with pytest.raises(ConflictError, match="dropped"):
         catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 2)
 
@@ -446,9 +545,9 @@ def test_row_ids_are_allocated_monotonically(catalog):
     info = create(catalog)
     tid = info.table_id
     catalog.commit([commit(info, 0, "i1", added=(data_file("data/1.parquet", 10),))], now=T0 + 1)
-    reserved = catalog.allocate_row_ids(tid, 5)
+    reserved = allocate_row_ids(catalog, tid, 5)
     catalog.commit([commit(info, 1, "i2", added=(data_file("data/2.parquet", 7),))], now=T0 + 2)
-    reserved2 = catalog.allocate_row_ids(tid, 3)
+    reserved2 = allocate_row_ids(catalog, tid, 3)
     catalog.commit(
         [
             commit(
@@ -486,14 +585,17 @@ def test_row_ids_are_allocated_monotonically(catalog):
 def test_views_and_dependencies(catalog):
     create(catalog)
     create(catalog, "items")
-    catalog.create_view(
+    create_view(
+        catalog,
         "owners",
         "SELECT * FROM people JOIN items",
         depends_on=["People", "items"],
         now=T0,
         replace=False,
     )
-    catalog.create_view("top", "SELECT * FROM owners", depends_on=["owners"], now=T0, replace=False)
+    create_view(
+        catalog, "top", "SELECT * FROM owners", depends_on=["owners"], now=T0, replace=False
+    )
     assert catalog.view_sql("OWNERS") == "SELECT * FROM people JOIN items"
     assert [(n, s) for n, s, _ in catalog.list_views()] == [
         ("owners", "SELECT * FROM people JOIN items"),
@@ -502,23 +604,23 @@ def test_views_and_dependencies(catalog):
     assert sorted(catalog.object_names()) == ["items", "owners", "people", "top"]
 
     for action in (
-        lambda: catalog.drop_table("people", now=T0 + 1),
-        lambda: catalog.rename_table("items", "things"),
+        lambda: drop_table(catalog, "people", now=T0 + 1),
+        lambda: rename_table(catalog, "items", "things"),
         lambda: create(catalog, "items", replace=True),
     ):
         with pytest.raises(DependencyError, match="owners"):
             action()
     with pytest.raises(DependencyError, match="top"):
-        catalog.drop_view("owners", now=T0 + 1, if_exists=False)
+        drop_view(catalog, "owners", now=T0 + 1, if_exists=False)
     assert catalog.find_table("people") is not None and catalog.view_sql("owners") is not None
 
-    catalog.create_view("owners", "SELECT 2", depends_on=[], now=T0 + 2, replace=True)
+    create_view(catalog, "owners", "SELECT 2", depends_on=[], now=T0 + 2, replace=True)
     assert catalog.view_sql("owners") == "SELECT 2"
-    assert catalog.drop_table("people", now=T0 + 3) is not None  # nothing depends on it now
-    assert catalog.drop_view("top", now=T0 + 4, if_exists=False)
-    assert not catalog.drop_view("top", now=T0 + 4, if_exists=True)
+    assert drop_table(catalog, "people", now=T0 + 3) is not None  # nothing depends on it now
+    assert drop_view(catalog, "top", now=T0 + 4, if_exists=False)
+    assert not drop_view(catalog, "top", now=T0 + 4, if_exists=True)
     with pytest.raises(TableNotFoundError, match="Did you mean owners"):
-        catalog.drop_view("ownrs", now=T0 + 4, if_exists=False)
+        drop_view(catalog, "ownrs", now=T0 + 4, if_exists=False)
 
 
 # -- the database itself ---------------------------------------------------------------------------
@@ -563,3 +665,279 @@ def test_session_on_catalog_url_end_to_end(catalog_url, spark, tmp_path):
         assert reopened.table("people").current_version == 2
     finally:
         reopened.close()
+
+
+# -- the commit path: each update and requirement type ---------------------------------------------
+
+
+def _state(catalog: Catalog) -> tuple:
+    """Everything a failed commit must leave as it was."""
+    tables = catalog.list_tables()
+    return (
+        [(t.name, t.current_version, t.properties) for t in tables],
+        {t.table_id: catalog.snapshot_files(t.table_id, t.current_version) for t in tables},
+        {t.table_id: catalog.versions(t.table_id) for t in tables},
+        catalog.list_streams(),
+        catalog.list_views(),
+    )
+
+
+def test_every_update_and_requirement_type_has_a_rule():
+    from changelake.catalog import commit as commit_path
+    from changelake.catalog.requests import Requirement, Update
+
+    assert set(commit_path._APPLY) == set(Update.__args__)
+    assert set(commit_path._CHECKS) == set(Requirement.__args__)
+
+
+def test_requirements_that_fail_write_nothing(catalog):
+    from changelake.catalog.requests import AdvanceStream, CreateStream, FrontierAt
+    from changelake.errors import StreamConsumedError
+
+    info = create(catalog)
+    tid = info.table_id
+    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    one(catalog, "create stream", CreateStream("s", tid, 1), now=T0 + 1)
+    stream = catalog.stream("s")
+    catalog.commit(
+        [
+            commit(
+                info,
+                1,
+                "del",
+                operation="DELETE",
+                deletes=(NewDeletes("data/a.parquet", "dv/1.parquet", 1),),
+            )
+        ],
+        now=T0 + 2,
+    )
+    before = _state(catalog)
+    # Each request below would also append a file and move the stream: none of it may land.
+    appended = AddFiles(tid, (data_file("data/new.parquet"),))
+    advanced = AdvanceStream(stream.stream_id, ((tid, 2),))
+    failing = {
+        "files touched": (
+            FilesUntouched(tid, "people", ("data/a.parquet",), 1),
+            ConflictError,
+            "version 2",
+        ),
+        "frontier moved": (
+            FrontierAt(stream.stream_id, "s", ((tid, 0),), False),
+            StreamConsumedError,
+            "consumed concurrently",
+        ),
+        "initial rows consumed": (
+            FrontierAt(stream.stream_id, "s", ((tid, 1),), True),
+            StreamConsumedError,
+            "Stream s",
+        ),
+    }
+    for label, (requirement, error, message) in failing.items():
+        request = CommitRequest(label, "TEST", (appended, advanced), (requirement,))
+        with pytest.raises(error, match=message):
+            catalog.commit([request], now=T0 + 3)
+        assert _state(catalog) == before, label
+
+    # the same updates under requirements that hold commit together
+    holding = CommitRequest(
+        "ok",
+        "TEST",
+        (appended, advanced),
+        (
+            TableLive(tid, "people"),
+            FilesUntouched(tid, "people", ("data/a.parquet",), 2),
+            FrontierAt(stream.stream_id, "s", ((tid, 1),), False),
+        ),
+    )
+    assert catalog.commit([holding], now=T0 + 4).versions == {tid: [3]}
+    moved = catalog.stream("s")
+    assert moved.frontiers == ((tid, 2),) and moved.initial_consumed
+    assert moved.consumed_at == T0 + 4
+
+    drop_table(catalog, "people", now=T0 + 5)
+    assert catalog.find_stream("s") is None  # dropping a table drops its streams
+    with pytest.raises(ConflictError, match="dropped"):
+        catalog.commit([CommitRequest("late", "TEST", (), (TableLive(tid, "people"),))], now=T0 + 6)
+
+
+def test_several_requests_commit_as_one_transaction(catalog):
+    info = create(catalog)
+    tid = info.table_id
+    catalog.commit(
+        [commit(info, 0, "ins", added=(data_file("data/a.parquet"), data_file("data/b.parquet")))],
+        now=T0 + 1,
+    )
+    # Two statements of one transaction delete from the same file: every requirement holds
+    # against the state both read (version 1), checked before either applies.
+    first = commit(
+        info, 1, "t1", operation="DELETE", deletes=(NewDeletes("data/a.parquet", "dv/1", 2),)
+    )
+    second = commit(
+        info,
+        1,
+        "t2",
+        operation="UPDATE",
+        deletes=(NewDeletes("data/a.parquet", "dv/2", 1),),
+        added=(data_file("data/c.parquet", 1),),
+        rows_updated=1,
+    )
+    assert apply(catalog, [first, second], now=T0 + 2) == {tid: [2, 3]}
+    assert [(v.version, v.statement_id, v.operation) for v in catalog.versions(tid)][2:] == [
+        (2, "t1", "DELETE"),
+        (3, "t2", "UPDATE"),
+    ]
+    live = {f.file.path: f.live_rows for f in catalog.snapshot_files(tid, 3)}
+    assert live == {"data/a.parquet": 7, "data/b.parquet": 10, "data/c.parquet": 1}
+    # a failure in the last request undoes the first
+    bad = commit(info, 3, "t4", removed_paths=("data/b.parquet",))
+    stale = commit(info, 1, "t5", removed_paths=("data/a.parquet",))
+    before = _state(catalog)
+    with pytest.raises(ConflictError, match="version 2"):
+        catalog.commit([bad, stale], now=T0 + 3)
+    assert _state(catalog) == before
+
+
+def test_schema_and_files_of_one_request_make_one_version(catalog):
+    info = create(catalog)
+    wider = TableSchema(SCHEMA.columns + (Column(3, "age", "bigint"),))
+    result = one(
+        catalog,
+        "evolve",
+        SetSchema(info.table_id, wider),
+        AddFiles(info.table_id, (data_file("data/x.parquet", 3),)),
+        now=T0 + 1,
+    )
+    assert result.versions == {info.table_id: [1]}
+    assert catalog.schema_at(info.table_id, 1) == wider
+    assert catalog.schema_at(info.table_id, 0) == SCHEMA
+    (v1,) = catalog.versions(info.table_id, after_exclusive=0)
+    assert (v1.operation, v1.files_added) == ("EVOLVE", 1)
+
+
+def test_create_view_and_stream_if_exists(catalog):
+    from changelake.catalog.requests import CreateStream, DropStream
+    from changelake.errors import StreamNotFoundError
+
+    info = create(catalog)
+    one(catalog, "v", CreateView("v", "SELECT 1"))
+    assert one(catalog, "v", CreateView("v", "SELECT 2", (), IfExists.KEEP)).applied is False
+    assert catalog.view_sql("v") == "SELECT 1"
+    with pytest.raises(ObjectExistsError, match="View 'v' already exists"):
+        one(catalog, "v", CreateView("v", "SELECT 3"))
+    one(catalog, "v", CreateView("v", "SELECT 4", (), IfExists.REPLACE))
+    assert catalog.view_sql("v") == "SELECT 4"
+
+    one(catalog, "s", CreateStream("s", info.table_id, 0, comment="first"))
+    kept = one(
+        catalog, "s", CreateStream("s", info.table_id, 0, comment="x", if_exists=IfExists.KEEP)
+    )
+    assert kept.applied is False and catalog.stream("s").comment == "first"
+    with pytest.raises(ObjectExistsError, match="Stream 's' already exists"):
+        one(catalog, "s", CreateStream("s", info.table_id, 0))
+    with pytest.raises(ObjectExistsError, match="View 'v' already exists"):
+        one(catalog, "s", CreateStream("v", info.table_id, 0))
+    first_id = catalog.stream("s").stream_id
+    one(
+        catalog,
+        "s",
+        CreateStream("s", info.table_id, 0, append_only=True, if_exists=IfExists.REPLACE),
+    )
+    replaced = catalog.stream("s")
+    assert replaced.stream_id != first_id and replaced.append_only
+    assert replaced.frontiers == ((info.table_id, 0),) and replaced.frontier_version == 0
+    one(catalog, "drop", DropStream("s"))
+    assert catalog.stream_names() == []
+    with pytest.raises(StreamNotFoundError, match="'s' does not exist"):
+        one(catalog, "drop", DropStream("s"))
+
+
+def test_forget_files_moves_the_vacuum_floor_forward_only(catalog):
+    from changelake.catalog.requests import ForgetFiles
+
+    info = create(catalog)
+    tid = info.table_id
+    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    catalog.commit(
+        [commit(info, 1, "rm", operation="DELETE", removed_paths=("data/a.parquet",))],
+        now=T0 + 2,
+    )
+    assert one(catalog, "vacuum", ForgetFiles(tid, ("data/a.parquet",), 2)).versions == {}
+    assert catalog.all_file_paths(tid) == []
+    assert "data/a.parquet" not in catalog.registered_paths()
+    assert catalog.table("people").vacuumed_before_version == 2
+    one(catalog, "vacuum", ForgetFiles(tid, (), 1))
+    assert catalog.table("people").vacuumed_before_version == 2
+    assert catalog.table("people").current_version == 2  # vacuum makes no version
+
+
+def test_changed_since_reads_the_version_summary(catalog):
+    info = create(catalog)
+    tid = info.table_id
+    assert not catalog.changed_since(tid, 0)
+    alter_schema(
+        catalog,
+        tid,
+        TableSchema(SCHEMA.columns + (Column(3, "age", "bigint"),)),
+        operation="ADD COLUMN",
+        statement_id="s1",
+        now=T0 + 1,
+    )
+    assert not catalog.changed_since(tid, 0)  # a schema change changes no row
+    catalog.commit([commit(info, 1, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 2)
+    catalog.commit(
+        [
+            commit(
+                info,
+                2,
+                "del",
+                operation="DELETE",
+                deletes=(NewDeletes("data/a.parquet", "dv/1", 1),),
+                rows_deleted=1,
+            )
+        ],
+        now=T0 + 3,
+    )
+    assert catalog.changed_since(tid, 0) and catalog.changed_since(tid, 2)
+    assert not catalog.changed_since(tid, 3)
+    assert not catalog.changed_since(tid, 0, upto_inclusive=1)
+    assert catalog.changed_since(tid, 0, inserts_only=False, upto_inclusive=2)
+    assert not catalog.changed_since(tid, 2, inserts_only=True)  # only a delete after 2
+
+
+def test_a_schema_1_catalog_is_migrated(catalog_url):
+    import sqlalchemy as sa
+
+    from changelake.catalog.requests import CreateStream
+
+    first = Catalog(catalog_url)
+    info = create(first)
+    one(first, "s", CreateStream("s", info.table_id, 0))
+    stream_id = first.stream("s").stream_id
+    with first.engine.begin() as conn:  # back to schema 1: the frontier lived in cl_streams
+        conn.execute(sa.text("ALTER TABLE cl_streams ADD COLUMN frontier_version BIGINT"))
+        conn.execute(sa.text("UPDATE cl_streams SET frontier_version = 7"))
+        conn.execute(sa.text("DELETE FROM cl_stream_frontiers"))
+        conn.execute(sa.text("UPDATE cl_meta SET value = '1' WHERE key = 'schema_version'"))
+    first.close()
+    second = Catalog(catalog_url)
+    try:
+        assert second.stream("s").frontiers == ((info.table_id, 7),)
+        assert second.stream("s").stream_id == stream_id
+        columns = {c["name"] for c in sa.inspect(second.engine).get_columns("cl_streams")}
+        assert "frontier_version" not in columns
+    finally:
+        second.close()
+
+
+def test_a_newer_catalog_is_refused(catalog_url):
+    import sqlalchemy as sa
+
+    from changelake.errors import CatalogVersionError, ChangelakeError
+
+    first = Catalog(catalog_url)
+    with first.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE cl_meta SET value = '99' WHERE key = 'schema_version'"))
+    first.close()
+    with pytest.raises(CatalogVersionError, match="schema version 99.*upgrade changelake") as e:
+        Catalog(catalog_url)
+    assert isinstance(e.value, ChangelakeError)
