@@ -13,6 +13,7 @@ import pytest
 from conftest import rows
 
 import changelake
+from changelake.catalog import commit as commit_path
 from changelake.errors import (
     ConflictError,
     InvalidStatementError,
@@ -345,13 +346,15 @@ def test_each_dml_kind_that_reads_a_stream_consumes_it_in_its_commit(t, kind, mo
 
     # The frontier moves in the same catalog transaction as the write: if the write's commit
     # fails, the stream is not consumed either.
-    real = t.catalog._commit_table if kind != "ctas" else t.catalog._insert_columns
+    # The failure is injected inside the catalog transaction, after the request's updates
+    # (the write and the frontier move) were applied.
+    real = commit_path._record_versions
 
     def fail(*args, **kwargs):
         real(*args, **kwargs)
         raise ConflictError("injected failure after the write")
 
-    monkeypatch.setattr(t.catalog, "_commit_table" if kind != "ctas" else "_insert_columns", fail)
+    monkeypatch.setattr(commit_path, "_record_versions", fail)
     with pytest.raises(ConflictError, match="injected"):
         t.sql(_CONSUMERS[kind])
     monkeypatch.undo()

@@ -23,6 +23,11 @@ class IfExists(Enum):
     REPLACE = "replace"
     KEEP = "keep"  # IF NOT EXISTS: the whole request is not applied
 
+    @staticmethod
+    def of(*, replace: bool, if_not_exists: bool) -> IfExists:
+        """``CREATE OR REPLACE`` -> REPLACE, ``CREATE ... IF NOT EXISTS`` -> KEEP."""
+        return IfExists.REPLACE if replace else IfExists.KEEP if if_not_exists else IfExists.ERROR
+
 
 # -- updates --------------------------------------------------------------------------------------
 

@@ -176,13 +176,7 @@ def create_table(
     else:
         raise InvalidStatementError(f"CREATE TABLE {name} needs columns or AS SELECT.")
     properties.setdefault("data_retention_time_in_days", "1")
-    if_exists = (
-        IfExists.REPLACE
-        if stmt.replace
-        else IfExists.KEEP
-        if stmt.if_not_exists
-        else IfExists.ERROR
-    )
+    if_exists = IfExists.of(replace=stmt.replace, if_not_exists=stmt.if_not_exists)
     consumed = stream_consumption(binder.stream_reads.values())
     result = ctx.commit(
         CommitRequest(
@@ -218,20 +212,9 @@ def create_view(
         {t.name.lower() for t in query.find_all(exp.Table) if isinstance(t.this, exp.Identifier)}
         - {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}
     )
-    ctx.commit(
-        CommitRequest(
-            ctx.statement_id,
-            "CREATE VIEW",
-            (
-                CreateView(
-                    name.lower(),
-                    to_spark(query),
-                    tuple(depends),
-                    IfExists.REPLACE if stmt.replace else IfExists.ERROR,
-                ),
-            ),
-        )
-    )
+    if_exists = IfExists.of(replace=stmt.replace, if_not_exists=False)
+    view = CreateView(name.lower(), to_spark(query), tuple(depends), if_exists)
+    ctx.commit(CommitRequest(ctx.statement_id, "CREATE VIEW", (view,)))
     return StatementResult(
         ctx.statement_id, "CREATE VIEW", name.lower(), message=f"View {name.lower()} created."
     )

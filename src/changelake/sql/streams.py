@@ -43,13 +43,7 @@ def create_stream(
         if stmt.point is not None
         else info.current_version
     )
-    if_exists = (
-        IfExists.REPLACE
-        if stmt.replace
-        else IfExists.KEEP
-        if stmt.if_not_exists
-        else IfExists.ERROR
-    )
+    if_exists = IfExists.of(replace=stmt.replace, if_not_exists=stmt.if_not_exists)
     ctx.commit(
         CommitRequest(
             ctx.statement_id,

@@ -12,7 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from changelake.catalog.model import StreamInfo
 from changelake.catalog.requests import AdvanceStream, FrontierAt
-from changelake.changes.plan import ChangePlan, Information, Shape, plan_changes
+from changelake.changes.plan import ChangePlan, Information, plan_changes
 from changelake.changes.scan import execute_plan
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
@@ -75,13 +75,20 @@ def read_stream(
 
 
 def has_data(ctx: StatementContext, name: str) -> bool:
-    """SYSTEM$STREAM_HAS_DATA: whether the stream has changes to consume (from metadata only).
+    """SYSTEM$STREAM_HAS_DATA: whether the stream has changes to consume, from the per-version
+    change summary (one indexed lookup; no file is listed).
 
     Like Snowflake's, it may say TRUE for changes that cancel out (e.g. compaction).
     """
-    read = stream_plan(ctx, name)
-    if read.stream.pending_initial_rows:
-        return read.plan.end_version >= 0 and bool(
-            ctx.catalog.snapshot_files(read.plan.table_id, read.plan.end_version)
-        )
-    return read.plan.shape is not Shape.EMPTY
+    stream = ctx.stream(name)
+    info = ctx.catalog.table_by_id(stream.table_id)
+    check_not_stale(ctx.catalog, stream, info, now=ctx.now())
+    end = max(ctx.read_version(info), stream.frontier_version)
+    if stream.pending_initial_rows:  # the first read returns the rows at the end
+        return bool(ctx.catalog.snapshot_files(info.table_id, end))
+    return ctx.catalog.changed_since(
+        info.table_id,
+        stream.frontier_version,
+        upto_inclusive=end,
+        inserts_only=stream.append_only,
+    )
