@@ -9,6 +9,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from changelake.catalog import Catalog
+from changelake.catalog.model import TableInfo
 from changelake.changes.plan import ChangePlan, Information
 from changelake.changes.query import changes_between, plan_interval, resolve_interval
 from changelake.clock import Clock, SystemClock
@@ -21,7 +22,7 @@ from changelake.storage.warehouse import Warehouse
 from changelake.streams.frontier import has_data
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Edge, point_from_python
-from changelake.txn.transaction import Transaction
+from changelake.txn.transaction import Transaction, TransactionSlot
 
 Point = int | dt.datetime | str
 
@@ -34,7 +35,7 @@ class Session:
         self.catalog = catalog
         self.warehouse = warehouse
         self.clock = clock
-        self.transaction: Transaction | None = None
+        self._transactions = TransactionSlot()
 
     def sql(self, text: str) -> DataFrame:
         """Run one SQL statement.
@@ -42,15 +43,19 @@ class Session:
         Queries return a lazy DataFrame; other statements run at once and return a small
         DataFrame saying what they did (statement id, operation, object, version, row counts).
         """
-        df, self.transaction = execute(
+        return execute(
             text,
             spark=self.spark,
             warehouse=self.warehouse,
             catalog=self.catalog,
             clock=self.clock,
-            transaction=self.transaction,
+            transactions=self._transactions,
         )
-        return df
+
+    @property
+    def transaction(self) -> Transaction | None:
+        """The transaction BEGIN opened, until COMMIT or ROLLBACK."""
+        return self._transactions.current
 
     def table(self, name: str, *, version: int | None = None) -> DataFrame:
         """The rows of table ``name`` now, or at ``version``."""
@@ -72,7 +77,7 @@ class Session:
         starts just before the point. ``information`` is "default" (minimum delta),
         "append_only" or "redo". Same result as the SQL ``CHANGES`` clause.
         """
-        ctx, info, first, last, kind = self._interval(name, start, end, information, before)
+        info, first, last, kind = self._interval(name, start, end, information, before)
         return changes_between(
             self.catalog, self.spark, self.warehouse, info, start=first, end=last, information=kind
         )
@@ -89,7 +94,7 @@ class Session:
         """What :meth:`changes` with the same arguments would read, decided from catalog
         metadata alone: the interval, the plan shape, and the files and rows of each side
         (what ``EXPLAIN`` of the SQL form reports)."""
-        ctx, info, first, last, kind = self._interval(name, start, end, information, before)
+        info, first, last, kind = self._interval(name, start, end, information, before)
         return plan_interval(self.catalog, info, start=first, end=last, information=kind)
 
     def stream_has_data(self, name: str) -> bool:
@@ -114,7 +119,7 @@ class Session:
 
     def _interval(
         self, name: str, start: Point, end: Point | None, information: str, before: bool
-    ) -> tuple[StatementContext, Any, int, int, Information]:
+    ) -> tuple[TableInfo, int, int, Information]:
         ctx = self._context()
         info = ctx.table(name)
         kind = Information.parse(information)
@@ -124,7 +129,7 @@ class Session:
             start=point_from_python(start, Edge.BEFORE if before else Edge.AT),
             end=point_from_python(end, Edge.END) if end is not None else None,
         )
-        return ctx, info, first, last, kind
+        return info, first, last, kind
 
 
 def connect(

@@ -227,13 +227,13 @@ def _to_arrow(raw: list[Any], arrow_type: pa.DataType, *, column: Column, table:
             continue
         try:
             out.append(_coerce(v, column.type))
-        except (ValueError, TypeError, decimal.InvalidOperation, ArithmeticError) as e:
-            raise mismatch(v) from e
+        except (ValueError, TypeError, decimal.InvalidOperation, ArithmeticError):
+            raise mismatch(v) from None  # the message says it all; Python's adds nothing
     try:
         return pa.array(out, type=arrow_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         bad = next((v for v in raw if v is not None), None)
-        raise mismatch(bad) from e
+        raise mismatch(bad) from None
 
 
 def _coerce(value: Any, type_name: str) -> Any:

@@ -28,18 +28,17 @@ from changelake.storage.maintenance import optimize, vacuum
 from changelake.storage.spark_errors import spark_errors
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
-from changelake.txn.transaction import Transaction
+from changelake.txn.transaction import Transaction, TransactionSlot
 
 
-@dataclass
+@dataclass(frozen=True)
 class Env:
-    """What a statement handler works with; ``transaction`` is the open transaction after the
-    statement (BEGIN, COMMIT and ROLLBACK change it)."""
+    """What a statement handler works with; BEGIN, COMMIT and ROLLBACK change ``transactions``."""
 
     ctx: StatementContext
     spark: SparkSession
     warehouse: Warehouse
-    transaction: Transaction | None
+    transactions: TransactionSlot
 
     @property
     def io(self) -> tuple[StatementContext, SparkSession, Warehouse]:
@@ -53,17 +52,16 @@ def execute(
     warehouse: Warehouse,
     catalog: Catalog,
     clock: Clock,
-    transaction: Transaction | None,
-) -> tuple[DataFrame, Transaction | None]:
-    """Run one statement; returns its result and the transaction open after it."""
+    transactions: TransactionSlot,
+) -> DataFrame:
+    """Run one statement, inside the open transaction of ``transactions`` if there is one."""
     tree = parse_one(text)
     statement = s.statement_of(tree)
-    env = Env(StatementContext(catalog, clock, transaction), spark, warehouse, transaction)
+    ctx = StatementContext(catalog, clock, transactions.current)
+    env = Env(ctx, spark, warehouse, transactions)
     with spark_errors(_label(text, tree)):
         result = HANDLERS[type(statement)](env, statement)
-    if isinstance(result, StatementResult):
-        result = result.to_dataframe(spark)
-    return result, env.transaction
+    return result.to_dataframe(spark) if isinstance(result, StatementResult) else result
 
 
 def _label(text: str, tree: exp.Expression) -> str:
@@ -79,19 +77,19 @@ def _query(env: Env, stmt: s.Query) -> DataFrame:
 
 
 def _begin(env: Env, _: s.Begin) -> StatementResult:
-    if env.transaction is not None:
+    if env.transactions.current is not None:
         raise TransactionError("A transaction is already open; COMMIT or ROLLBACK it first.")
-    env.transaction = Transaction(started_at=env.ctx.now())
+    env.transactions.current = Transaction(started_at=env.ctx.now())
     return StatementResult(env.ctx.statement_id, "BEGIN", "", message="Transaction started.")
 
 
 def _end(env: Env, *, commit: bool) -> dict[int, list[int]]:
-    txn = env.transaction
+    txn = env.transactions.current
     if txn is None:
         raise TransactionError(
             f"{'COMMIT' if commit else 'ROLLBACK'} without BEGIN: no transaction is open."
         )
-    env.transaction = None
+    env.transactions.current = None
     requests = txn.requests()
     if not commit or not requests:
         return {}

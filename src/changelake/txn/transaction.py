@@ -94,3 +94,11 @@ class Transaction:
                         deleted_rows=live.deleted_rows + d.row_count,
                     )
         return state.with_files(list(files.values()))
+
+
+@dataclass
+class TransactionSlot:
+    """Where a session keeps its open transaction: BEGIN fills it, COMMIT and ROLLBACK empty
+    it (before committing, so a failed COMMIT ends the transaction too)."""
+
+    current: Transaction | None = None
