@@ -110,7 +110,7 @@ def merge(
     schema, name = target.state.schema, target.info.name
     alias = table.alias or table.name
     binder = Binder(ctx, spark, warehouse)
-    placeholder = binder.target(target.info, target.state, table.name)
+    placeholder = binder.target(target.state, table.name)
     source = binder.bind(source.copy())
     on = binder.bind(on.copy())
     clauses = _clauses(whens, schema, name, binder)

@@ -34,7 +34,7 @@ def _bind_target(
                 state.files, state.schema, conjuncts_for(where, {alias.lower(), table.name.lower()})
             )
         )
-    placeholder = binder.target(target.info, state, table.name)
+    placeholder = binder.target(state, table.name)
     return Target(target.info, state), placeholder, alias
 
 

@@ -155,7 +155,7 @@ class Binder:
             state = state.with_files(prune(state.files, state.schema, conjuncts))
         return read_state(self.spark, self.warehouse, state)
 
-    def target(self, info: TableInfo, state: TableState, label: str) -> str:
+    def target(self, state: TableState, label: str) -> str:
         """Bind ``state`` of a write statement's target with its hidden identity columns."""
         df = read_state(self.spark, self.warehouse, state, identity=True)
         return self.bind_dataframe(df, label)
