@@ -15,7 +15,7 @@ from typing import Any
 
 import changelake.dml.insert as insert_module
 from bench.harness import Context, Result, SparkJobClock, median_of, medians
-from changelake.session import Session
+from changelake.txn.context import StatementContext
 
 NAME = "insert"
 TABLE = "bench_insert"
@@ -45,14 +45,14 @@ class _Stopwatch:
 def _instrumented() -> Iterator[tuple[_Stopwatch, _Stopwatch]]:
     """Time the file write and the catalog commit of INSERT (patched in for this benchmark only)."""
     write, commit = _Stopwatch(), _Stopwatch()
-    original_write, original_commit = insert_module.write_arrow, Session.commit
+    original_write, original_commit = insert_module.write_arrow, StatementContext.commit
     insert_module.write_arrow = write.wrap(original_write)
-    Session.commit = commit.wrap(original_commit)  # type: ignore[method-assign]
+    StatementContext.commit = commit.wrap(original_commit)  # type: ignore[method-assign]
     try:
         yield write, commit
     finally:
         insert_module.write_arrow = original_write
-        Session.commit = original_commit  # type: ignore[method-assign]
+        StatementContext.commit = original_commit  # type: ignore[method-assign]
 
 
 def _statement(i: int) -> str:
