@@ -121,6 +121,19 @@ def test_failing_expression_is_one_error_line(tmp_path: Path) -> None:
     assert "2" in _ok(_invoke(wh, "sql", "SELECT v FROM t"))
 
 
+def test_failing_expression_in_a_query_is_one_error_line(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    _ok(_invoke(wh, "sql", "CREATE TABLE t (id INT, v INT); INSERT INTO t VALUES (1, 0)"))
+    result = _invoke(wh, "sql", "SELECT id / v AS r FROM t")
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: SELECT: division by zero")
+    assert "try_divide" in errors[0]
+    for leak in ("Traceback", "java", "_cl_", "__cl_ref", "SQLSTATE"):
+        assert leak not in result.output
+
+
 def test_statement_and_file_together_is_a_usage_error(tmp_path: Path) -> None:
     script = tmp_path / "s.sql"
     script.write_text("SELECT 1")

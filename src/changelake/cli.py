@@ -20,6 +20,7 @@ from sqlglot.tokens import TokenType
 
 import changelake
 from changelake.errors import ChangelakeError, SqlSyntaxError
+from changelake.storage.spark_errors import spark_errors
 
 DEFAULT_MAX_ROWS = 100
 _Command = TypeVar("_Command", bound=Callable[..., Any])
@@ -152,7 +153,9 @@ def _run(target: _Target, text: str, *, max_rows: int) -> None:
             with err.status("Running…"):
                 df = session.sql(statement)
                 columns = list(df.columns)
-                rows = df.limit(max_rows + 1).collect()
+                # A query runs only now: a failing expression in it is translated here.
+                with spark_errors(statement.split(maxsplit=1)[0].upper()):
+                    rows = df.limit(max_rows + 1).collect()
             _print_result(out, err, columns, rows, max_rows=max_rows)
     except ChangelakeError as e:
         err.print(Text(f"error: {where}{e}", style="red"))
