@@ -577,6 +577,20 @@ def test_row_ids_are_allocated_monotonically(catalog):
     assert all(hi <= lo for (_, hi), (lo, _) in zip(ranges, ranges[1:], strict=False)), (
         "row id ranges overlap"
     )
+    # one request that reserves ids and adds files takes both from the same counter
+    both = CommitRequest(
+        "i4",
+        "TEST",
+        (
+            ReserveRowIds(tid, 6),
+            AddFiles(tid, (data_file("data/5.parquet", 2),)),
+            ReserveRowIds(tid, 1),
+        ),
+    )
+    result = catalog.commit([both], now=T0 + 4)
+    bases = {f.file.path: f.file.base_row_id for f in catalog.snapshot_files(tid, 4)}
+    assert bases["data/5.parquet"] == 36 and result.row_id_bases[tid] == 38
+    assert allocate_row_ids(catalog, tid, 1) == 39
 
 
 # -- views ----------------------------------------------------------------------------------------
@@ -941,3 +955,50 @@ def test_a_newer_catalog_is_refused(catalog_url):
     with pytest.raises(CatalogVersionError, match="schema version 99.*upgrade changelake") as e:
         Catalog(catalog_url)
     assert isinstance(e.value, ChangelakeError)
+
+
+def test_two_transactions_consuming_one_stream_cannot_both_commit(catalog):
+    """The second consumer waits for the first one's catalog transaction, then sees the moved
+    frontier and fails; without the stream's row lock both read the old frontier and both commit."""
+    import threading
+
+    from changelake.catalog import commit as commit_path
+    from changelake.catalog.db import writing
+    from changelake.catalog.requests import AdvanceStream, CreateStream, FrontierAt
+    from changelake.errors import StreamConsumedError
+
+    info = create(catalog)
+    tid = info.table_id
+    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    one(catalog, "create stream", CreateStream("s", tid, 0), now=T0 + 1)
+    stream = catalog.stream("s")
+    consume = CommitRequest(
+        "consume",
+        "INSERT",
+        (AdvanceStream(stream.stream_id, ((tid, 1),)),),
+        (FrontierAt(stream.stream_id, "s", ((tid, 0),), False),),
+    )
+    postgres = catalog_is_postgres(catalog)
+    second: dict[str, object] = {}
+
+    def second_consumer() -> None:
+        try:
+            second["result"] = catalog.commit([consume], now=T0 + 3)
+        except StreamConsumedError as e:
+            second["error"] = e
+
+    with writing(catalog.engine) as conn:
+        commit_path.commit(conn, [consume], now=T0 + 2, postgres=postgres)
+        racer = threading.Thread(target=second_consumer)
+        racer.start()
+        racer.join(timeout=1.0)
+        assert racer.is_alive(), "the second consumer must wait for the first transaction"
+    racer.join(timeout=30)
+    assert not racer.is_alive()
+    assert "result" not in second and "consumed concurrently" in str(second["error"])
+    assert catalog.stream("s").frontiers == ((tid, 1),)
+    assert catalog.stream("s").consumed_at == T0 + 2
+
+
+def catalog_is_postgres(catalog: Catalog) -> bool:
+    return catalog.engine.dialect.name == "postgresql"

@@ -41,7 +41,6 @@ class _Version:
     """A table version being made by one request."""
 
     version: int
-    next_row_id: int
     files_added: int = 0
     files_removed: int = 0
 
@@ -56,6 +55,7 @@ class _Commit:
     row_id_bases: dict[int, int] = field(default_factory=dict)
     request: CommitRequest | None = None  # being applied
     pending: dict[int, _Version] = field(default_factory=dict)  # versions it makes
+    next_row_ids: dict[int, int] = field(default_factory=dict)  # the one row-id counter per table
 
     def lock(self, table_id: int) -> Any:
         return table_repo.lock(self.conn, table_id, for_update=self.postgres)
@@ -64,8 +64,14 @@ class _Commit:
         """The version the current request makes of ``table_id`` (started at first use)."""
         if table_id not in self.pending:
             row = self.lock(table_id)
-            self.pending[table_id] = _Version(row.current_version + 1, row.next_row_id)
+            self.pending[table_id] = _Version(row.current_version + 1)
         return self.pending[table_id]
+
+    def next_row_id(self, table_id: int) -> int:
+        """The table's next free row id as this commit has moved it so far."""
+        if table_id not in self.next_row_ids:
+            self.next_row_ids[table_id] = self.lock(table_id).next_row_id
+        return self.next_row_ids[table_id]
 
 
 def commit(
@@ -74,12 +80,16 @@ def commit(
     """Check every requirement of ``requests``, then apply them in order. Raises (and the caller's
     transaction rolls back) if a requirement or an update fails."""
     state = _Commit(conn, now, postgres)
-    kept = _kept(state, requests)
-    if kept is not None:
-        return kept
+    requests = [r for r in requests if not _kept(state, r)]
+    if not requests:
+        return CommitResult(applied=False, tables=_infos(state))
     # Locks in one order (table ids ascending), so concurrent commits cannot deadlock.
     for table_id in sorted(_tables_of(requests)):
         state.lock(table_id)
+    # A frontier is read under its stream's row lock: two transactions that consume one stream
+    # queue here and the second sees the first one's advance (PostgreSQL reads committed rows).
+    for stream_id in sorted(_streams_of(requests)):
+        stream_repo.lock(conn, stream_id, for_update=postgres)
     for request in requests:
         for requirement in request.requirements:
             _CHECKS[type(requirement)](state, requirement)
@@ -88,15 +98,21 @@ def commit(
         for update in request.updates:
             _APPLY[type(update)](state, update)
         _record_versions(state, request)
+    for table_id, next_row_id in state.next_row_ids.items():
+        table_repo.set_counters(conn, table_id, next_row_id=next_row_id)
     return CommitResult(
         applied=True,
         versions=state.versions,
-        tables={
-            name: table_repo.table_info(table_repo.by_id(conn, i))
-            for name, i in state.tables.items()
-        },
+        tables=_infos(state),
         row_id_bases=state.row_id_bases,
     )
+
+
+def _infos(state: _Commit) -> dict[str, Any]:
+    return {
+        name: table_repo.table_info(table_repo.by_id(state.conn, i))
+        for name, i in state.tables.items()
+    }
 
 
 def _tables_of(requests: Sequence[CommitRequest]) -> set[int]:
@@ -109,25 +125,33 @@ def _tables_of(requests: Sequence[CommitRequest]) -> set[int]:
     return found
 
 
-def _kept(state: _Commit, requests: Sequence[CommitRequest]) -> CommitResult | None:
-    """IF NOT EXISTS of an object that exists: nothing of the call is applied."""
-    for request in requests:
-        for u in request.updates:
-            if not isinstance(u, CreateTable | CreateView | CreateStream):
-                continue
-            if u.if_exists is not IfExists.KEEP:
-                continue
-            if isinstance(u, CreateTable):
-                row = table_repo.find_live(state.conn, u.name)
-                if row is not None:
-                    return CommitResult(
-                        applied=False, tables={row.name: table_repo.table_info(row)}
-                    )
-            elif isinstance(u, CreateView) and view_repo.sql_of(state.conn, u.name) is not None:
-                return CommitResult(applied=False)
-            elif isinstance(u, CreateStream) and stream_repo.find_live(state.conn, u.name):
-                return CommitResult(applied=False)
-    return None
+def _streams_of(requests: Sequence[CommitRequest]) -> set[int]:
+    return {
+        r.stream_id
+        for request in requests
+        for r in request.requirements
+        if isinstance(r, FrontierAt)
+    }
+
+
+def _kept(state: _Commit, request: CommitRequest) -> bool:
+    """Whether ``request`` creates, IF NOT EXISTS, an object that exists: then none of it
+    applies (a kept table is still reported, as it is)."""
+    for u in request.updates:
+        if not isinstance(u, CreateTable | CreateView | CreateStream):
+            continue
+        if u.if_exists is not IfExists.KEEP:
+            continue
+        if isinstance(u, CreateTable):
+            row = table_repo.find_live(state.conn, u.name)
+            if row is not None:
+                state.tables[row.name] = row.table_id
+                return True
+        elif isinstance(u, CreateView) and view_repo.sql_of(state.conn, u.name) is not None:
+            return True
+        elif isinstance(u, CreateStream) and stream_repo.find_live(state.conn, u.name):
+            return True
+    return False
 
 
 def _record_versions(state: _Commit, request: CommitRequest) -> None:
@@ -147,9 +171,7 @@ def _record_versions(state: _Commit, request: CommitRequest) -> None:
             files_added=made.files_added,
             files_removed=made.files_removed,
         )
-        table_repo.set_counters(
-            state.conn, table_id, current_version=made.version, next_row_id=made.next_row_id
-        )
+        table_repo.set_counters(state.conn, table_id, current_version=made.version)
         state.versions.setdefault(table_id, []).append(made.version)
 
 
@@ -240,8 +262,12 @@ def _set_schema(state: _Commit, u: SetSchema) -> None:
 
 def _add_files(state: _Commit, u: AddFiles) -> None:
     made = state.version_of(u.table_id)
-    made.next_row_id = file_repo.add_files(
-        state.conn, u.table_id, u.files, version=made.version, next_row_id=made.next_row_id
+    state.next_row_ids[u.table_id] = file_repo.add_files(
+        state.conn,
+        u.table_id,
+        u.files,
+        version=made.version,
+        next_row_id=state.next_row_id(u.table_id),
     )
     made.files_added += len(u.files)
 
@@ -259,9 +285,8 @@ def _add_deletes(state: _Commit, u: AddDeletes) -> None:
 
 
 def _reserve_row_ids(state: _Commit, u: ReserveRowIds) -> None:
-    row = state.lock(u.table_id)
-    base = row.next_row_id
-    table_repo.set_counters(state.conn, u.table_id, next_row_id=base + u.count)
+    base = state.next_row_id(u.table_id)
+    state.next_row_ids[u.table_id] = base + u.count
     state.row_id_bases[u.table_id] = base
 
 

@@ -78,6 +78,15 @@ def list_live(conn: Connection, *, table_id: int | None) -> list[StreamInfo]:
 # -- checks ---------------------------------------------------------------------------------------
 
 
+def lock(conn: Connection, stream_id: int, *, for_update: bool) -> None:
+    """Hold the stream's row for the rest of the transaction (PostgreSQL; SQLite holds the database
+    write lock already), so that its frontiers cannot move between the check and the advance."""
+    query = select(t.streams.c.stream_id).where(t.streams.c.stream_id == stream_id)
+    if for_update:
+        query = query.with_for_update()
+    conn.execute(query).first()
+
+
 def check_frontier(
     conn: Connection,
     stream_id: int,
@@ -138,7 +147,7 @@ def drop_on_table(conn: Connection, table_id: int, *, now: float) -> None:
 def advance(
     conn: Connection, stream_id: int, frontiers: tuple[tuple[int, int], ...], *, now: float
 ) -> None:
-    """Move the frontiers (the caller checked them with ``check_frontier`` first)."""
+    """Move the frontiers (the caller locked and checked them first)."""
     for table_id, version in frontiers:
         conn.execute(
             t.stream_frontiers.update()

@@ -11,8 +11,10 @@ from changelake.catalog.model import DataFile, NewDeletes, TableInfo
 from changelake.catalog.requests import (
     AddDeletes,
     AddFiles,
+    AdvanceStream,
     CommitRequest,
     FilesUntouched,
+    FrontierAt,
     RemoveFiles,
     RowCounts,
     TableLive,
@@ -87,15 +89,12 @@ def split_deletes(
     return tuple(removed), tuple(kept), total
 
 
-def stream_consumption(reads: Iterable[StreamRead]) -> CommitRequest:
-    """The frontier moves (and the frontiers they require) of the streams a statement read."""
+def stream_consumption(
+    reads: Iterable[StreamRead],
+) -> tuple[tuple[AdvanceStream, ...], tuple[FrontierAt, ...]]:
+    """The frontier moves of the streams a statement read, and the frontiers they require."""
     reads = list(reads)
-    return CommitRequest(
-        "",
-        "",
-        updates=tuple(r.advance for r in reads),
-        requirements=tuple(r.requirement for r in reads),
-    )
+    return tuple(r.advance for r in reads), tuple(r.requirement for r in reads)
 
 
 def commit_one(
@@ -125,13 +124,13 @@ def commit_one(
     requirements = [TableLive(table_id, name)] if updates else []
     if touched:
         requirements.append(FilesUntouched(table_id, name, touched, target.state.version))
-    consumed = stream_consumption(stream_reads)
+    advances, frontiers = stream_consumption(stream_reads)
     result = ctx.commit(
         CommitRequest(
             ctx.statement_id,
             operation,
-            updates=tuple(updates) + consumed.updates,
-            requirements=tuple(requirements) + consumed.requirements,
+            updates=tuple(updates) + advances,
+            requirements=tuple(requirements) + frontiers,
             row_counts=(RowCounts(table_id, rows_inserted, rows_updated, rows_deleted),),
         )
     )

@@ -177,7 +177,7 @@ def create_table(
         raise InvalidStatementError(f"CREATE TABLE {name} needs columns or AS SELECT.")
     properties.setdefault("data_retention_time_in_days", "1")
     if_exists = IfExists.of(replace=stmt.replace, if_not_exists=stmt.if_not_exists)
-    consumed = stream_consumption(binder.stream_reads.values())
+    advances, frontiers = stream_consumption(binder.stream_reads.values())
     result = ctx.commit(
         CommitRequest(
             ctx.statement_id,
@@ -187,8 +187,8 @@ def create_table(
                     name.lower(), schema, tuple(sorted(properties.items())), tuple(added), if_exists
                 ),
             )
-            + consumed.updates,
-            requirements=consumed.requirements,
+            + advances,
+            requirements=frontiers,
         )
     )
     info = result.tables[name.lower()]

@@ -90,10 +90,11 @@ def _end(env: Env, *, commit: bool) -> dict[int, list[int]]:
             f"{'COMMIT' if commit else 'ROLLBACK'} without BEGIN: no transaction is open."
         )
     env.transactions.current = None
-    requests = txn.requests()
-    if not commit or not requests:
+    if not commit or not txn.staged:
         return {}
-    return env.ctx.catalog.commit(requests, now=env.ctx.now()).versions
+    # The catalog checks every requirement before it applies any update: a later statement's
+    # requirements hold against the state the transaction read, not its own earlier writes.
+    return env.ctx.catalog.commit(txn.staged, now=env.ctx.now()).versions
 
 
 def _commit(env: Env, _: s.Commit) -> StatementResult:

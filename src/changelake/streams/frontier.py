@@ -76,7 +76,8 @@ def read_stream(
 
 def has_data(ctx: StatementContext, name: str) -> bool:
     """SYSTEM$STREAM_HAS_DATA: whether the stream has changes to consume, from the per-version
-    change summary (one indexed lookup; no file is listed).
+    change summary (one indexed lookup). Before a SHOW_INITIAL_ROWS stream's first read, whether
+    the table has rows: its live files are listed, once per stream.
 
     Like Snowflake's, it may say TRUE for changes that cancel out (e.g. compaction).
     """
@@ -85,7 +86,7 @@ def has_data(ctx: StatementContext, name: str) -> bool:
     check_not_stale(ctx.catalog, stream, info, now=ctx.now())
     end = max(ctx.read_version(info), stream.frontier_version)
     if stream.pending_initial_rows:  # the first read returns the rows at the end
-        return bool(ctx.catalog.snapshot_files(info.table_id, end))
+        return any(f.live_rows > 0 for f in ctx.catalog.snapshot_files(info.table_id, end))
     return ctx.catalog.changed_since(
         info.table_id,
         stream.frontier_version,

@@ -56,17 +56,6 @@ class Transaction:
         if request.updates:
             self.staged.append(request)
 
-    def requests(self) -> list[CommitRequest]:
-        """The staged requests, every requirement checked up front: a later statement's
-        requirements hold against the state the transaction read, not its own earlier writes."""
-        if not self.staged:
-            return []
-        requirements = tuple(dict.fromkeys(r for req in self.staged for r in req.requirements))
-        first, *rest = self.staged
-        return [replace(first, requirements=requirements)] + [
-            replace(r, requirements=()) for r in rest
-        ]
-
     def overlay(self, state: TableState) -> TableState:
         """``state`` with this transaction's staged changes to the same table applied."""
         updates = [
