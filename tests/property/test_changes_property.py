@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from functools import reduce
 
+import pytest
 from conftest import state_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,6 +27,7 @@ from pyspark.sql import functions as F
 import changelake
 from changelake.changes.scan import row_id
 from changelake.clock import ManualClock
+from changelake.storage.deletion import has_images
 from changelake.storage.snapshot import RID, read_state
 
 KEYS = range(6)
@@ -108,8 +110,18 @@ def _statement(
     return ("OPTIMIZE t" if kind == "optimize" else "VACUUM t"), after, []
 
 
-def _run_history(session, clock: ManualClock, data: st.DataObject) -> History:
-    session.sql("CREATE TABLE t (id INT, v INT)")
+def _dv_files(session) -> set[str]:
+    info = session.catalog.table("t")
+    tracked = session.catalog.files_changed_between(
+        info.table_id, start_exclusive=-1, end_inclusive=info.current_version
+    )
+    return {p for f in tracked for _, p, _ in f.dvs}
+
+
+def _run_history(
+    session, clock: ManualClock, data: st.DataObject, *, before_images: bool
+) -> History:
+    session.sql(f"CREATE TABLE t (id INT, v INT) BEFORE_IMAGES = {before_images}")
     history = History()
     # Draw until the history has enough versions (statements that change nothing add none), so
     # every example yields many intervals and the run reaches MIN_CASES.
@@ -221,7 +233,10 @@ def _check(session, history: History) -> int:
     return 3 * len(intervals)
 
 
-def test_changes_equal_snapshot_diffs(spark, tmp_path_factory):
+@pytest.mark.parametrize("before_images", [True, False], ids=["dv-images", "dv-positions-only"])
+def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images):
+    """Deleted rows come from the before-images beside the DVs, or (tables that keep none, and
+    DVs written before images existed) from the data files: both must equal the diff."""
     checked: list[int] = []
 
     @settings(
@@ -235,7 +250,9 @@ def test_changes_equal_snapshot_diffs(spark, tmp_path_factory):
         clock = ManualClock()
         session = changelake.connect(str(tmp_path_factory.mktemp("wh")), spark=spark, clock=clock)
         try:
-            history = _run_history(session, clock, data)
+            history = _run_history(session, clock, data, before_images=before_images)
+            dvs = _dv_files(session)
+            assert all(has_images(session.warehouse, p) == before_images for p in dvs), dvs
             checked.append(_check(session, history))
         finally:
             session.close()

@@ -8,7 +8,12 @@ import decimal
 import pytest
 from conftest import rows, state_of
 
-from changelake.errors import TableNotFoundError, TimeTravelError, TransactionError
+from changelake.errors import (
+    InvalidStatementError,
+    TableNotFoundError,
+    TimeTravelError,
+    TransactionError,
+)
 
 
 def version_of(session, name: str) -> int:
@@ -149,6 +154,16 @@ def test_alter_table_set_retention(people):
     assert [r.retention_days for r in people.sql("SHOW TABLES").collect()] == [7.0]
     people.sql("CREATE TABLE kept (x INT) DATA_RETENTION_TIME_IN_DAYS = 3")
     assert people.catalog.table("kept").retention_days() == 3.0
+
+
+def test_boolean_table_properties_take_the_keywords(people):
+    people.sql("CREATE TABLE plain (x INT) BEFORE_IMAGES = FALSE CHANGE_TRACKING = TRUE")
+    info = people.catalog.table("plain")
+    assert not info.before_images() and info.properties["change_tracking"] == "true"
+    people.sql("ALTER TABLE plain SET BEFORE_IMAGES = TRUE")
+    assert people.catalog.table("plain").before_images()
+    with pytest.raises(InvalidStatementError, match="BEFORE_IMAGES must be TRUE or"):
+        people.sql("ALTER TABLE plain SET BEFORE_IMAGES = 3")
 
 
 # -- INSERT / UPDATE / DELETE / MERGE / TRUNCATE ---------------------------------------------------

@@ -290,7 +290,18 @@ def test_delete_of_one_row_adds_a_deletion_vector_instead_of_rewriting(session):
         1,
     )
     dv = pq.read_table(Path(session.warehouse.root) / after.dv_paths[0]).to_pylist()
-    assert dv == [{"file_name": os.path.basename(before.file.path), "pos": 7}]
+    # the position, beside the row it deleted (its before-image: values, identity, version)
+    assert dv == [
+        {
+            "file_name": os.path.basename(before.file.path),
+            "pos": 7,
+            "c1": 7,
+            "c2": "r7",
+            "c3": 0,
+            "_cl_row_id": 7,
+            "_cl_row_version": 1,
+        }
+    ]
 
     session.sql("DELETE FROM big WHERE id IN (8, 1999)")  # new DV = old DV + new positions
     (again,) = _files(session, "big")

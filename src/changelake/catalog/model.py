@@ -25,6 +25,10 @@ class TableInfo:
     def max_extension_days(self) -> float:
         return float(self.properties.get("max_data_extension_time_in_days", "14"))
 
+    def before_images(self) -> bool:
+        """Whether deletes keep the deleted rows beside their positions (the default)."""
+        return self.properties.get("before_images", "true").lower() == "true"
+
 
 @dataclass(frozen=True)
 class VersionInfo:

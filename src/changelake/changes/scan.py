@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -21,20 +20,24 @@ from changelake.catalog import Catalog
 from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information
 from changelake.schema import ROW_ID as ROW_ID_COLUMN
 from changelake.schema import TableSchema
+from changelake.storage.deletion import (
+    DV_FILE,
+    DV_POS,
+    TAG,
+    has_images,
+    image_schema,
+    positions,
+    read_registered,
+)
 from changelake.storage.local import local_dataframe
 from changelake.storage.snapshot import (
     FILE,
-    PER_FILE_LIMIT,
     POS,
     RID,
-    TAG,
     file_name,
-    file_scan,
     logical_schema,
     physical_schema,
-    positions_in,
     scan_files,
-    union_all,
     with_identity,
     without_positions,
 )
@@ -57,102 +60,50 @@ def row_id(table_id: int, rid: SparkColumn) -> SparkColumn:
     return F.lpad(F.lower(F.hex(rid.bitwiseXOR(F.lit(mask)))), 16, "0")
 
 
-def _columns(schema: TableSchema, tag: SparkColumn) -> list[SparkColumn]:
-    return [F.col(c.physical).alias(c.name) for c in schema.columns] + [F.col(RID), tag.alias(TAG)]
-
-
-def _rows_per_file(
-    spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows
-) -> DataFrame:
-    physical = physical_schema(schema)
-    frames = []
-    for f, tag in zip(part.files, part.tags, strict=True):
-        dvs = sorted({dv for dv, data in part.minus_dvs if data == f.path})
-        minus = positions_in(spark, wh, dvs, f.path) if dvs else None
-        df = file_scan(spark, wh, physical, f, identity=True, minus=minus)
-        if part.inserted_only:
-            df = df.where(F.col(ROW_ID_COLUMN).isNull())
-        frames.append(df.select(*_columns(schema, F.lit(tag).cast("bigint"))))
-    return union_all(frames)
-
-
-def _deleted_per_file(
-    spark: SparkSession, wh: Warehouse, schema: TableSchema, part: DeletedRows
-) -> DataFrame:
-    physical = physical_schema(schema)
-    frames = []
-    for f in part.files:
-        mine = sorted({(v, dv) for v, dv, data in part.dvs if data == f.path})
-        if not mine:
-            continue
-        only = union_all([positions_in(spark, wh, [dv], f.path, tag=v) for v, dv in mine])
-        df = file_scan(spark, wh, physical, f, identity=True, only=only)
-        frames.append(df.select(*_columns(schema, F.col(TAG))))
-    return union_all(frames)
+def _columns(
+    schema: TableSchema, tag: SparkColumn, *, rid: SparkColumn | None = None
+) -> list[SparkColumn]:
+    return [F.col(c.physical).alias(c.name) for c in schema.columns] + [
+        (F.col(RID) if rid is None else rid).alias(RID),
+        tag.alias(TAG),
+    ]
 
 
 def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows) -> DataFrame:
-    if len(part.files) <= PER_FILE_LIMIT:
-        return _rows_per_file(spark, wh, schema, part)
-    physical = physical_schema(schema)
-    df = scan_files(spark, wh, physical, part.files, positions=True)
+    """One scan of all the part's files, its DVs applied by one broadcast anti-join."""
+    df = scan_files(spark, wh, physical_schema(schema), part.files, positions=True)
     if part.inserted_only:
         df = df.where(F.col(ROW_ID_COLUMN).isNull())
     if part.minus_dvs:
-        df = without_positions(df, _registered_positions(spark, wh, part.minus_dvs))
+        df = without_positions(
+            df, positions(spark, wh, [(dv, data, None) for dv, data in part.minus_dvs])
+        )
     df = with_identity(spark, df, part.files, tags=part.tags)
-    return df.select(
-        *[F.col(c.physical).alias(c.name) for c in schema.columns],
-        F.col(RID),
-        F.col("_i_tag").alias(TAG),
-    )
-
-
-def _registered_positions(
-    spark: SparkSession, wh: Warehouse, pairs: Sequence[tuple[str, str]]
-) -> DataFrame:
-    """(``file_name``, ``pos``) of the (DV path, data file path) ``pairs``: a DV file may hold
-    positions of several data files, and only the registered pairs count."""
-    registered = spark.createDataFrame(
-        sorted({(file_name(dv), file_name(data)) for dv, data in pairs}),
-        "_d_dv string, file_name string",
-    )
-    return (
-        spark.read.schema("file_name string, pos bigint")
-        .parquet(*sorted({wh.uri(dv) for dv, _ in pairs}))
-        .select("file_name", "pos", F.col("_metadata.file_name").alias("_d_dv"))
-        .join(F.broadcast(registered), ["_d_dv", "file_name"])
-        .select("file_name", "pos")
-    )
+    return df.select(*_columns(schema, F.col("_i_tag")))
 
 
 def _deleted(
     spark: SparkSession, wh: Warehouse, schema: TableSchema, part: DeletedRows
 ) -> DataFrame:
-    if len(part.files) <= PER_FILE_LIMIT:
-        return _deleted_per_file(spark, wh, schema, part)
+    """The deleted rows: from the before-images of the DV files that carry them (no data file
+    read), else from one scan of the data files joined with the positions."""
+    parts = [(dv, data, v) for v, dv, data in part.dvs]
+    imaged = [p for p in parts if has_images(wh, p[0])]
+    plain = [p for p in parts if not has_images(wh, p[0])]
     physical = physical_schema(schema)
-    df = scan_files(spark, wh, physical, part.files, positions=True)
-    # A DV file may hold positions of several data files; take only the registered pairs.
-    pairs = local_dataframe(
-        spark,
-        [(file_name(dv), file_name(data), v) for v, dv, data in part.dvs],
-        [("_d_dv", "string"), ("file_name", "string"), ("_d_version", "bigint")],
-    )
-    dv = (
-        spark.read.schema("file_name string, pos bigint")
-        .parquet(*sorted({wh.uri(p) for _, p, _ in part.dvs}))
-        .select("file_name", "pos", F.col("_metadata.file_name").alias("_d_dv"))
-        .join(F.broadcast(pairs), ["_d_dv", "file_name"])
-    )
-    cond = (df[FILE] == dv["file_name"]) & (df[POS] == dv["pos"])
-    df = df.join(F.broadcast(dv), cond, "inner")
-    df = with_identity(spark, df, part.files)
-    return df.select(
-        *[F.col(c.physical).alias(c.name) for c in schema.columns],
-        F.col(RID),
-        F.col("_d_version").alias(TAG),
-    )
+    frames = []
+    if imaged:
+        images = read_registered(spark, wh, image_schema(physical), imaged)
+        frames.append(images.select(*_columns(schema, F.col(TAG), rid=F.col(ROW_ID_COLUMN))))
+    if plain:
+        names = {file_name(data) for _, data, _ in plain}
+        files = [f for f in part.files if file_name(f.path) in names]
+        df = scan_files(spark, wh, physical, files, positions=True)
+        dv = positions(spark, wh, plain, tagged=True)
+        cond = (df[FILE] == dv[DV_FILE]) & (df[POS] == dv[DV_POS])
+        df = with_identity(spark, df.join(F.broadcast(dv), cond, "inner"), files)
+        frames.append(df.select(*_columns(schema, F.col(TAG))))
+    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
 def _side(

@@ -14,7 +14,13 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.dml.common import Target, commit_one, record_deletes
+from changelake.dml.common import (
+    Target,
+    commit_one,
+    deleted_columns,
+    image_projection,
+    record_deletes,
+)
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
@@ -147,6 +153,7 @@ def merge(
         value = exp.Case(ifs=ifs) if ifs else exp.Null()
         projection.append(exp.alias_(value, column.name, quoted=True))
     projection += [exp.column(h, table=alias) for h in (FILE, POS, RID)]
+    projection += [p for p in image_projection(target, alias) if p.alias_or_name != RID]
     target_ref = exp.Table(
         this=exp.to_identifier(placeholder), alias=exp.TableAlias(this=exp.to_identifier(alias))
     )
@@ -162,7 +169,7 @@ def merge(
             removed, deletes, _ = record_deletes(
                 warehouse,
                 target,
-                joined.where(kinds.isin(UPDATE, DELETE)).select(FILE, POS),
+                joined.where(kinds.isin(UPDATE, DELETE)).select(*deleted_columns(target)),
                 statement_id=ctx.statement_id,
                 what="MERGE",
             )

@@ -9,7 +9,14 @@ from pyspark import StorageLevel
 from pyspark.sql import SparkSession
 from sqlglot import exp
 
-from changelake.dml.common import Target, commit_one, record_deletes, remove_all_rows
+from changelake.dml.common import (
+    Target,
+    commit_one,
+    deleted_columns,
+    image_projection,
+    record_deletes,
+    remove_all_rows,
+)
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
@@ -65,7 +72,10 @@ def delete(
     target, placeholder, alias = _bind_target(binder, table, condition)
     select = _from_clause(placeholder, alias, using)
     select = select.select(
-        exp.column(FILE, table=alias), exp.column(POS, table=alias), append=False
+        exp.column(FILE, table=alias),
+        exp.column(POS, table=alias),
+        *image_projection(target, alias),
+        append=False,
     ).distinct()
     if condition is not None:
         select = select.where(binder.bind(condition.copy()))
@@ -120,6 +130,7 @@ def update(
         for c in schema.columns
     ]
     projection += [exp.column(h, table=alias) for h in (FILE, POS, RID)]
+    projection += [p for p in image_projection(target, alias) if p.alias_or_name != RID]
     select = _from_clause(placeholder, alias, [source] if source is not None else [])
     select = select.select(*projection, append=False)
     if condition is not None:
@@ -132,7 +143,7 @@ def update(
         removed, deletes, count = record_deletes(
             warehouse,
             target,
-            matched.select(FILE, POS),
+            matched.select(*deleted_columns(target)),
             statement_id=ctx.statement_id,
             what="UPDATE",
         )

@@ -40,6 +40,7 @@ TABLE_PROPERTIES = {
     "data_retention_time_in_days": "days",
     "max_data_extension_time_in_days": "days",
     "change_tracking": "bool",
+    "before_images": "bool",
     "comment": "text",
 }
 
@@ -58,6 +59,8 @@ def properties_of(nodes: list[exp.Expression], *, table: str) -> dict[str, str]:
         text = value.name if isinstance(value, exp.Expression) else str(value)
         if isinstance(value, exp.Neg):  # its name is the unsigned number: -1 must not read as 1
             text = f"-{text}"
+        if isinstance(value, exp.Boolean):  # the TRUE / FALSE keywords have no name
+            text = "true" if value.this else "false"
         kind = TABLE_PROPERTIES.get(key)
         if kind is None:
             raise InvalidStatementError(

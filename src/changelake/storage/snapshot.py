@@ -7,7 +7,6 @@ Hidden columns, present only when asked for:
 
 from __future__ import annotations
 
-import functools
 import posixpath
 from collections.abc import Sequence
 
@@ -17,6 +16,7 @@ from pyspark.sql.types import DataType, LongType, StringType, StructField, Struc
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
+from changelake.storage.deletion import DV_FILE, DV_POS, positions
 from changelake.storage.local import local_dataframe
 from changelake.storage.spark_private import parse_type
 from changelake.storage.warehouse import Warehouse
@@ -26,12 +26,7 @@ FILE = "_cl_file"
 POS = "_cl_pos"
 RID = "_cl_rid"
 VER = "_cl_ver"
-TAG = "_cl_tag"  # which version a change-scan row belongs to
 HIDDEN = (FILE, POS, RID, VER)
-# Up to this many files, reads that need row positions scan file by file (see file_scan).
-PER_FILE_LIMIT = 64
-
-DV_SCHEMA = StructType([StructField("file_name", StringType()), StructField("pos", LongType())])
 
 
 def spark_type(type_name: str) -> DataType:
@@ -79,108 +74,19 @@ def read_state(
         )
         return df.select(*logical, *hidden)
 
-    clean = [f for f in state.files if not f.dv_paths]
-    dirty = [f for f in state.files if f.dv_paths]
-    one_by_one = state.files if identity else dirty
-    if len(one_by_one) <= PER_FILE_LIMIT:
-        parts = [
-            file_scan(
-                spark,
-                warehouse,
-                physical,
-                f.file,
-                identity=identity,
-                minus=positions_in(spark, warehouse, f.dv_paths, f.file.path)
-                if f.dv_paths
-                else None,
-            ).select(*logical, *hidden)
-            for f in one_by_one
-        ]
-        if not identity and clean:
-            parts.append(
-                scan_files(spark, warehouse, physical, clean, positions=False).select(*logical)
-            )
-        return union_all(parts)
-    parts = []
-    if clean:
-        parts.append(scan_files(spark, warehouse, physical, clean, positions=identity))
-    if dirty:
-        df = scan_files(spark, warehouse, physical, dirty, positions=True)
-        dv_paths = sorted({p for f in dirty for p in f.dv_paths})
-        df = without_positions(df, read_dvs(spark, warehouse, dv_paths))
-        parts.append(df)
-    df = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    parts = [(dv, f.file.path, None) for f in state.files for dv in f.dv_paths]
+    df = scan_files(spark, warehouse, physical, state.files, positions=identity or bool(parts))
+    if parts:
+        df = without_positions(df, positions(spark, warehouse, parts))
     if identity:
         df = with_identity(spark, df, [f.file for f in state.files])
     return df.select(*logical, *hidden)
 
 
-def union_all(parts: Sequence[DataFrame]) -> DataFrame:
-    """The union of DataFrames with the same columns in the same order."""
-    return functools.reduce(DataFrame.union, parts)
-
-
-def positions_in(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    dv_paths: Sequence[str],
-    data_path: str,
-    *,
-    tag: int | None = None,
-) -> DataFrame:
-    """The positions (``_cl_pos``) of data file ``data_path`` recorded in the DV files
-    ``dv_paths``; with ``tag``, also a constant ``_cl_tag`` column."""
-    df = (
-        read_dvs(spark, warehouse, dv_paths)
-        .where(F.col("file_name") == file_name(data_path))
-        .select(F.col("pos").alias(POS))
-    )
-    return df if tag is None else df.withColumn(TAG, F.lit(tag).cast("bigint"))
-
-
-def file_scan(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    physical: StructType,
-    file: DataFile,
-    *,
-    identity: bool,
-    minus: DataFrame | None = None,
-    only: DataFrame | None = None,
-) -> DataFrame:
-    """The rows of one data file, without the positions in ``minus`` / at the positions in
-    ``only`` (DataFrames with ``_cl_pos``), with hidden identity columns if ``identity``.
-
-    One file at a time, deletion vectors join on the row position alone (a long key, which
-    Spark probes as an array) and the file's constants are literals, not a per-row join.
-    """
-    df = spark.read.schema(physical).parquet(warehouse.uri(file.path))
-    if identity or minus is not None or only is not None:
-        df = df.select("*", F.col("_metadata.row_index").alias(POS))
-    if minus is not None:
-        df = df.join(F.broadcast(minus), POS, "left_anti")
-    if only is not None:
-        df = df.join(F.broadcast(only), POS, "inner")
-    if identity:
-        df = df.select(
-            "*",
-            F.lit(file_name(file.path)).alias(FILE),
-            F.coalesce(F.col(ROW_ID), F.lit(file.base_row_id).cast("bigint") + F.col(POS)).alias(
-                RID
-            ),
-            F.coalesce(F.col(ROW_VERSION), F.lit(file.begin_version).cast("bigint")).alias(VER),
-        )
-    return df
-
-
-def read_dvs(spark: SparkSession, warehouse: Warehouse, dv_paths: Sequence[str]) -> DataFrame:
-    """Deleted (``file_name``, ``pos``) pairs stored in the given DV files."""
-    return spark.read.schema(DV_SCHEMA).parquet(*[warehouse.uri(p) for p in dv_paths])
-
-
 def without_positions(df: DataFrame, dv: DataFrame) -> DataFrame:
-    """Rows of ``df`` (with ``_cl_file``/``_cl_pos``) whose position is not in ``dv``."""
-    cond = (df[FILE] == dv["file_name"]) & (df[POS] == dv["pos"])
+    """Rows of ``df`` (with ``_cl_file``/``_cl_pos``) whose position is not in ``dv``: one
+    broadcast anti-join on the row's physical address."""
+    cond = (df[FILE] == dv[DV_FILE]) & (df[POS] == dv[DV_POS])
     return df.join(F.broadcast(dv), cond, "left_anti")
 
 

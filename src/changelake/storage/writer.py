@@ -19,8 +19,9 @@ from pyspark.sql.types import DataType
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.errors import DuplicateTargetRowError, TypeMismatchError
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
+from changelake.storage.deletion import DV_FILE, DV_POS, old
 from changelake.storage.footers import describe_files
-from changelake.storage.snapshot import FILE, POS, spark_type
+from changelake.storage.snapshot import FILE, POS, RID, VER, spark_type
 from changelake.storage.spark_errors import current_statement, not_null_marker, spark_errors
 from changelake.storage.warehouse import Warehouse
 
@@ -127,22 +128,33 @@ def partitions_for(rows: int) -> int:
 
 
 def write_deletes(
-    warehouse: Warehouse, positions: DataFrame, *, directory: str, table: str, operation: str
+    warehouse: Warehouse,
+    deleted: DataFrame,
+    *,
+    directory: str,
+    table: str,
+    operation: str,
+    images: TableSchema | None,
 ) -> dict[str, NewDeletes]:
-    """Write the (``_cl_file``, ``_cl_pos``) pairs of ``positions`` as one DV file.
+    """Write the deleted (``_cl_file``, ``_cl_pos``) pairs of ``deleted`` as one DV file; with
+    ``images`` (the table's schema), each beside the row's before-image: ``deleted`` then also
+    has the old values (``deletion.old(physical)``) and ``_cl_rid`` / ``_cl_ver``.
 
     Returns, per data file name, the deletes recorded for it. Raises DuplicateTargetRowError if
     a position appears twice (``operation`` on ``table`` matched a target row more than once).
     """
+    columns = [F.col(FILE).alias(DV_FILE), F.col(POS).alias(DV_POS)]
+    if images is not None:
+        columns += [F.col(old(c.physical)).cast(c.type).alias(c.physical) for c in images.columns]
+        columns += [F.col(RID).alias(ROW_ID), F.col(VER).alias(ROW_VERSION)]
     # Counted before writing, from one materialization: a duplicate fails before any file exists,
     # and the file is written from memory in one task, without a shuffle.
-    dv = positions.select(F.col(FILE).alias("file_name"), F.col(POS).alias("pos"))
-    dv = dv.persist(StorageLevel.MEMORY_AND_DISK)
+    dv = deleted.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
     try:
         counts = run_checked(
             lambda: (
-                dv.groupBy("file_name")
-                .agg(F.count("*").alias("n"), F.countDistinct("pos").alias("d"))
+                dv.groupBy(DV_FILE)
+                .agg(F.count("*").alias("n"), F.countDistinct(DV_POS).alias("d"))
                 .collect()
             ),
             table=table,
@@ -163,6 +175,5 @@ def write_deletes(
         dv.unpersist()
     (dv_file,) = describe_files(warehouse, directory)
     return {
-        r["file_name"]: NewDeletes(file_path="", dv_path=dv_file.path, row_count=r["n"])
-        for r in counts
+        r[DV_FILE]: NewDeletes(file_path="", dv_path=dv_file.path, row_count=r["n"]) for r in counts
     }

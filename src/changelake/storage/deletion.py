@@ -1,0 +1,124 @@
+"""Deletion-vector files: the deleted (data file name, position) pairs of one statement, and,
+beside each pair, the row that was deleted (its *before-image*: columns, identity, version).
+
+A DV file always has ``file_name`` and ``pos``; one with before-images also has the table's
+physical columns and the materialized identity columns, so change queries read deleted rows from
+it instead of re-reading data files. Whether a file carries images is read from its own schema:
+DV files written before images existed keep working.
+
+Positions for a statement are read on the driver with PyArrow into a local relation (no Spark
+job, one broadcast); past ``DRIVER_POSITIONS`` rows they are read by Spark instead, so a huge DV
+never goes through the driver.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from functools import lru_cache
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from changelake.schema import ROW_ID
+from changelake.storage.local import local_dataframe
+from changelake.storage.warehouse import Warehouse
+
+DV_FILE = "file_name"
+DV_POS = "pos"
+TAG = "_cl_tag"
+DRIVER_POSITIONS = 2_000_000  # ~50 MB of (name, position) pairs in the driver at most
+POSITIONS = StructType([StructField(DV_FILE, StringType()), StructField(DV_POS, LongType())])
+
+_ARROW = {DV_FILE: pa.string(), DV_POS: pa.int64(), TAG: pa.int64()}
+
+# A registered DV part: (DV path, data file path, tag); the tag labels its rows (a version).
+Part = tuple[str, str, int | None]
+
+
+def _name(path: str) -> str:
+    return posixpath.basename(path)
+
+
+@lru_cache(maxsize=4096)
+def _footer(warehouse: Warehouse, dv_path: str) -> tuple[bool, int]:
+    """(carries images, rows) of a DV file; DV files are immutable, so this is cached."""
+    with warehouse.fs.open_input_file(warehouse.fs_path(dv_path)) as f:
+        meta = pq.ParquetFile(f).metadata
+    return ROW_ID in meta.schema.names, meta.num_rows
+
+
+def has_images(warehouse: Warehouse, dv_path: str) -> bool:
+    return _footer(warehouse, dv_path)[0]
+
+
+def _rows(warehouse: Warehouse, dv_paths: Sequence[str]) -> int:
+    return sum(_footer(warehouse, p)[1] for p in dv_paths)
+
+
+def positions(
+    spark: SparkSession, warehouse: Warehouse, parts: Sequence[Part], *, tagged: bool = False
+) -> DataFrame:
+    """The deleted (``file_name``, ``pos``) pairs the registered ``parts`` record, with
+    ``_cl_tag`` if ``tagged``. A DV file may hold positions of several data files (some removed
+    outright by its statement): only the registered (DV, data file) pairs count."""
+    dv_paths = sorted({dv for dv, _, _ in parts})
+    if _rows(warehouse, dv_paths) > DRIVER_POSITIONS:
+        return _distributed(spark, warehouse, parts, tagged=tagged)
+    schema = StructType([*POSITIONS.fields, StructField(TAG, LongType())]) if tagged else POSITIONS
+    arrow = pa.schema([(f.name, _ARROW[f.name]) for f in schema])
+    tables = []
+    for dv in dv_paths:
+        table = pq.read_table(
+            warehouse.fs_path(dv), columns=[DV_FILE, DV_POS], filesystem=warehouse.fs
+        )
+        for data_name, tag in [(_name(data), tag) for p, data, tag in parts if p == dv]:
+            rows = table.filter(pc.equal(table[DV_FILE], data_name))
+            if tagged:
+                rows = rows.append_column(TAG, pa.array([tag] * rows.num_rows, pa.int64()))
+            tables.append(rows.cast(arrow))
+    if not tables:
+        return spark.createDataFrame([], schema)
+    found = pa.concat_tables(tables)
+    return spark.createDataFrame(found, schema)
+
+
+def old(physical: str) -> str:
+    """The column a write statement names the old value of physical column ``physical``."""
+    return f"_cl_old_{physical}"
+
+
+def image_schema(physical: StructType) -> StructType:
+    """The schema of a DV file with before-images of rows whose data files have ``physical``."""
+    return StructType(list(POSITIONS.fields) + list(physical.fields))
+
+
+def registered(spark: SparkSession, parts: Sequence[Part]) -> DataFrame:
+    """The registered pairs as a local relation: ``_d_dv`` (DV file name), ``file_name``,
+    ``_cl_tag``."""
+    return local_dataframe(
+        spark,
+        sorted({(_name(dv), _name(data), tag) for dv, data, tag in parts}),
+        [("_d_dv", "string"), (DV_FILE, "string"), (TAG, "bigint")],
+    )
+
+
+def read_registered(
+    spark: SparkSession, warehouse: Warehouse, schema: StructType, parts: Sequence[Part]
+) -> DataFrame:
+    """The rows (``schema``: DV columns) of the DV files of ``parts`` that belong to a registered
+    pair, with ``_cl_tag``: one scan of all the DV files, one broadcast join."""
+    df = spark.read.schema(schema).parquet(*sorted({warehouse.uri(dv) for dv, _, _ in parts}))
+    df = df.select("*", F.col("_metadata.file_name").alias("_d_dv"))
+    return df.join(F.broadcast(registered(spark, parts)), ["_d_dv", DV_FILE]).drop("_d_dv")
+
+
+def _distributed(
+    spark: SparkSession, warehouse: Warehouse, parts: Sequence[Part], *, tagged: bool
+) -> DataFrame:
+    df = read_registered(spark, warehouse, POSITIONS, parts)
+    return df.select(DV_FILE, DV_POS, *([TAG] if tagged else []))
