@@ -150,3 +150,51 @@ class SparkJobClock:
             if began.isDefined() and ended.isDefined():
                 total_ms += ended.get().getTime() - began.get().getTime()
         return len(new), total_ms / 1000.0
+
+
+def spark_jobs(spark: SparkSession, action: Callable[[], object]) -> int:
+    """How many Spark jobs one run of ``action`` submits (independent of machine load)."""
+    clock = SparkJobClock(spark)
+    action()
+    return clock.since()[0]
+
+
+def compared(
+    name: str,
+    description: str,
+    ours: Sample,
+    theirs: Sample,
+    *,
+    baseline: str,
+    target: float,
+    rows: int,
+    notes: str,
+    faster: bool = False,
+    meaning: str | None = None,
+) -> Result:
+    """The Result of ``ours`` against ``theirs``: the ratio ours / theirs, met at most ``target``;
+    or, if ``faster``, the speed-up theirs / ours, met at least ``target``."""
+    if faster:
+        ratio, cpu = theirs.wall_s / ours.wall_s, theirs.cpu_s / ours.cpu_s
+        met, target_text = ratio >= target, f">= {target:g}x faster"
+        meaning = meaning or "baseline / changelake (speed-up)"
+    else:
+        ratio, cpu = ours.wall_s / theirs.wall_s, ours.cpu_s / theirs.cpu_s
+        met, target_text = ratio <= target, f"<= {target:g}x"
+        meaning = meaning or "changelake / baseline"
+    return Result(
+        name=name,
+        description=description,
+        changelake_s=ours.wall_s,
+        baseline_s=theirs.wall_s,
+        changelake_cpu_s=ours.cpu_s,
+        baseline_cpu_s=theirs.cpu_s,
+        cpu_ratio=cpu,
+        baseline=baseline,
+        ratio=ratio,
+        ratio_meaning=meaning,
+        target=target_text,
+        met=met,
+        rows=rows,
+        notes=notes,
+    )

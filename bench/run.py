@@ -13,11 +13,23 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from bench import append_only, changes_delta, consume, insert, report, scan, table3, update
+from bench import (
+    append_only,
+    changes_delta,
+    consume,
+    delete,
+    insert,
+    report,
+    scaling,
+    scan,
+    table3,
+    update,
+)
 from bench.harness import Context, CpuClock, Result
 
 BENCHMARKS = {
-    m.NAME: m for m in (update, scan, insert, changes_delta, table3, append_only, consume)
+    m.NAME: m
+    for m in (update, delete, scan, insert, changes_delta, table3, scaling, append_only, consume)
 }
 MASTER = "local[2]"
 # A 1-minute load average above this (on 2 cores) means something else was using the CPU.

@@ -288,7 +288,9 @@ def test_end_forms(session, timeline):
 
 def test_before_statement_start(session, timeline):
     sid = timeline["v3"]["statement_id"]
-    df = session.sql(f"SELECT * FROM t CHANGES (INFORMATION => DEFAULT) BEFORE (STATEMENT => '{sid}')")
+    df = session.sql(
+        f"SELECT * FROM t CHANGES (INFORMATION => DEFAULT) BEFORE (STATEMENT => '{sid}')"
+    )
     assert changes(df, "id", "v") == [
         (1, "A", "INSERT", True),
         (1, "a", "DELETE", True),

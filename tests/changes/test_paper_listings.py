@@ -27,16 +27,22 @@ def _people_history(session, clock) -> int:
 def _by_key(df):
     """(id, name, action, isupdate) rows plus a map of id-side row ids for identity checks."""
     got = df.collect()
-    return sorted((r["id"], r["name"], r["METADATA$ACTION"], r["METADATA$ISUPDATE"]) for r in got), {
-        (r["id"], r["METADATA$ACTION"], r["name"]): r["METADATA$ROW_ID"] for r in got
-    }
+    return sorted(
+        (r["id"], r["name"], r["METADATA$ACTION"], r["METADATA$ISUPDATE"]) for r in got
+    ), {(r["id"], r["METADATA$ACTION"], r["name"]): r["METADATA$ROW_ID"] for r in got}
 
 
 def test_listing_4_append_only(session, clock):
     start = _people_history(session, clock)
-    assert rows(session.sql("SELECT * FROM people")) == [(1, "Jeffrey"), (3, "Walter"), (4, "Maude")]
+    assert rows(session.sql("SELECT * FROM people")) == [
+        (1, "Jeffrey"),
+        (3, "Walter"),
+        (4, "Maude"),
+    ]
     got, ids = _by_key(
-        session.sql(f"SELECT * FROM people CHANGES (INFORMATION => APPEND_ONLY) AT (VERSION => {start})")
+        session.sql(
+            f"SELECT * FROM people CHANGES (INFORMATION => APPEND_ONLY) AT (VERSION => {start})"
+        )
     )
     assert got == [
         (3, "Walter", "INSERT", False),
@@ -63,27 +69,45 @@ def test_listing_5_minimum_delta_with_timestamp_start(session, clock):
     ]
     # An update's pair shares one row id; distinct rows have distinct ids.
     assert ids[(1, "DELETE", "Jeff")] == ids[(1, "INSERT", "Jeffrey")]
-    assert len({ids[(2, "DELETE", "Donny")], ids[(3, "INSERT", "Walter")], ids[(4, "INSERT", "Maude")], ids[(1, "DELETE", "Jeff")]}) == 4
+    assert (
+        len(
+            {
+                ids[(2, "DELETE", "Donny")],
+                ids[(3, "INSERT", "Walter")],
+                ids[(4, "INSERT", "Maude")],
+                ids[(1, "DELETE", "Jeff")],
+            }
+        )
+        == 4
+    )
 
 
 def test_listing_3_redo_history(session, clock):
     start = _people_history(session, clock)
     df = session.sql(f"SELECT * FROM people CHANGES (INFORMATION => REDO) AT (VERSION => {start})")
     got = [
-        (r["METADATA$COMMIT_VERSION"] - start, r["id"], r["name"], r["METADATA$ACTION"], r["METADATA$ISUPDATE"])
+        (
+            r["METADATA$COMMIT_VERSION"] - start,
+            r["id"],
+            r["name"],
+            r["METADATA$ACTION"],
+            r["METADATA$ISUPDATE"],
+        )
         for r in df.collect()
     ]
-    assert sorted(got) == sorted([
-        (1, 3, "Walter", "INSERT", False),
-        (1, 4, "Maud", "INSERT", False),
-        (1, 5, "Uli", "INSERT", False),
-        (2, 1, "Jeff", "DELETE", True),
-        (2, 1, "Jeffrey", "INSERT", True),
-        (3, 4, "Maud", "DELETE", True),
-        (3, 4, "Maude", "INSERT", True),
-        (4, 2, "Donny", "DELETE", False),
-        (4, 5, "Uli", "DELETE", False),
-    ])
+    assert sorted(got) == sorted(
+        [
+            (1, 3, "Walter", "INSERT", False),
+            (1, 4, "Maud", "INSERT", False),
+            (1, 5, "Uli", "INSERT", False),
+            (2, 1, "Jeff", "DELETE", True),
+            (2, 1, "Jeffrey", "INSERT", True),
+            (3, 4, "Maud", "DELETE", True),
+            (3, 4, "Maude", "INSERT", True),
+            (4, 2, "Donny", "DELETE", False),
+            (4, 5, "Uli", "DELETE", False),
+        ]
+    )
     versions = [g[0] for g in got]
     assert versions == sorted(versions), "REDO is in commit order"
     maud = {r["METADATA$ROW_ID"] for r in df.collect() if r["id"] == 4}
@@ -100,7 +124,9 @@ def test_listing_9_transactional_stream_consumption(session, clock, spark, tmp_p
     session.sql(consume)
 
     def changes_table():
-        return sorted((n, a, u.upper()) for n, a, u in rows(session.sql("SELECT * FROM people_changes")))
+        return sorted(
+            (n, a, u.upper()) for n, a, u in rows(session.sql("SELECT * FROM people_changes"))
+        )
 
     assert changes_table() == [("Donny", "INSERT", "FALSE"), ("Jeff", "INSERT", "FALSE")]
 

@@ -65,7 +65,12 @@ def test_points_of_every_kind(session, history, information):
         same(session, start=history[2]["at"], end=history[4]["at"], information=information),
         same(session, start=history[3]["statement"], information=information),
         same(session, start=history[3]["statement"], before=True, information=information),
-        same(session, start=history[2]["statement"], end=history[5]["statement"], information=information),
+        same(
+            session,
+            start=history[2]["statement"],
+            end=history[5]["statement"],
+            information=information,
+        ),
     ]
     assert all(checked[:2]), "the intervals hold changes"
     # The forms name the intervals they should: AT version 2 == AT its statement == its time.
@@ -89,7 +94,8 @@ def test_change_plan_matches_explain(session, history):
     plan = session.change_plan("t", start=1, end=3)
     assert (plan.start_version, plan.end_version, plan.shape) == (1, 3, Shape.MINIMIZE)
     (line, *_) = [
-        r[0] for r in session.sql(
+        r[0]
+        for r in session.sql(
             "EXPLAIN SELECT * FROM t CHANGES (INFORMATION => DEFAULT) AT (VERSION => 1) END (VERSION => 3)"
         ).collect()
     ]

@@ -46,7 +46,9 @@ def current(session, name: str = "t") -> int:
 
 def file_paths(session, name: str = "t") -> set[str]:
     info = session.catalog.table(name)
-    return {f.file.path for f in session.catalog.snapshot_files(info.table_id, info.current_version)}
+    return {
+        f.file.path for f in session.catalog.snapshot_files(info.table_id, info.current_version)
+    }
 
 
 @pytest.fixture
@@ -114,7 +116,12 @@ def test_minimize_reads_only_the_changed_rows(session, spark):
     by_file: list[set[str]] = []
     for i in range(3):
         before = file_paths(session)
-        session.append("t", spark.range(i * 1000, (i + 1) * 1000, numPartitions=1).selectExpr("id", "CAST(id AS STRING) AS v"))
+        session.append(
+            "t",
+            spark.range(i * 1000, (i + 1) * 1000, numPartitions=1).selectExpr(
+                "id", "CAST(id AS STRING) AS v"
+            ),
+        )
         by_file.append(file_paths(session) - before)
     assert [len(f) for f in by_file] == [1, 1, 1]
     start = current(session)
@@ -125,7 +132,9 @@ def test_minimize_reads_only_the_changed_rows(session, spark):
     assert plan.before_files.empty, "no file is rewritten: the before side is DV positions"
     assert plan.before_deleted.rows == 2
     assert {f.path for f in plan.before_deleted.files} == by_file[1]
-    read = {f.path for f in plan.before_deleted.files + plan.before_files.files + plan.after_files.files}
+    read = {
+        f.path for f in plan.before_deleted.files + plan.before_files.files + plan.after_files.files
+    }
     assert not read & (by_file[0] | by_file[2]), "the unchanged files are never planned"
     assert plan.after_files.rows == 2 and plan.after_files.files[0].row_count == 2
 
@@ -153,7 +162,10 @@ def test_show_initial_rows_stream_first_read(session, t):
         ("t", "DEFAULT", end, end, "INITIAL_ROWS", 0, 0, 2, 4)
     ]
     assert rows(session.sql("SELECT id, METADATA$ACTION FROM s")) == [
-        (2, "INSERT"), (3, "INSERT"), (4, "INSERT"), (5, "INSERT")
+        (2, "INSERT"),
+        (3, "INSERT"),
+        (4, "INSERT"),
+        (5, "INSERT"),
     ]
     session.sql("CREATE TABLE sink (id INT)")
     session.sql("INSERT INTO sink SELECT id FROM s")

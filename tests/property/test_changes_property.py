@@ -121,7 +121,12 @@ def _dv_files(session) -> set[str]:
 def _run_history(
     session, clock: ManualClock, data: st.DataObject, *, before_images: bool
 ) -> History:
-    session.sql(f"CREATE TABLE t (id INT, v INT) BEFORE_IMAGES = {before_images}")
+    # Retention longer than the longest history (32 statements, 3 h apart at most), so every
+    # version stays readable; retention itself is tested in tests/streams/test_staleness.py.
+    session.sql(
+        "CREATE TABLE t (id INT, v INT) DATA_RETENTION_TIME_IN_DAYS = 7"
+        f" BEFORE_IMAGES = {before_images}"
+    )
     history = History()
     # Draw until the history has enough versions (statements that change nothing add none), so
     # every example yields many intervals and the run reaches MIN_CASES.
@@ -130,7 +135,6 @@ def _run_history(
         if history.last >= wanted:
             break
         sql, after, inserted = _statement(data, history.live[history.last])
-        # Well within the 1-day retention over the whole history: every version stays readable.
         clock.advance(seconds=data.draw(st.sampled_from([1, 600, 3 * 3600])))
         history.statements.append(sql)
         session.sql(sql)

@@ -53,11 +53,12 @@ COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
 def row_id(table_id: int, rid: SparkColumn) -> SparkColumn:
     """The opaque, stable METADATA$ROW_ID of a row identity: 16 hex digits.
 
-    The identity is scrambled with a per-table mask (a bijection, so ids stay unique); cheap
-    enough to compute for every row of a large append-only read, unlike a cryptographic hash.
+    The identity is scrambled with a per-table mask (a bijection, so ids stay unique) and the
+    sign bit is set, so that ``hex`` alone always prints 16 digits: one cheap expression per
+    row, which a large APPEND_ONLY read can afford, unlike a cryptographic hash.
     """
     mask = (table_id * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0x7FFFFFFFFFFFFFFF
-    return F.lpad(F.lower(F.hex(rid.bitwiseXOR(F.lit(mask)))), 16, "0")
+    return F.hex(rid.bitwiseXOR(F.lit(mask - 2**63)))
 
 
 def _columns(

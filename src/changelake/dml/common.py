@@ -6,7 +6,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
-from sqlglot import exp
 
 from changelake.catalog.model import DataFile, NewDeletes, TableInfo
 from changelake.catalog.requests import (
@@ -22,8 +21,7 @@ from changelake.catalog.requests import (
     Update,
 )
 from changelake.dml.result import StatementResult
-from changelake.storage.deletion import old
-from changelake.storage.snapshot import FILE, POS, RID, VER, file_name
+from changelake.storage.snapshot import file_name
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_deletes
 from changelake.streams.frontier import StreamRead
@@ -51,43 +49,27 @@ class Target:
         return Target(info, ctx.schema_state(info))
 
 
-def image_projection(target: Target, alias: str) -> list[exp.Expression]:
-    """What a write statement selects from its target, beside ``_cl_file`` / ``_cl_pos``, for the
-    before-images of the rows it deletes (nothing if the table keeps none)."""
-    if not target.info.before_images():
-        return []
-    return [
-        exp.alias_(exp.column(c.name, table=alias, quoted=True), old(c.physical))
-        for c in target.state.schema.columns
-    ] + [exp.column(RID, table=alias), exp.column(VER, table=alias)]
-
-
-def deleted_columns(target: Target) -> list[str]:
-    """The columns of the deleted rows ``record_deletes`` takes (see ``image_projection``)."""
-    images = [old(c.physical) for c in target.state.schema.columns] + [RID, VER]
-    return [FILE, POS] + (images if target.info.before_images() else [])
-
-
 def record_deletes(
     warehouse: Warehouse,
     target: Target,
     deleted: DataFrame,
     *,
+    counts: Mapping[str, int],
     statement_id: str,
-    what: str,
 ) -> tuple[tuple[str, ...], tuple[NewDeletes, ...], int]:
     """Write the deleted positions as a DV file; returns (removed paths, DV deletes, row count).
 
-    ``deleted`` has the positions and (see ``write_deletes``) the rows' old values, kept as
-    before-images unless the table's BEFORE_IMAGES property is FALSE. Files that lose all their
-    live rows are removed outright instead of carrying a DV.
+    ``deleted`` has the positions and, unless the table's BEFORE_IMAGES property is FALSE, the
+    rows' old values and identity (see ``write_deletes``), kept as before-images; ``counts`` has
+    the deleted rows per data file name. Files that lose all their live rows are removed outright
+    instead of carrying a DV.
     """
     by_name = write_deletes(
         warehouse,
         deleted,
+        counts=counts,
         directory=warehouse.dv_dir(statement_id),
         table=target.info.name,
-        operation=what,
         images=target.state.schema if target.info.before_images() else None,
     )
     return split_deletes(target.state, by_name)

@@ -7,20 +7,16 @@ written once. Updated rows keep their identity.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
-from pyspark import StorageLevel
-from pyspark.sql import SparkSession
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.dml.common import (
-    Target,
-    commit_one,
-    deleted_columns,
-    image_projection,
-    record_deletes,
-)
+from changelake.dml.common import Target, commit_one, record_deletes
+from changelake.dml.matches import find_matches, full_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
@@ -138,58 +134,55 @@ def merge(
             for i, c in enumerate(clauses)
         ]
     )
-    projection = [exp.alias_(action, ACTION)]
-    writers = [c for c in clauses if c.kind in (UPDATE, INSERT)]
+    # Phase 1 computes only what clauses assign; an UPDATE clause keeps the columns it does not
+    # name, which phase 2 reads from the matched rows.
+    projection = [
+        exp.alias_(action, ACTION),
+        exp.column(FILE, table=alias),
+        exp.column(POS, table=alias),
+    ]
     for column in schema.columns:
-        ifs = []
-        for c in writers:
-            if column.column_id in c.values:
-                value = c.values[column.column_id].copy()
-            elif c.kind == UPDATE:  # UPDATE keeps unnamed columns, INSERT leaves them NULL
-                value = exp.column(column.name, table=alias, quoted=True)
-            else:
-                value = exp.Null()
-            ifs.append(exp.If(this=guard(c), true=value))
-        value = exp.Case(ifs=ifs) if ifs else exp.Null()
-        projection.append(exp.alias_(value, column.name, quoted=True))
-    projection += [exp.column(h, table=alias) for h in (FILE, POS, RID)]
-    projection += [p for p in image_projection(target, alias) if p.alias_or_name != RID]
+        ifs = [
+            exp.If(this=guard(c), true=c.values.get(column.column_id, exp.Null()).copy())
+            for c in clauses
+            if c.kind == INSERT or c.kind == UPDATE and column.column_id in c.values
+        ]
+        if ifs:
+            projection.append(exp.alias_(exp.Case(ifs=ifs), new(column.physical)))
     target_ref = exp.Table(
         this=exp.to_identifier(placeholder), alias=exp.TableAlias(this=exp.to_identifier(alias))
     )
     select = exp.select(*projection).from_(source).join(target_ref, on=on, join_type="left")
     joined = binder.run(select).where(F.col(ACTION).isNotNull())
-    joined = joined.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        kinds = F.substring(F.col(ACTION), 1, 1)
-        counts = joined.groupBy(kinds.alias("k")).count().collect()
-        by_kind = {r["k"]: r["count"] for r in counts}
-        removed, deletes = (), ()
-        if by_kind.get(UPDATE) or by_kind.get(DELETE):
-            removed, deletes, _ = record_deletes(
-                warehouse,
-                target,
-                joined.where(kinds.isin(UPDATE, DELETE)).select(*deleted_columns(target)),
-                statement_id=ctx.statement_id,
-                what="MERGE",
-            )
-        written = by_kind.get(UPDATE, 0) + by_kind.get(INSERT, 0)
-        files = []
-        if written:
-            rows = joined.where(kinds.isin(UPDATE, INSERT)).withColumn(
-                RID, F.when(kinds == UPDATE, F.col(RID))
-            )
-            files = write_data(
-                warehouse,
-                rows.select(*[F.col(f"`{c.name}`") for c in schema.columns], RID),
-                schema=schema,
-                table=name,
-                directory=warehouse.data_dir(ctx.statement_id),
-                row_id=RID,
-                partitions=partitions_for(written),
-            )
-    finally:
-        joined.unpersist()
+    kind = F.substring(F.col(ACTION), 1, 1)
+    with find_matches(
+        joined, target=target, operation="MERGE", kind=kind, kinds=(UPDATE, DELETE, INSERT)
+    ) as matches:
+        by_kind = matches.per_kind
+        removed, deletes, files, written = (), (), [], []
+        # Persisted lazily: read once only if matched rows feed both the DV and the new rows.
+        with persisted(full_rows(spark, warehouse, target, matches)) as rows:
+            if matches.matched:
+                removed, deletes, _ = record_deletes(
+                    warehouse, target, rows, counts=matches.per_file, statement_id=ctx.statement_id
+                )
+            if by_kind[UPDATE]:
+                written.append(rows.where(kind == UPDATE).select(*_updated(clauses, schema), RID))
+            if by_kind[INSERT]:
+                inserted = [F.col(new(c.physical)).alias(c.name) for c in schema.columns]
+                written.append(
+                    matches.rows.where(kind == INSERT).select(*inserted, F.lit(None).alias(RID))
+                )
+            if written:
+                files = write_data(
+                    warehouse,
+                    functools.reduce(DataFrame.unionByName, written),
+                    schema=schema,
+                    table=name,
+                    directory=warehouse.data_dir(ctx.statement_id),
+                    row_id=RID,
+                    partitions=partitions_for(by_kind[UPDATE] + by_kind[INSERT]),
+                )
     return commit_one(
         ctx,
         target,
@@ -198,7 +191,28 @@ def merge(
         added=tuple(files),
         removed_paths=removed,
         deletes=deletes,
-        rows_inserted=by_kind.get(INSERT, 0),
-        rows_updated=by_kind.get(UPDATE, 0),
-        rows_deleted=by_kind.get(DELETE, 0),
+        rows_inserted=by_kind[INSERT],
+        rows_updated=by_kind[UPDATE],
+        rows_deleted=by_kind[DELETE],
     )
+
+
+def _updated(clauses: list[Clause], schema: TableSchema) -> list[SparkColumn]:
+    """The new values of updated rows: what the row's clause assigned, else the old value."""
+    columns = []
+    for column in schema.columns:
+        keeps = [
+            f"{c.kind}{i}"
+            for i, c in enumerate(clauses)
+            if c.kind == UPDATE and column.column_id not in c.values
+        ]
+        if len(keeps) == sum(c.kind == UPDATE for c in clauses):
+            value = F.col(f"`{column.name}`")
+        elif keeps:
+            value = F.when(F.col(ACTION).isin(*keeps), F.col(f"`{column.name}`")).otherwise(
+                F.col(new(column.physical))
+            )
+        else:
+            value = F.col(new(column.physical))
+        columns.append(value.alias(column.name))
+    return columns

@@ -5,18 +5,12 @@ Updated rows keep their identity (materialized in ``_cl_row_id``), so changes pa
 
 from __future__ import annotations
 
-from pyspark import StorageLevel
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.dml.common import (
-    Target,
-    commit_one,
-    deleted_columns,
-    image_projection,
-    record_deletes,
-    remove_all_rows,
-)
+from changelake.dml.common import Target, commit_one, record_deletes, remove_all_rows
+from changelake.dml.matches import find_matches, full_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
@@ -72,18 +66,21 @@ def delete(
     target, placeholder, alias = _bind_target(binder, table, condition)
     select = _from_clause(placeholder, alias, using)
     select = select.select(
-        exp.column(FILE, table=alias),
-        exp.column(POS, table=alias),
-        *image_projection(target, alias),
-        append=False,
-    ).distinct()
+        exp.column(FILE, table=alias), exp.column(POS, table=alias), append=False
+    )
+    if using:  # a target row may match several source rows; it is deleted once
+        select = select.distinct()
     if condition is not None:
         select = select.where(binder.bind(condition.copy()))
     select = binder.bind(select)
-    positions = binder.run(select)
-    removed, deletes, count = record_deletes(
-        warehouse, target, positions, statement_id=ctx.statement_id, what="DELETE"
-    )
+    found = binder.run(select)
+    with find_matches(found, target=target, operation="DELETE", joined=False) as matches:
+        deleted = matches.rows
+        if matches.matched and target.info.before_images():
+            deleted = full_rows(spark, warehouse, target, matches)
+        removed, deletes, count = record_deletes(
+            warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
+        )
     return commit_one(
         ctx,
         target,
@@ -121,45 +118,39 @@ def update(
         if column.column_id in values:
             raise InvalidStatementError(f"UPDATE {name} sets column {column.name} more than once.")
         values[column.column_id] = binder.bind(assignment.expression.copy())
-    projection = [
-        exp.alias_(
-            values.get(c.column_id) or exp.column(c.name, table=alias, quoted=True),
-            c.name,
-            quoted=True,
-        )
-        for c in schema.columns
-    ]
-    projection += [exp.column(h, table=alias) for h in (FILE, POS, RID)]
-    projection += [p for p in image_projection(target, alias) if p.alias_or_name != RID]
+    assigned = [c for c in schema.columns if c.column_id in values]
+    projection = [exp.column(FILE, table=alias), exp.column(POS, table=alias)]
+    projection += [exp.alias_(values[c.column_id], new(c.physical)) for c in assigned]
     select = _from_clause(placeholder, alias, [source] if source is not None else [])
     select = select.select(*projection, append=False)
     if condition is not None:
         select = select.where(binder.bind(condition.copy()))
     select = binder.bind(select)
-    # The matched rows feed two writes (DV positions, new values): persisting them scans the
-    # table once, not twice, and both writes see the same rows.
-    matched = binder.run(select).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        removed, deletes, count = record_deletes(
-            warehouse,
-            target,
-            matched.select(*deleted_columns(target)),
-            statement_id=ctx.statement_id,
-            what="UPDATE",
-        )
-        files = []
-        if count:
-            files = write_data(
-                warehouse,
-                matched,
-                schema=schema,
-                table=name,
-                directory=warehouse.data_dir(ctx.statement_id),
-                row_id=RID,
-                partitions=partitions_for(count),
-            )
-    finally:
-        matched.unpersist()
+    removed, deletes, count, files = (), (), 0, []
+    found = binder.run(select)
+    with find_matches(
+        found, target=target, operation="UPDATE", joined=source is not None
+    ) as matches:
+        # The matched rows feed two writes (DV with before-images, new rows): persisted, the
+        # matched files are read once and both writes see the same rows.
+        with persisted(full_rows(spark, warehouse, target, matches)) as rows:
+            if matches.matched:
+                removed, deletes, count = record_deletes(
+                    warehouse, target, rows, counts=matches.per_file, statement_id=ctx.statement_id
+                )
+                changed = [
+                    F.col(new(c.physical) if c.column_id in values else f"`{c.name}`").alias(c.name)
+                    for c in schema.columns
+                ]
+                files = write_data(
+                    warehouse,
+                    rows.select(*changed, RID),
+                    schema=schema,
+                    table=name,
+                    directory=warehouse.data_dir(ctx.statement_id),
+                    row_id=RID,
+                    partitions=partitions_for(count),
+                )
     return commit_one(
         ctx,
         target,

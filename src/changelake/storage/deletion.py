@@ -87,11 +87,6 @@ def positions(
     return spark.createDataFrame(found, schema)
 
 
-def old(physical: str) -> str:
-    """The column a write statement names the old value of physical column ``physical``."""
-    return f"_cl_old_{physical}"
-
-
 def image_schema(physical: StructType) -> StructType:
     """The schema of a DV file with before-images of rows whose data files have ``physical``."""
     return StructType(list(POSITIONS.fields) + list(physical.fields))

@@ -6,20 +6,19 @@ row fails the job before anything is committed; the error is translated for the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TypeVar
 
-from pyspark import StorageLevel
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from changelake.catalog.model import DataFile, NewDeletes
-from changelake.errors import DuplicateTargetRowError, TypeMismatchError
+from changelake.errors import TypeMismatchError
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
-from changelake.storage.deletion import DV_FILE, DV_POS, old
+from changelake.storage.deletion import DV_FILE, DV_POS
 from changelake.storage.footers import describe_files
 from changelake.storage.snapshot import FILE, POS, RID, VER, spark_type
 from changelake.storage.spark_errors import current_statement, not_null_marker, spark_errors
@@ -131,49 +130,30 @@ def write_deletes(
     warehouse: Warehouse,
     deleted: DataFrame,
     *,
+    counts: Mapping[str, int],
     directory: str,
     table: str,
-    operation: str,
     images: TableSchema | None,
 ) -> dict[str, NewDeletes]:
     """Write the deleted (``_cl_file``, ``_cl_pos``) pairs of ``deleted`` as one DV file; with
     ``images`` (the table's schema), each beside the row's before-image: ``deleted`` then also
-    has the old values (``deletion.old(physical)``) and ``_cl_rid`` / ``_cl_ver``.
+    has the old values under the columns' names and ``_cl_rid`` / ``_cl_ver``.
 
-    Returns, per data file name, the deletes recorded for it. Raises DuplicateTargetRowError if
-    a position appears twice (``operation`` on ``table`` matched a target row more than once).
+    ``counts`` (deleted rows per data file name, counted by the caller) is what is returned, as
+    the deletes recorded per data file name.
     """
+    if not counts:
+        return {}
     columns = [F.col(FILE).alias(DV_FILE), F.col(POS).alias(DV_POS)]
     if images is not None:
-        columns += [F.col(old(c.physical)).cast(c.type).alias(c.physical) for c in images.columns]
+        columns += [F.col(f"`{c.name}`").cast(c.type).alias(c.physical) for c in images.columns]
         columns += [F.col(RID).alias(ROW_ID), F.col(VER).alias(ROW_VERSION)]
-    # Counted before writing, from one materialization: a duplicate fails before any file exists,
-    # and the file is written from memory in one task, without a shuffle.
-    dv = deleted.select(*columns).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        counts = run_checked(
-            lambda: (
-                dv.groupBy(DV_FILE)
-                .agg(F.count("*").alias("n"), F.countDistinct(DV_POS).alias("d"))
-                .collect()
-            ),
-            table=table,
-        )
-        if not counts:
-            return {}
-        if any(r["n"] != r["d"] for r in counts):
-            raise DuplicateTargetRowError(
-                f"{operation} on {table}: a target row matched more than one source row, so the"
-                " result would depend on row order. Make the join condition match at most one"
-                " source row per target row (e.g. deduplicate the source)."
-            )
-        run_checked(
-            lambda: dv.coalesce(1).write.mode("append").parquet(warehouse.uri(directory)),
-            table=table,
-        )
-    finally:
-        dv.unpersist()
+    # One file, through a shuffle of the (few) deleted rows, so the read that finds them (or
+    # materializes them, when ``deleted`` is persisted but not yet computed) stays parallel.
+    dv = deleted.select(*columns).repartition(1)
+    run_checked(lambda: dv.write.mode("append").parquet(warehouse.uri(directory)), table=table)
     (dv_file,) = describe_files(warehouse, directory)
     return {
-        r[DV_FILE]: NewDeletes(file_path="", dv_path=dv_file.path, row_count=r["n"]) for r in counts
+        name: NewDeletes(file_path="", dv_path=dv_file.path, row_count=n)
+        for name, n in counts.items()
     }

@@ -1,0 +1,111 @@
+"""Row-level writes in two phases.
+
+Phase 1 runs the statement's query over the target reading only the columns its conditions and
+new values need (Spark prunes the rest), and keeps the matched target positions (``_cl_file``,
+``_cl_pos``) with what the statement computed for them: small, persisted, counted per file in one
+Spark job. Phase 2 reads full rows (old values, identity) only of the files that have a match,
+once, joined to the matched positions by one broadcast join. A statement thus runs a constant
+number of Spark jobs, and files without a match are never read whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pyspark import StorageLevel
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from changelake.dml.common import Target
+from changelake.errors import DuplicateTargetRowError
+from changelake.storage.snapshot import FILE, POS, file_name, read_state
+from changelake.storage.warehouse import Warehouse
+from changelake.storage.writer import run_checked
+
+# Past this many matched positions phase 2 joins by shuffle instead of broadcasting them.
+BROADCAST_MATCHES = 1_000_000
+
+
+def new(physical: str) -> str:
+    """The column phase 1 names the new value of physical column ``physical``."""
+    return f"_cl_new_{physical}"
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Phase 1's result: ``rows`` (persisted) and its counts.
+
+    ``per_file`` counts matched target rows per data file name; ``per_kind`` counts rows per value
+    of the statement's kind column (MERGE actions), when it has one.
+    """
+
+    rows: DataFrame
+    per_file: dict[str, int]
+    per_kind: dict[str, int]
+
+    @property
+    def matched(self) -> int:
+        return sum(self.per_file.values())
+
+
+@contextmanager
+def persisted(df: DataFrame) -> Iterator[DataFrame]:
+    """``df`` persisted (lazily, at its first action) for the ``with`` block."""
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield df
+    finally:
+        df.unpersist()
+
+
+@contextmanager
+def find_matches(
+    found: DataFrame,
+    *,
+    target: Target,
+    operation: str,
+    kind: SparkColumn | None = None,
+    kinds: Sequence[str] = (),
+    joined: bool = True,
+) -> Iterator[Matches]:
+    """Phase 1: persist ``found`` (the statement's query: ``_cl_file``/``_cl_pos`` of matched
+    target rows, NULL for rows that match none, plus computed columns) and count it per file and
+    per ``kind`` in one query; unpersisted on exit.
+
+    If the statement ``joined`` source rows to the target, raises DuplicateTargetRowError when a
+    target position appears twice (a target row matched more than one source row); a scan of the
+    target alone yields each position once, and skips that check.
+    """
+    with persisted(found) as rows:
+        by_kind = [F.count(F.when(kind == k, 1)).alias(f"_k{i}") for i, k in enumerate(kinds)]
+        distinct = [F.countDistinct(POS).alias("_d")] if joined else []
+        counts = run_checked(
+            lambda: rows.groupBy(FILE).agg(F.count("*").alias("_n"), *distinct, *by_kind).collect(),
+            table=target.info.name,
+        )
+        per_file = {r[FILE]: r["_n"] for r in counts if r[FILE] is not None}
+        if joined and any(r["_n"] != r["_d"] for r in counts if r[FILE] is not None):
+            raise DuplicateTargetRowError(
+                f"{operation} on {target.info.name}: a target row matched more than one source"
+                " row, so the result would depend on row order. Make the join condition match at"
+                " most one source row per target row (e.g. deduplicate the source)."
+            )
+        per_kind = {k: sum(r[f"_k{i}"] for r in counts) for i, k in enumerate(kinds)}
+        yield Matches(rows, per_file, per_kind)
+
+
+def full_rows(
+    spark: SparkSession, warehouse: Warehouse, target: Target, matches: Matches
+) -> DataFrame:
+    """Phase 2: the target's rows at the matched positions, with every column (logical names:
+    the old values), ``_cl_rid`` / ``_cl_ver``, and the columns of ``matches.rows``. Reads only
+    the files that have a match, in one scan."""
+    files = [f for f in target.state.files if file_name(f.file.path) in matches.per_file]
+    rows = read_state(spark, warehouse, target.state.with_files(files), identity=True)
+    found = matches.rows.where(F.col(FILE).isNotNull())
+    if matches.matched <= BROADCAST_MATCHES:
+        found = F.broadcast(found)
+    return rows.join(found, [FILE, POS])
