@@ -8,9 +8,11 @@ import os
 import pyarrow.parquet as pq
 import pytest
 from conftest import rows, state_of
+from pyspark.sql import functions as F
 
 from changelake.dml.common import Target
 from changelake.dml.matches import Matches, full_rows
+from changelake.storage.deletion import KEY, address_key
 from changelake.storage.snapshot import FILE, POS
 
 
@@ -38,6 +40,7 @@ def test_phase_two_reads_only_the_files_that_have_a_match(session):
     chosen = state.files[2].file.path
     name = os.path.basename(chosen)
     found = session.spark.createDataFrame([(name, 3), (name, 7)], f"{FILE} string, {POS} bigint")
+    found = found.withColumn(KEY, address_key(F.lit(state.files[2].file.size_bytes), F.col(POS)))
     matches = Matches(rows=found, per_file={name: 2}, per_kind={})
 
     df = full_rows(session.spark, session.warehouse, Target(info, state), matches)

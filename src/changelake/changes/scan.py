@@ -22,7 +22,7 @@ from changelake.schema import ROW_ID as ROW_ID_COLUMN
 from changelake.schema import TableSchema
 from changelake.storage.deletion import (
     DV_FILE,
-    DV_POS,
+    KEY,
     TAG,
     has_images,
     image_schema,
@@ -32,11 +32,10 @@ from changelake.storage.deletion import (
 from changelake.storage.local import local_dataframe
 from changelake.storage.snapshot import (
     FILE,
-    POS,
     RID,
-    file_name,
     logical_schema,
     physical_schema,
+    same_address,
     scan_files,
     with_identity,
     without_positions,
@@ -76,8 +75,9 @@ def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRow
     if part.inserted_only:
         df = df.where(F.col(ROW_ID_COLUMN).isNull())
     if part.minus_dvs:
+        files = {f.path: f for f in part.files}
         df = without_positions(
-            df, positions(spark, wh, [(dv, data, None) for dv, data in part.minus_dvs])
+            df, positions(spark, wh, [(dv, files[data], None) for dv, data in part.minus_dvs])
         )
     df = with_identity(spark, df, part.files, tags=part.tags)
     return df.select(*_columns(schema, F.col("_i_tag")))
@@ -88,7 +88,8 @@ def _deleted(
 ) -> DataFrame:
     """The deleted rows: from the before-images of the DV files that carry them (no data file
     read), else from one scan of the data files joined with the positions."""
-    parts = [(dv, data, v) for v, dv, data in part.dvs]
+    by_path = {f.path: f for f in part.files}
+    parts = [(dv, by_path[data], v) for v, dv, data in part.dvs]
     imaged = [p for p in parts if has_images(wh, p[0])]
     plain = [p for p in parts if not has_images(wh, p[0])]
     physical = physical_schema(schema)
@@ -97,11 +98,10 @@ def _deleted(
         images = read_registered(spark, wh, image_schema(physical), imaged)
         frames.append(images.select(*_columns(schema, F.col(TAG), rid=F.col(ROW_ID_COLUMN))))
     if plain:
-        names = {file_name(data) for _, data, _ in plain}
-        files = [f for f in part.files if file_name(f.path) in names]
+        files = list({data.path: data for _, data, _ in plain}.values())
         df = scan_files(spark, wh, physical, files, positions=True)
         dv = positions(spark, wh, plain, tagged=True)
-        cond = (df[FILE] == dv[DV_FILE]) & (df[POS] == dv[DV_POS])
+        cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
         df = with_identity(spark, df.join(F.broadcast(dv), cond, "inner"), files)
         frames.append(df.select(*_columns(schema, F.col(TAG))))
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])

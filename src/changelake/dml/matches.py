@@ -18,10 +18,22 @@ from pyspark import StorageLevel
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from sqlglot import exp
 
 from changelake.dml.common import Target
 from changelake.errors import DuplicateTargetRowError
-from changelake.storage.snapshot import FILE, POS, file_name, read_state
+from changelake.storage.deletion import KEY
+from changelake.storage.snapshot import (
+    ADDRESS,
+    FILE,
+    IDENTITY,
+    POS,
+    file_name,
+    physical_schema,
+    same_address,
+    scan_files,
+    with_identity,
+)
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import run_checked
 
@@ -97,15 +109,32 @@ def find_matches(
         yield Matches(rows, per_file, per_kind)
 
 
+def address(alias: str) -> list[exp.Column]:
+    """The target's address columns, which phase 1 selects for each matched row."""
+    return [exp.column(c, table=alias) for c in ADDRESS]
+
+
 def full_rows(
     spark: SparkSession, warehouse: Warehouse, target: Target, matches: Matches
 ) -> DataFrame:
     """Phase 2: the target's rows at the matched positions, with every column (logical names:
-    the old values), ``_cl_rid`` / ``_cl_ver``, and the columns of ``matches.rows``. Reads only
-    the files that have a match, in one scan."""
-    files = [f for f in target.state.files if file_name(f.file.path) in matches.per_file]
-    rows = read_state(spark, warehouse, target.state.with_files(files), identity=True)
+    the old values), ``_cl_rid`` / ``_cl_ver``, and the columns of ``matches.rows``.
+
+    Reads only the files that have a match, in one scan, and keeps the matched rows by one join
+    on their address before anything else: deletion vectors need not be applied (phase 1 matched
+    live rows only) and identity is looked up for the matched rows alone."""
+    files = [f.file for f in target.state.files if file_name(f.file.path) in matches.per_file]
+    schema = target.state.schema
+    scanned = scan_files(spark, warehouse, physical_schema(schema), files, positions=True)
+    computed = [c for c in matches.rows.columns if c not in ADDRESS]
     found = matches.rows.where(F.col(FILE).isNotNull())
+    found = found.select(*[F.col(c).alias(f"_m{c}") for c in ADDRESS], *computed)
     if matches.matched <= BROADCAST_MATCHES:
         found = F.broadcast(found)
-    return rows.join(found, [FILE, POS])
+    cond = same_address(scanned[KEY], scanned[FILE], found[f"_m{KEY}"], found[f"_m{FILE}"])
+    rows = with_identity(spark, scanned.join(found, cond), files)
+    return rows.select(
+        *[F.col(c.physical).alias(c.name) for c in schema.columns],
+        *[F.col(c) for c in (*ADDRESS, *IDENTITY)],
+        *computed,
+    )

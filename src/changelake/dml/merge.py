@@ -16,12 +16,12 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.dml.common import Target, commit_one, record_deletes
-from changelake.dml.matches import find_matches, full_rows, new, persisted
+from changelake.dml.matches import address, find_matches, full_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
 from changelake.schema import TableSchema
-from changelake.storage.snapshot import FILE, POS, RID
+from changelake.storage.snapshot import POS, RID
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, write_data
 from changelake.txn.context import StatementContext
@@ -138,8 +138,7 @@ def merge(
     # name, which phase 2 reads from the matched rows.
     projection = [
         exp.alias_(action, ACTION),
-        exp.column(FILE, table=alias),
-        exp.column(POS, table=alias),
+        *address(alias),
     ]
     for column in schema.columns:
         ifs = [

@@ -10,13 +10,13 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.dml.common import Target, commit_one, record_deletes, remove_all_rows
-from changelake.dml.matches import find_matches, full_rows, new, persisted
+from changelake.dml.matches import address, find_matches, full_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
 from changelake.plan.pushdown import conjuncts_for
 from changelake.storage.pruning import prune
-from changelake.storage.snapshot import FILE, POS, RID
+from changelake.storage.snapshot import RID
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, write_data
 from changelake.txn.context import StatementContext
@@ -65,9 +65,7 @@ def delete(
     binder = Binder(ctx, spark, warehouse)
     target, placeholder, alias = _bind_target(binder, table, condition)
     select = _from_clause(placeholder, alias, using)
-    select = select.select(
-        exp.column(FILE, table=alias), exp.column(POS, table=alias), append=False
-    )
+    select = select.select(*address(alias), append=False)
     if using:  # a target row may match several source rows; it is deleted once
         select = select.distinct()
     if condition is not None:
@@ -119,7 +117,7 @@ def update(
             raise InvalidStatementError(f"UPDATE {name} sets column {column.name} more than once.")
         values[column.column_id] = binder.bind(assignment.expression.copy())
     assigned = [c for c in schema.columns if c.column_id in values]
-    projection = [exp.column(FILE, table=alias), exp.column(POS, table=alias)]
+    projection: list[exp.Expression] = address(alias)
     projection += [exp.alias_(values[c.column_id], new(c.physical)) for c in assigned]
     select = _from_clause(placeholder, alias, [source] if source is not None else [])
     select = select.select(*projection, append=False)

@@ -156,8 +156,8 @@ class Binder:
         return read_state(self.spark, self.warehouse, state)
 
     def target(self, state: TableState, label: str) -> str:
-        """Bind ``state`` of a write statement's target with its hidden identity columns."""
-        df = read_state(self.spark, self.warehouse, state, identity=True)
+        """Bind ``state`` of a write statement's target with its hidden address columns."""
+        df = read_state(self.spark, self.warehouse, state, address=True)
         return self.bind_dataframe(df, label)
 
     def _replace(self, table: exp.Table, df: DataFrame, alias: str, *, label: str) -> None:

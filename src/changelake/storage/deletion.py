@@ -20,24 +20,27 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+from changelake.catalog.model import DataFile
 from changelake.schema import ROW_ID
 from changelake.storage.local import local_dataframe
 from changelake.storage.warehouse import Warehouse
 
 DV_FILE = "file_name"
 DV_POS = "pos"
+KEY = "_cl_key"
 TAG = "_cl_tag"
 DRIVER_POSITIONS = 2_000_000  # ~50 MB of (name, position) pairs in the driver at most
 POSITIONS = StructType([StructField(DV_FILE, StringType()), StructField(DV_POS, LongType())])
 
-_ARROW = {DV_FILE: pa.string(), DV_POS: pa.int64(), TAG: pa.int64()}
+_ARROW = {DV_FILE: pa.string(), DV_POS: pa.int64(), KEY: pa.int64(), TAG: pa.int64()}
 
-# A registered DV part: (DV path, data file path, tag); the tag labels its rows (a version).
-Part = tuple[str, str, int | None]
+# A registered DV part: (DV path, data file, tag); the tag labels its rows (a version).
+Part = tuple[str, DataFile, int | None]
 
 
 def _name(path: str) -> str:
@@ -60,24 +63,41 @@ def _rows(warehouse: Warehouse, dv_paths: Sequence[str]) -> int:
     return sum(_footer(warehouse, p)[1] for p in dv_paths)
 
 
+def address_key(size: SparkColumn, pos: SparkColumn) -> SparkColumn:
+    """A row's address as one long: its data file's size (low 32 bits) above its position.
+
+    Rows of two files share a key only if the files' sizes agree in their low 32 bits, so joins
+    on it also compare file names (see ``snapshot.same_address``)."""
+    return F.shiftleft(size.cast("bigint"), 32).bitwiseOR(pos)
+
+
 def positions(
     spark: SparkSession, warehouse: Warehouse, parts: Sequence[Part], *, tagged: bool = False
 ) -> DataFrame:
-    """The deleted (``file_name``, ``pos``) pairs the registered ``parts`` record, with
-    ``_cl_tag`` if ``tagged``. A DV file may hold positions of several data files (some removed
-    outright by its statement): only the registered (DV, data file) pairs count."""
+    """The deleted (``file_name``, ``pos``, ``_cl_key``) addresses the registered ``parts``
+    record, with ``_cl_tag`` if ``tagged``. A DV file may hold positions of several data files
+    (some removed outright by its statement): only the registered (DV, data file) pairs count."""
     dv_paths = sorted({dv for dv, _, _ in parts})
     if _rows(warehouse, dv_paths) > DRIVER_POSITIONS:
         return _distributed(spark, warehouse, parts, tagged=tagged)
-    schema = StructType([*POSITIONS.fields, StructField(TAG, LongType())]) if tagged else POSITIONS
+    schema = StructType(
+        [*POSITIONS.fields, StructField(KEY, LongType())]
+        + ([StructField(TAG, LongType())] if tagged else [])
+    )
     arrow = pa.schema([(f.name, _ARROW[f.name]) for f in schema])
     tables = []
     for dv in dv_paths:
         table = pq.read_table(
             warehouse.fs_path(dv), columns=[DV_FILE, DV_POS], filesystem=warehouse.fs
         )
-        for data_name, tag in [(_name(data), tag) for p, data, tag in parts if p == dv]:
-            rows = table.filter(pc.equal(table[DV_FILE], data_name))
+        for data, tag in [(data, tag) for p, data, tag in parts if p == dv]:
+            rows = table.filter(pc.equal(table[DV_FILE], _name(data.path)))
+            shifted = (data.size_bytes & 0xFFFFFFFF) << 32
+            if shifted >= 2**63:
+                shifted -= 2**64
+            rows = rows.append_column(
+                KEY, pc.bit_wise_or(rows[DV_POS], pa.scalar(shifted, pa.int64()))
+            )
             if tagged:
                 rows = rows.append_column(TAG, pa.array([tag] * rows.num_rows, pa.int64()))
             tables.append(rows.cast(arrow))
@@ -94,11 +114,11 @@ def image_schema(physical: StructType) -> StructType:
 
 def registered(spark: SparkSession, parts: Sequence[Part]) -> DataFrame:
     """The registered pairs as a local relation: ``_d_dv`` (DV file name), ``file_name``,
-    ``_cl_tag``."""
+    ``_d_size`` (the data file's size), ``_cl_tag``."""
     return local_dataframe(
         spark,
-        sorted({(_name(dv), _name(data), tag) for dv, data, tag in parts}),
-        [("_d_dv", "string"), (DV_FILE, "string"), (TAG, "bigint")],
+        sorted({(_name(dv), _name(data.path), data.size_bytes, tag) for dv, data, tag in parts}),
+        [("_d_dv", "string"), (DV_FILE, "string"), ("_d_size", "bigint"), (TAG, "bigint")],
     )
 
 
@@ -106,7 +126,7 @@ def read_registered(
     spark: SparkSession, warehouse: Warehouse, schema: StructType, parts: Sequence[Part]
 ) -> DataFrame:
     """The rows (``schema``: DV columns) of the DV files of ``parts`` that belong to a registered
-    pair, with ``_cl_tag``: one scan of all the DV files, one broadcast join."""
+    pair, with ``_d_size`` and ``_cl_tag``: one scan of all the DV files, one broadcast join."""
     df = spark.read.schema(schema).parquet(*sorted({warehouse.uri(dv) for dv, _, _ in parts}))
     df = df.select("*", F.col("_metadata.file_name").alias("_d_dv"))
     return df.join(F.broadcast(registered(spark, parts)), ["_d_dv", DV_FILE]).drop("_d_dv")
@@ -116,4 +136,5 @@ def _distributed(
     spark: SparkSession, warehouse: Warehouse, parts: Sequence[Part], *, tagged: bool
 ) -> DataFrame:
     df = read_registered(spark, warehouse, POSITIONS, parts)
-    return df.select(DV_FILE, DV_POS, *([TAG] if tagged else []))
+    key = address_key(F.col("_d_size"), F.col(DV_POS)).alias(KEY)
+    return df.select(DV_FILE, DV_POS, key, *([TAG] if tagged else []))

@@ -2,7 +2,13 @@
 
 Hidden columns, present only when asked for:
 ``_cl_file`` / ``_cl_pos`` (the row's file name and position: what a deletion vector records),
+``_cl_key`` (the same address as one long, which joins hash cheaply),
 ``_cl_rid`` (stable row identity) and ``_cl_ver`` (version that last changed the row).
+
+Joins on a row's address or on its file key on longs, not on file names: Spark hashes a long per
+row several times faster than a string. The long stands in for the file name by the file's size
+(which Spark reads from the file listing for free), so where two files share a size the join
+also compares names, but only for the rows whose key matched.
 """
 
 from __future__ import annotations
@@ -10,13 +16,14 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 
+from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
-from changelake.storage.deletion import DV_FILE, DV_POS, positions
+from changelake.storage.deletion import DV_FILE, KEY, address_key, positions
 from changelake.storage.local import local_dataframe
 from changelake.storage.spark_private import parse_type
 from changelake.storage.warehouse import Warehouse
@@ -24,9 +31,11 @@ from changelake.txn.snapshot import TableState
 
 FILE = "_cl_file"
 POS = "_cl_pos"
+SIZE = "_cl_size"
 RID = "_cl_rid"
 VER = "_cl_ver"
-HIDDEN = (FILE, POS, RID, VER)
+ADDRESS = (FILE, POS, KEY)
+IDENTITY = (RID, VER)
 
 
 def spark_type(type_name: str) -> DataType:
@@ -54,28 +63,25 @@ def read_state(
     state: TableState,
     *,
     identity: bool = False,
+    address: bool = False,
 ) -> DataFrame:
-    """The live rows of ``state`` with logical column names (and hidden columns if ``identity``)."""
+    """The live rows of ``state`` with logical column names, plus the hidden address columns if
+    ``address`` and the address and identity columns if ``identity``."""
     physical = physical_schema(state.schema)
     logical = [F.col(c.physical).alias(c.name) for c in state.schema.columns]
-    hidden = [F.col(h) for h in HIDDEN] if identity else []
+    hidden = [F.col(h) for h in (*ADDRESS, *IDENTITY) if identity or (address and h in ADDRESS)]
     if not state.files:
         empty = StructType(
             list(physical.fields)
-            + [
-                StructField(FILE, StringType()),
-                StructField(POS, LongType()),
-                StructField("_b", LongType()),
-            ]
+            + [StructField(FILE, StringType())]
+            + [StructField(h, LongType()) for h in (POS, KEY, *IDENTITY)]
         )
-        df = spark.createDataFrame([], empty)
-        df = df.withColumn(RID, F.lit(None).cast("bigint")).withColumn(
-            VER, F.lit(None).cast("bigint")
-        )
-        return df.select(*logical, *hidden)
+        return spark.createDataFrame([], empty).select(*logical, *hidden)
 
-    parts = [(dv, f.file.path, None) for f in state.files for dv in f.dv_paths]
-    df = scan_files(spark, warehouse, physical, state.files, positions=identity or bool(parts))
+    parts = [(dv, f.file, None) for f in state.files for dv in f.dv_paths]
+    df = scan_files(
+        spark, warehouse, physical, state.files, positions=identity or address or bool(parts)
+    )
     if parts:
         df = without_positions(df, positions(spark, warehouse, parts))
     if identity:
@@ -83,10 +89,19 @@ def read_state(
     return df.select(*logical, *hidden)
 
 
+def same_address(
+    key: SparkColumn, file: SparkColumn, other_key: SparkColumn, other_file: SparkColumn
+) -> SparkColumn:
+    """A join condition: equal address keys, and the same file name. The names are compared by
+    two inequalities, not an equality, so that Spark keeps them out of the hashed join key and
+    compares them only for rows whose keys matched."""
+    return (key == other_key) & (file >= other_file) & (file <= other_file)
+
+
 def without_positions(df: DataFrame, dv: DataFrame) -> DataFrame:
-    """Rows of ``df`` (with ``_cl_file``/``_cl_pos``) whose position is not in ``dv``: one
-    broadcast anti-join on the row's physical address."""
-    cond = (df[FILE] == dv[DV_FILE]) & (df[POS] == dv[DV_POS])
+    """Rows of ``df`` (with the address columns) whose position is not in ``dv``: one broadcast
+    anti-join on the row's address."""
+    cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
     return df.join(F.broadcast(dv), cond, "left_anti")
 
 
@@ -106,12 +121,14 @@ def scan_files(
             "*",
             F.col("_metadata.file_name").alias(FILE),
             F.col("_metadata.row_index").alias(POS),
+            F.col("_metadata.file_size").alias(SIZE),
         )
-    else:
-        df = df.select(
-            "*", F.lit(None).cast("string").alias(FILE), F.lit(None).cast("bigint").alias(POS)
-        )
-    return df
+        return df.withColumn(KEY, address_key(F.col(SIZE), F.col(POS)))
+    return df.select(
+        "*",
+        *[F.lit(None).cast(t).alias(c) for c, t in ((FILE, "string"), (POS, "bigint"))],
+        *[F.lit(None).cast("bigint").alias(c) for c in (SIZE, KEY)],
+    )
 
 
 def with_identity(
@@ -121,23 +138,28 @@ def with_identity(
     *,
     tags: Sequence[int] | None = None,
 ) -> DataFrame:
-    """Add ``_cl_rid`` and ``_cl_ver`` to rows of ``files`` (which carry ``_cl_file``/``_cl_pos``),
-    and ``_i_tag`` (one value per file) when ``tags`` are given."""
+    """Add ``_cl_rid`` and ``_cl_ver`` to rows of ``files`` (which carry the address columns and
+    ``_cl_size``), and ``_i_tag`` (one value per file) when ``tags`` are given: one broadcast
+    join, on the file's size where the files' sizes differ (a long), else on its name."""
     tag_values = list(tags) if tags is not None else [None] * len(files)
     info = local_dataframe(
         spark,
         [
-            (file_name(f.path), f.base_row_id, f.begin_version, tag)
+            (file_name(f.path), f.size_bytes, f.base_row_id, f.begin_version, tag)
             for f, tag in zip(files, tag_values, strict=True)
         ],
         [
             ("_i_file", "string"),
+            ("_i_size", "bigint"),
             ("_i_base", "bigint"),
             ("_i_version", "bigint"),
             ("_i_tag", "bigint"),
         ],
     )
-    df = df.join(F.broadcast(info), df[FILE] == info["_i_file"])
+    if len({f.size_bytes for f in files}) == len(files):
+        df = df.join(F.broadcast(info), df[SIZE] == info["_i_size"])
+    else:
+        df = df.join(F.broadcast(info), df[FILE] == info["_i_file"])
     return df.withColumn(RID, F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS))).withColumn(
         VER, F.coalesce(F.col(ROW_VERSION), F.col("_i_version"))
     )
