@@ -156,10 +156,10 @@ def with_identity(
             ("_i_tag", "bigint"),
         ],
     )
-    if len({f.size_bytes for f in files}) == len(files):
-        df = df.join(F.broadcast(info), df[SIZE] == info["_i_size"])
-    else:
-        df = df.join(F.broadcast(info), df[FILE] == info["_i_file"])
+    df = df.join(
+        F.broadcast(info),
+        same_address(df[SIZE], df[FILE], info["_i_size"], info["_i_file"]),
+    )
     return df.withColumn(RID, F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS))).withColumn(
         VER, F.coalesce(F.col(ROW_VERSION), F.col("_i_version"))
     )
