@@ -79,7 +79,7 @@ def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRow
         df = without_positions(
             df, positions(spark, wh, [(dv, files[data], None) for dv, data in part.minus_dvs])
         )
-    df = with_identity(spark, df, part.files, tags=part.tags)
+    df = with_identity(df, part.files, tags=part.tags)
     return df.select(*_columns(schema, F.col("_i_tag")))
 
 
@@ -102,7 +102,7 @@ def _deleted(
         df = scan_files(spark, wh, physical, files, positions=True)
         dv = positions(spark, wh, plain, tagged=True)
         cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
-        df = with_identity(spark, df.join(F.broadcast(dv), cond, "inner"), files)
+        df = with_identity(df.join(F.broadcast(dv), cond, "inner"), files)
         frames.append(df.select(*_columns(schema, F.col(TAG))))
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 

@@ -132,7 +132,7 @@ def full_rows(
     if matches.matched <= BROADCAST_MATCHES:
         found = F.broadcast(found)
     cond = same_address(scanned[KEY], scanned[FILE], found[f"_m{KEY}"], found[f"_m{FILE}"])
-    rows = with_identity(spark, scanned.join(found, cond), files)
+    rows = with_identity(scanned.join(found, cond), files)
     return rows.select(
         *[F.col(c.physical).alias(c.name) for c in schema.columns],
         *[F.col(c) for c in (*ADDRESS, *IDENTITY)],

@@ -27,7 +27,7 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from changelake.catalog.model import DataFile
 from changelake.schema import ROW_ID
-from changelake.storage.local import local_dataframe
+from changelake.storage.local import lookup
 from changelake.storage.warehouse import Warehouse
 
 DV_FILE = "file_name"
@@ -112,24 +112,20 @@ def image_schema(physical: StructType) -> StructType:
     return StructType(list(POSITIONS.fields) + list(physical.fields))
 
 
-def registered(spark: SparkSession, parts: Sequence[Part]) -> DataFrame:
-    """The registered pairs as a local relation: ``_d_dv`` (DV file name), ``file_name``,
-    ``_d_size`` (the data file's size), ``_cl_tag``."""
-    return local_dataframe(
-        spark,
-        sorted({(_name(dv), _name(data.path), data.size_bytes, tag) for dv, data, tag in parts}),
-        [("_d_dv", "string"), (DV_FILE, "string"), ("_d_size", "bigint"), (TAG, "bigint")],
-    )
-
-
 def read_registered(
     spark: SparkSession, warehouse: Warehouse, schema: StructType, parts: Sequence[Part]
 ) -> DataFrame:
     """The rows (``schema``: DV columns) of the DV files of ``parts`` that belong to a registered
-    pair, with ``_d_size`` and ``_cl_tag``: one scan of all the DV files, one broadcast join."""
+    pair, with ``_d_size`` (the data file's size) and ``_cl_tag``: one scan of all the DV files."""
     df = spark.read.schema(schema).parquet(*sorted({warehouse.uri(dv) for dv, _, _ in parts}))
     df = df.select("*", F.col("_metadata.file_name").alias("_d_dv"))
-    return df.join(F.broadcast(registered(spark, parts)), ["_d_dv", DV_FILE]).drop("_d_dv")
+    pairs = sorted({(_name(data.path), _name(dv), data.size_bytes, tag) for dv, data, tag in parts})
+    return lookup(
+        df,
+        [(DV_FILE, "string"), ("_d_dv", "string")],
+        [("_d_size", "bigint"), (TAG, "bigint")],
+        pairs,
+    ).drop("_d_dv")
 
 
 def _distributed(

@@ -11,7 +11,11 @@ import decimal
 from collections.abc import Sequence
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+# Up to this many rows, a lookup is inlined as expressions rather than joined.
+INLINE_ROWS = 16
 
 
 def _literal(value: Any) -> str:
@@ -48,3 +52,38 @@ def local_dataframe(
         values = "(" + ", ".join("NULL" for _ in columns) + ")"
         where = " WHERE FALSE"
     return spark.sql(f"SELECT {projection} FROM VALUES {values} AS t({', '.join(names)}){where}")
+
+
+def lookup(
+    df: DataFrame,
+    keys: Sequence[tuple[str, str]],
+    values: Sequence[tuple[str, str]],
+    rows: Sequence[Sequence[Any]],
+) -> DataFrame:
+    """``df`` inner-joined with the small table ``rows`` on its ``keys`` columns, adding its
+    ``values`` columns; ``keys`` and ``values`` are [(name, Spark SQL type)], rows hold keys then
+    values, and at most one row matches a key.
+
+    Few rows become expressions (compare the keys in order, then pick each value from an array
+    literal), so no Spark job runs to broadcast them; more are one broadcast join on the first key,
+    the other keys compared only for rows whose first key matched. Put a cheap, selective key
+    (a long) first.
+    """
+    if len(rows) <= INLINE_ROWS:
+        ordinal = F.when(F.lit(False), F.lit(0))
+        for i, row in enumerate(rows):
+            match = F.lit(True)
+            for (name, _), key in zip(keys, row, strict=False):
+                match = match & (F.col(name) == F.lit(key))
+            ordinal = ordinal.when(match, F.lit(i + 1))
+        df = df.withColumn("_l_ordinal", ordinal).where(F.col("_l_ordinal").isNotNull())
+        for k, (name, type_) in enumerate(values):
+            picked = F.array(*[F.lit(row[len(keys) + k]).cast(type_) for row in rows])
+            df = df.withColumn(name, F.element_at(picked, F.col("_l_ordinal")))
+        return df.drop("_l_ordinal")
+    table = local_dataframe(df.sparkSession, rows, [(f"_l_{n}", t) for n, t in keys] + list(values))
+    first, *rest = [name for name, _ in keys]
+    cond: Column = df[first] == table[f"_l_{first}"]
+    for name in rest:
+        cond = cond & (df[name] >= table[f"_l_{name}"]) & (df[name] <= table[f"_l_{name}"])
+    return df.join(F.broadcast(table), cond).drop(*[f"_l_{n}" for n, _ in keys])

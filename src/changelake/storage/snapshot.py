@@ -24,7 +24,7 @@ from pyspark.sql.types import DataType, LongType, StringType, StructField, Struc
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
 from changelake.storage.deletion import DV_FILE, KEY, address_key, positions
-from changelake.storage.local import local_dataframe
+from changelake.storage.local import lookup
 from changelake.storage.spark_private import parse_type
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.snapshot import TableState
@@ -85,7 +85,7 @@ def read_state(
     if parts:
         df = without_positions(df, positions(spark, warehouse, parts))
     if identity:
-        df = with_identity(spark, df, [f.file for f in state.files])
+        df = with_identity(df, [f.file for f in state.files])
     return df.select(*logical, *hidden)
 
 
@@ -132,33 +132,20 @@ def scan_files(
 
 
 def with_identity(
-    spark: SparkSession,
-    df: DataFrame,
-    files: Sequence[DataFile],
-    *,
-    tags: Sequence[int] | None = None,
+    df: DataFrame, files: Sequence[DataFile], *, tags: Sequence[int] | None = None
 ) -> DataFrame:
     """Add ``_cl_rid`` and ``_cl_ver`` to rows of ``files`` (which carry the address columns and
-    ``_cl_size``), and ``_i_tag`` (one value per file) when ``tags`` are given: one broadcast
-    join, on the file's size where the files' sizes differ (a long), else on its name."""
+    ``_cl_size``), and ``_i_tag`` (one value per file) when ``tags`` are given. The row's file is
+    found by its size (a long) and, within a size, its name."""
     tag_values = list(tags) if tags is not None else [None] * len(files)
-    info = local_dataframe(
-        spark,
+    df = lookup(
+        df,
+        [(SIZE, "bigint"), (FILE, "string")],
+        [("_i_base", "bigint"), ("_i_version", "bigint"), ("_i_tag", "bigint")],
         [
-            (file_name(f.path), f.size_bytes, f.base_row_id, f.begin_version, tag)
+            (f.size_bytes, file_name(f.path), f.base_row_id, f.begin_version, tag)
             for f, tag in zip(files, tag_values, strict=True)
         ],
-        [
-            ("_i_file", "string"),
-            ("_i_size", "bigint"),
-            ("_i_base", "bigint"),
-            ("_i_version", "bigint"),
-            ("_i_tag", "bigint"),
-        ],
-    )
-    df = df.join(
-        F.broadcast(info),
-        same_address(df[SIZE], df[FILE], info["_i_size"], info["_i_file"]),
     )
     return df.withColumn(RID, F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS))).withColumn(
         VER, F.coalesce(F.col(ROW_VERSION), F.col("_i_version"))
