@@ -15,7 +15,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 # Up to this many rows, a lookup is inlined as expressions rather than joined.
-INLINE_ROWS = 16
+INLINE_ROWS = 8
 
 
 def _literal(value: Any) -> str:
