@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from changelake.dml.common import Target
 from changelake.dml.matches import Matches, full_rows
 from changelake.storage.deletion import KEY, address_key
+from changelake.storage.local import INLINE_ROWS
 from changelake.storage.snapshot import FILE, POS
 
 
@@ -58,15 +59,21 @@ def test_phase_two_reads_only_the_files_that_have_a_match(session):
     [
         "UPDATE {t} SET v = v + 100 WHERE id % 50 = 7",
         "DELETE FROM {t} WHERE id % 50 = 7",
-        "MERGE INTO {t} USING (SELECT id, 1 AS n FROM range(0, 1000, 50)) s ON {t}.id = s.id + 7"
+        "MERGE INTO {t} USING (SELECT id, 1 AS n FROM range(0, 5000, 50)) s ON {t}.id = s.id + 7"
         " WHEN MATCHED AND {t}.v = 7 THEN DELETE WHEN MATCHED THEN UPDATE SET v = s.n"
         " WHEN NOT MATCHED THEN INSERT (id, v) VALUES (s.id + 7, 0)",
     ],
     ids=["update", "delete", "merge"],
 )
-def test_spark_jobs_of_a_row_level_write_do_not_grow_with_files(session, statement):
-    _table_of_files(session, "few", 2)
-    _table_of_files(session, "many", 12)
+@pytest.mark.parametrize(
+    "files",
+    [(2, INLINE_ROWS), (INLINE_ROWS + 1, 2 * INLINE_ROWS + 4)],
+    ids=["per-file-lookups-inlined", "per-file-lookups-joined"],
+)
+def test_spark_jobs_of_a_row_level_write_do_not_grow_with_files(session, statement, files):
+    few_files, many_files = files
+    _table_of_files(session, "few", few_files)
+    _table_of_files(session, "many", many_files)
     few = _jobs(session.spark, lambda: session.sql(statement.format(t="few")))
     many = _jobs(session.spark, lambda: session.sql(statement.format(t="many")))
     assert few == many
