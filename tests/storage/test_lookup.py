@@ -31,7 +31,7 @@ def _run(spark, keys, wanted_rows, *, inline: bool, monkeypatch):
 @settings(max_examples=10, deadline=None)
 @given(
     rows=st.lists(st.sampled_from(FILES), min_size=0, max_size=12),
-    table=st.lists(st.sampled_from(FILES), min_size=1, max_size=7, unique=True),
+    table=st.lists(st.sampled_from(FILES), min_size=0, max_size=7, unique=True),
 )
 def test_inlined_lookup_equals_the_join_and_a_python_model(spark, rows, table):
     with pytest.MonkeyPatch.context() as mp:
@@ -49,3 +49,10 @@ def test_inlined_lookup_equals_the_join_and_a_python_model(spark, rows, table):
         if (size, name) in position
     )
     assert inlined == joined == model
+
+
+def test_an_empty_inlined_lookup_keeps_its_column_types(spark):
+    df = local_dataframe(spark, [(10, "f0")], [("size", "bigint"), ("name", "string")])
+    out = lookup(df, [("size", "bigint"), ("name", "string")], [("base", "bigint")], [])
+    assert out.count() == 0
+    assert out.schema["base"].dataType.simpleString() == "bigint"

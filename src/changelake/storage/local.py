@@ -79,7 +79,7 @@ def lookup(
         df = df.withColumn("_l_ordinal", ordinal).where(F.col("_l_ordinal").isNotNull())
         for k, (name, type_) in enumerate(values):
             picked = F.array(*[F.lit(row[len(keys) + k]).cast(type_) for row in rows])
-            df = df.withColumn(name, F.element_at(picked, F.col("_l_ordinal")))
+            df = df.withColumn(name, F.element_at(picked, F.col("_l_ordinal")).cast(type_))
         return df.drop("_l_ordinal")
     table = local_dataframe(df.sparkSession, rows, [(f"_l_{n}", t) for n, t in keys] + list(values))
     first, *rest = [name for name, _ in keys]
