@@ -54,6 +54,13 @@ def local_dataframe(
     return spark.sql(f"SELECT {projection} FROM VALUES {values} AS t({', '.join(names)}){where}")
 
 
+def equal_unhashed(a: Column, b: Column) -> Column:
+    """``a = b`` as two inequalities: Spark takes equalities in a join condition as hashed join
+    keys, but evaluates this only for rows whose other keys matched, so a cheap key (a long) can
+    be the hash key and an expensive one (a string) is compared only where needed."""
+    return (a >= b) & (a <= b)
+
+
 def lookup(
     df: DataFrame,
     keys: Sequence[tuple[str, str]],
@@ -85,5 +92,5 @@ def lookup(
     first, *rest = [name for name, _ in keys]
     cond: Column = df[first] == table[f"_l_{first}"]
     for name in rest:
-        cond = cond & (df[name] >= table[f"_l_{name}"]) & (df[name] <= table[f"_l_{name}"])
+        cond = cond & equal_unhashed(df[name], table[f"_l_{name}"])
     return df.join(F.broadcast(table), cond).drop(*[f"_l_{n}" for n, _ in keys])

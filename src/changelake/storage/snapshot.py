@@ -24,7 +24,7 @@ from pyspark.sql.types import DataType, LongType, StringType, StructField, Struc
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
 from changelake.storage.deletion import DV_FILE, KEY, address_key, positions
-from changelake.storage.local import lookup
+from changelake.storage.local import equal_unhashed, lookup
 from changelake.storage.spark_private import parse_type
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.snapshot import TableState
@@ -92,10 +92,9 @@ def read_state(
 def same_address(
     key: SparkColumn, file: SparkColumn, other_key: SparkColumn, other_file: SparkColumn
 ) -> SparkColumn:
-    """A join condition: equal address keys, and the same file name. The names are compared by
-    two inequalities, not an equality, so that Spark keeps them out of the hashed join key and
-    compares them only for rows whose keys matched."""
-    return (key == other_key) & (file >= other_file) & (file <= other_file)
+    """A join condition: equal address keys (the hashed join key), and the same file name,
+    compared only for rows whose keys matched."""
+    return (key == other_key) & equal_unhashed(file, other_file)
 
 
 def without_positions(df: DataFrame, dv: DataFrame) -> DataFrame:
@@ -113,7 +112,8 @@ def scan_files(
     *,
     positions: bool,
 ) -> DataFrame:
-    """All rows of the given files (deletion vectors not applied), physical column names."""
+    """All rows of the given files (deletion vectors not applied), physical column names, with
+    the address columns and ``_cl_size`` if ``positions``."""
     paths = [f.file.path if isinstance(f, LiveFile) else f.path for f in files]
     df = spark.read.schema(physical).parquet(*[warehouse.uri(p) for p in paths])
     if positions:
@@ -124,11 +124,7 @@ def scan_files(
             F.col("_metadata.file_size").alias(SIZE),
         )
         return df.withColumn(KEY, address_key(F.col(SIZE), F.col(POS)))
-    return df.select(
-        "*",
-        *[F.lit(None).cast(t).alias(c) for c, t in ((FILE, "string"), (POS, "bigint"))],
-        *[F.lit(None).cast("bigint").alias(c) for c in (SIZE, KEY)],
-    )
+    return df
 
 
 def with_identity(
