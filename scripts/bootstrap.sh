@@ -52,6 +52,19 @@ if [[ -z "$major" || "$major" -lt 17 ]]; then
     exit 1
 fi
 
+# javac compiles changelake's Spark expressions (src/changelake/storage/jvm) on first use; without
+# it reads of deletion vectors fall back to slower joins.
+if ! command -v javac >/dev/null 2>&1; then
+    if [[ "$(id -u)" -eq 0 ]]; then
+        echo "bootstrap: installing a Java compiler (changelake builds its Spark expressions)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+    else
+        echo "bootstrap: javac is missing, so changelake reads deletion vectors with slower joins;" \
+            "install it with: sudo apt-get install -y openjdk-17-jdk-headless" >&2
+    fi
+fi
+
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
     if [[ "$(id -u)" -eq 0 ]]; then
         echo "bootstrap: installing the PostgreSQL server (needed by the PostgreSQL catalog tests)" >&2

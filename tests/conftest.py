@@ -23,10 +23,10 @@ def spark():
     from pyspark.sql import SparkSession
 
     from changelake.storage.spark_private import quiet_task_failure_logs
-    from changelake.storage.spark_setup import SPARK_CONF
+    from changelake.storage.spark_setup import spark_conf
 
     builder = SparkSession.builder.master("local[2]").appName("changelake-tests")
-    for key, value in SPARK_CONF.items():
+    for key, value in spark_conf().items():
         builder = builder.config(key, value)
     builder = builder.config("spark.sql.shuffle.partitions", "2").config(
         "spark.driver.memory", "2g"

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 import changelake
 from changelake.changes.scan import row_id
 from changelake.clock import ManualClock
+from changelake.storage import native
 from changelake.storage.deletion import has_images
 from changelake.storage.snapshot import RID, read_state
 
@@ -237,11 +238,18 @@ def _check(session, history: History) -> int:
     return 3 * len(intervals)
 
 
-@pytest.mark.parametrize("before_images", [True, False], ids=["dv-images", "dv-positions-only"])
-def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images):
+@pytest.mark.parametrize(
+    ("before_images", "expressions"),
+    [(True, True), (False, True), (True, False)],
+    ids=["dv-images", "dv-positions-only", "joins-instead-of-jvm-expressions"],
+)
+def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images, expressions):
     """Deleted rows come from the before-images beside the DVs, or (tables that keep none, and
-    DVs written before images existed) from the data files: both must equal the diff."""
+    DVs written before images existed) from the data files: both must equal the diff. Reads
+    apply DVs and per-file constants with changelake's JVM expressions, or (a SparkSession
+    started without them) with joins: both must equal the diff too."""
     checked: list[int] = []
+    spark.conf.set(native.ENABLED, str(expressions).lower())
 
     @settings(
         max_examples=5,
@@ -261,6 +269,9 @@ def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images):
         finally:
             session.close()
 
-    run()
+    try:
+        run()
+    finally:
+        spark.conf.unset(native.ENABLED)
     print(f"checked {sum(checked)} (interval, information) cases over {len(checked)} histories")
     assert sum(checked) >= MIN_CASES, checked

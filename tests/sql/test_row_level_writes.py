@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 from changelake.dml.common import Target
 from changelake.dml.matches import Matches, full_rows
+from changelake.storage import native
 from changelake.storage.deletion import KEY, address_key
 from changelake.storage.local import INLINE_ROWS
 from changelake.storage.snapshot import FILE, POS
@@ -66,16 +67,21 @@ def test_phase_two_reads_only_the_files_that_have_a_match(session):
     ids=["update", "delete", "merge"],
 )
 @pytest.mark.parametrize(
-    "files",
-    [(2, INLINE_ROWS), (INLINE_ROWS + 1, 2 * INLINE_ROWS + 4)],
-    ids=["per-file-lookups-inlined", "per-file-lookups-joined"],
+    ("few_files", "many_files", "expressions"),
+    [(2, 2 * INLINE_ROWS + 4, True), (2, INLINE_ROWS, False), (INLINE_ROWS + 1, 20, False)],
+    ids=["jvm-expressions", "joins-per-file-lookups-inlined", "joins-per-file-lookups-joined"],
 )
-def test_spark_jobs_of_a_row_level_write_do_not_grow_with_files(session, statement, files):
-    few_files, many_files = files
+def test_spark_jobs_of_a_row_level_write_do_not_grow_with_files(
+    session, statement, few_files, many_files, expressions
+):
     _table_of_files(session, "few", few_files)
     _table_of_files(session, "many", many_files)
-    few = _jobs(session.spark, lambda: session.sql(statement.format(t="few")))
-    many = _jobs(session.spark, lambda: session.sql(statement.format(t="many")))
+    session.spark.conf.set(native.ENABLED, str(expressions).lower())
+    try:
+        few = _jobs(session.spark, lambda: session.sql(statement.format(t="few")))
+        many = _jobs(session.spark, lambda: session.sql(statement.format(t="many")))
+    finally:
+        session.spark.conf.unset(native.ENABLED)
     assert few == many
     assert many <= 16  # phase 1 (persist, count), phase 2 (broadcasts), DV and data writes
 

@@ -38,7 +38,7 @@ from changelake.storage.snapshot import (
     same_address,
     scan_files,
     with_identity,
-    without_positions,
+    without_deleted,
 )
 from changelake.storage.warehouse import Warehouse
 
@@ -76,9 +76,7 @@ def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRow
         df = df.where(F.col(ROW_ID_COLUMN).isNull())
     if part.minus_dvs:
         files = {f.path: f for f in part.files}
-        df = without_positions(
-            df, positions(spark, wh, [(dv, files[data], None) for dv, data in part.minus_dvs])
-        )
+        df = without_deleted(df, wh, [(dv, files[data], None) for dv, data in part.minus_dvs])
     df = with_identity(df, part.files, tags=part.tags)
     return df.select(*_columns(schema, F.col("_i_tag")))
 

@@ -71,14 +71,34 @@ def address_key(size: SparkColumn, pos: SparkColumn) -> SparkColumn:
     return F.shiftleft(size.cast("bigint"), 32).bitwiseOR(pos)
 
 
+def read_positions(warehouse: Warehouse, parts: Sequence[Part]) -> list[pa.Array] | None:
+    """The deleted positions of each registered part (int64, in the order of ``parts``), read
+    on the driver with PyArrow; None past ``DRIVER_POSITIONS`` rows. A DV file may hold
+    positions of several data files (some removed outright by its statement): only the
+    registered (DV, data file) pairs count."""
+    dv_paths = sorted({dv for dv, _, _ in parts})
+    if _rows(warehouse, dv_paths) > DRIVER_POSITIONS:
+        return None
+    tables = {
+        dv: pq.read_table(warehouse.fs_path(dv), columns=[DV_FILE, DV_POS], filesystem=warehouse.fs)
+        for dv in dv_paths
+    }
+    found = []
+    for dv, data, _ in parts:
+        table = tables[dv]
+        rows = table.filter(pc.equal(table[DV_FILE], _name(data.path)))
+        found.append(rows[DV_POS].combine_chunks().cast(pa.int64()))
+    return found
+
+
 def positions(
     spark: SparkSession, warehouse: Warehouse, parts: Sequence[Part], *, tagged: bool = False
 ) -> DataFrame:
     """The deleted (``file_name``, ``pos``, ``_cl_key``) addresses the registered ``parts``
-    record, with ``_cl_tag`` if ``tagged``. A DV file may hold positions of several data files
-    (some removed outright by its statement): only the registered (DV, data file) pairs count."""
-    dv_paths = sorted({dv for dv, _, _ in parts})
-    if _rows(warehouse, dv_paths) > DRIVER_POSITIONS:
+    record, with ``_cl_tag`` if ``tagged``: a local relation, or a distributed read of the DV
+    files past ``DRIVER_POSITIONS``."""
+    found = read_positions(warehouse, parts)
+    if found is None:
         return _distributed(spark, warehouse, parts, tagged=tagged)
     schema = StructType(
         [*POSITIONS.fields, StructField(KEY, LongType())]
@@ -86,25 +106,21 @@ def positions(
     )
     arrow = pa.schema([(f.name, _ARROW[f.name]) for f in schema])
     tables = []
-    for dv in dv_paths:
-        table = pq.read_table(
-            warehouse.fs_path(dv), columns=[DV_FILE, DV_POS], filesystem=warehouse.fs
-        )
-        for data, tag in [(data, tag) for p, data, tag in parts if p == dv]:
-            rows = table.filter(pc.equal(table[DV_FILE], _name(data.path)))
-            shifted = (data.size_bytes & 0xFFFFFFFF) << 32
-            if shifted >= 2**63:
-                shifted -= 2**64
-            rows = rows.append_column(
-                KEY, pc.bit_wise_or(rows[DV_POS], pa.scalar(shifted, pa.int64()))
-            )
-            if tagged:
-                rows = rows.append_column(TAG, pa.array([tag] * rows.num_rows, pa.int64()))
-            tables.append(rows.cast(arrow))
+    for (_, data, tag), pos in zip(parts, found, strict=True):
+        shifted = (data.size_bytes & 0xFFFFFFFF) << 32
+        if shifted >= 2**63:
+            shifted -= 2**64
+        columns = {
+            DV_FILE: pa.array([_name(data.path)] * len(pos), pa.string()),
+            DV_POS: pos,
+            KEY: pc.bit_wise_or(pos, pa.scalar(shifted, pa.int64())),
+        }
+        if tagged:
+            columns[TAG] = pa.array([tag] * len(pos), pa.int64())
+        tables.append(pa.table(columns).cast(arrow))
     if not tables:
         return spark.createDataFrame([], schema)
-    found = pa.concat_tables(tables)
-    return spark.createDataFrame(found, schema)
+    return spark.createDataFrame(pa.concat_tables(tables), schema)
 
 
 def image_schema(physical: StructType) -> StructType:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Sequence
 
+import pyarrow as pa
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -23,7 +24,15 @@ from pyspark.sql.types import DataType, LongType, StringType, StructField, Struc
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
-from changelake.storage.deletion import DV_FILE, KEY, address_key, positions
+from changelake.storage import native
+from changelake.storage.deletion import (
+    DV_FILE,
+    KEY,
+    Part,
+    address_key,
+    positions,
+    read_positions,
+)
 from changelake.storage.local import equal_unhashed, lookup
 from changelake.storage.spark_private import parse_type
 from changelake.storage.warehouse import Warehouse
@@ -83,7 +92,7 @@ def read_state(
         spark, warehouse, physical, state.files, positions=identity or address or bool(parts)
     )
     if parts:
-        df = without_positions(df, positions(spark, warehouse, parts))
+        df = without_deleted(df, warehouse, parts)
     if identity:
         df = with_identity(df, [f.file for f in state.files])
     return df.select(*logical, *hidden)
@@ -97,11 +106,21 @@ def same_address(
     return (key == other_key) & equal_unhashed(file, other_file)
 
 
-def without_positions(df: DataFrame, dv: DataFrame) -> DataFrame:
-    """Rows of ``df`` (with the address columns) whose position is not in ``dv``: one broadcast
-    anti-join on the row's address."""
-    cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
-    return df.join(F.broadcast(dv), cond, "left_anti")
+def without_deleted(df: DataFrame, warehouse: Warehouse, parts: Sequence[Part]) -> DataFrame:
+    """Rows of ``df`` (with the address columns) that the deletion vectors of ``parts`` do not
+    delete: a filter on changelake's own expression where it is available and the positions
+    fit on the driver, else one broadcast anti-join on the row's address."""
+    spark = df.sparkSession
+    found = read_positions(warehouse, parts) if native.available(spark) else None
+    if found is None:
+        dv = positions(spark, warehouse, parts)
+        cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
+        return df.join(F.broadcast(dv), cond, "left_anti")
+    by_file: dict[str, list[pa.Array]] = {}
+    for (_, data, _), pos in zip(parts, found, strict=True):
+        by_file.setdefault(file_name(data.path), []).append(pos)
+    merged = {name: pa.concat_arrays(arrays) for name, arrays in by_file.items()}
+    return df.where(~native.in_positions(spark, F.col(FILE), F.col(POS), merged))
 
 
 def scan_files(
@@ -134,6 +153,15 @@ def with_identity(
     ``_cl_size``), and ``_i_tag`` (one value per file) when ``tags`` are given. The row's file is
     found by its size (a long) and, within a size, its name."""
     tag_values = list(tags) if tags is not None else [None] * len(files)
+    spark = df.sparkSession
+    if native.available(spark):
+        values = {
+            file_name(f.path): (f.base_row_id, f.begin_version, tag)
+            for f, tag in zip(files, tag_values, strict=True)
+        }
+        base, version, tag = native.file_values(spark, F.col(FILE), values, 3)
+        df = df.select("*", base.alias("_i_base"), version.alias("_i_version"), tag.alias("_i_tag"))
+        return _identity(df)
     df = lookup(
         df,
         [(SIZE, "bigint"), (FILE, "string")],
@@ -143,6 +171,10 @@ def with_identity(
             for f, tag in zip(files, tag_values, strict=True)
         ],
     )
+    return _identity(df)
+
+
+def _identity(df: DataFrame) -> DataFrame:
     return df.withColumn(RID, F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS))).withColumn(
         VER, F.coalesce(F.col(ROW_VERSION), F.col("_i_version"))
     )

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import io
+from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import DataType
 
 # Spark loggers that print a Java stack trace when a task fails; the failure itself reaches the
@@ -69,3 +70,36 @@ def physical_plan_lines(df: DataFrame) -> list[str]:
     with contextlib.redirect_stdout(buffer):
         df.explain()
     return buffer.getvalue().splitlines()
+
+
+def catalyst_expression(spark: SparkSession, column: Column) -> Any:
+    """The JVM Catalyst expression of ``column``, to build one of changelake's own expressions
+    (storage/native.py) on: Spark has no public API for adding expressions."""
+    return _expression_utils(spark).expression(column._jc)
+
+
+def catalyst_column(spark: SparkSession, expression: Any) -> Column:
+    """A PySpark Column for a JVM Catalyst expression."""
+    from pyspark.sql.classic.column import Column as ClassicColumn
+
+    return ClassicColumn(_expression_utils(spark).column(expression))
+
+
+def _expression_utils(spark: SparkSession) -> Any:
+    return spark.sparkContext._jvm.org.apache.spark.sql.classic.ExpressionUtils
+
+
+def jvm_class(spark: SparkSession, name: str) -> Any | None:
+    """The JVM class ``name`` if the driver's JVM can load it, else None."""
+    from py4j.java_gateway import JavaClass
+
+    if not _has_context(spark):
+        return None
+    found = getattr(spark.sparkContext._jvm, name, None)
+    return found if isinstance(found, JavaClass) else None
+
+
+def jvm_broadcast(spark: SparkSession, data: bytes) -> Any:
+    """A JVM ``Broadcast<byte[]>`` of ``data``, for a JVM expression to read on the executors
+    (PySpark's own broadcast variables hold pickled Python objects)."""
+    return spark.sparkContext._jsc.broadcast(data)

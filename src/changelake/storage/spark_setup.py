@@ -12,6 +12,7 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from changelake.errors import JavaNotFoundError
+from changelake.storage import native
 from changelake.storage.spark_private import quiet_task_failure_logs
 
 SPARK_CONF = {
@@ -26,6 +27,17 @@ SPARK_CONF = {
 }
 # Settings every changelake session needs, also on a SparkSession the user brings.
 RUNTIME_CONF = ("spark.sql.parquet.outputTimestampType",)
+
+
+def spark_conf() -> dict[str, str]:
+    """The settings of a SparkSession for changelake: ``SPARK_CONF`` and, where it can be built,
+    the jar of changelake's Spark expressions (storage/native.py). A session started without
+    them still works, with slower reads of deletion vectors."""
+    conf = dict(SPARK_CONF)
+    built = native.jar()
+    if built is not None:
+        conf["spark.jars"] = str(built)
+    return conf
 
 
 def check_java() -> None:
@@ -59,7 +71,7 @@ def default_spark() -> SparkSession:
     check_java()
     builder = SparkSession.builder.master(os.environ.get("CHANGELAKE_SPARK_MASTER", "local[*]"))
     builder = builder.appName("changelake").config("spark.driver.memory", "4g")
-    for key, value in SPARK_CONF.items():
+    for key, value in spark_conf().items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     quiet_task_failure_logs(spark)

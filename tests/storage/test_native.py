@@ -1,0 +1,125 @@
+"""changelake's own Spark expressions (storage/native.py) against Python models, compiled and
+interpreted, and the reads built on them against the join-based reads they replace."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import functions as F
+
+from changelake.storage import native
+from changelake.storage.local import local_dataframe
+from changelake.storage.spark_private import physical_plan_lines
+
+NAMES = [f"part-{i}.parquet" for i in range(4)] + ["é-ü.parquet"]
+# Interpreted evaluation (no whole-stage code generation, no generated projections) as well as
+# the generated code Spark normally runs.
+MODES = {
+    "compiled": {},
+    "interpreted": {
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+    },
+}
+
+
+@pytest.fixture(params=sorted(MODES))
+def mode(spark, request):
+    old = {key: spark.conf.get(key, None) for key in MODES[request.param]}
+    for key, value in MODES[request.param].items():
+        spark.conf.set(key, value)
+    yield request.param
+    for key, value in old.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
+def test_the_expressions_are_built_and_loaded(spark):
+    assert native.jar() is not None
+    assert native.available(spark)
+
+
+positions_strategy = st.dictionaries(
+    st.sampled_from(NAMES),
+    st.lists(
+        st.one_of(st.integers(0, 300), st.integers(2**33, 2**33 + 5)),  # sparse: sorted array
+        max_size=40,
+    ),
+    max_size=len(NAMES),
+)
+rows_strategy = st.lists(
+    st.tuples(st.sampled_from([*NAMES, "other.parquet"]), st.integers(0, 300)), max_size=60
+)
+
+
+# ``mode`` sets Spark configuration once for all the examples, which is what is wanted.
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(positions=positions_strategy, rows=rows_strategy)
+def test_in_positions_equals_a_python_model(spark, mode, positions, rows):
+    df = local_dataframe(spark, rows, [("name", "string"), ("pos", "bigint")])
+    table = {name: pa.array(values, pa.int64()) for name, values in positions.items()}
+    flag = native.in_positions(spark, F.col("name"), F.col("pos"), table)
+    got = sorted(tuple(r) for r in df.select("name", "pos", flag.alias("hit")).collect())
+    model = sorted((n, p, p in set(positions.get(n, []))) for n, p in rows)
+    assert got == model
+
+
+# ``mode`` sets Spark configuration once for all the examples, which is what is wanted.
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    table=st.dictionaries(
+        st.sampled_from(NAMES),
+        st.tuples(st.none() | st.integers(-(2**63), 2**63 - 1), st.none() | st.integers(0, 9)),
+    ),
+    rows=rows_strategy,
+)
+def test_file_values_equal_a_python_model(spark, mode, table, rows):
+    df = local_dataframe(spark, rows, [("name", "string"), ("pos", "bigint")])
+    first, second = native.file_values(spark, F.col("name"), table, 2)
+    got = sorted(tuple(r) for r in df.select("name", "pos", first, second).collect())
+    model = sorted((n, p, *table.get(n, (None, None))) for n, p in rows)
+    assert got == model
+
+
+def _history(session) -> None:
+    session.sql("CREATE TABLE t AS SELECT id, CAST(id % 7 AS INT) AS v FROM range(0, 400, 1, 4)")
+    session.sql("DELETE FROM t WHERE id % 9 = 2")
+    session.sql("UPDATE t SET v = v + 100 WHERE id % 5 = 1")
+    session.sql("INSERT INTO t SELECT id, 1 FROM range(400, 450)")
+    session.sql("DELETE FROM t WHERE id % 11 = 0")
+
+
+QUERIES = [
+    "SELECT id, v FROM t",
+    "SELECT id, v, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID"
+    " FROM t CHANGES (INFORMATION => DEFAULT) AT (VERSION => 1)",
+    "SELECT id, v, METADATA$ACTION, METADATA$ROW_ID"
+    " FROM t CHANGES (INFORMATION => APPEND_ONLY) AT (VERSION => 0)",
+    "SELECT id, v, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID, METADATA$COMMIT_VERSION"
+    " FROM t CHANGES (INFORMATION => REDO) AT (VERSION => 0)",
+]
+
+
+def test_reads_with_and_without_the_expressions_agree(spark, session):
+    _history(session)
+    results = {}
+    for enabled in ("true", "false"):
+        spark.conf.set(native.ENABLED, enabled)
+        try:
+            plan = "\n".join(physical_plan_lines(session.sql(QUERIES[0])))
+            assert ("changelake_in_positions" in plan) == (enabled == "true")
+            results[enabled] = [sorted(map(tuple, session.sql(q).collect())) for q in QUERIES]
+        finally:
+            spark.conf.unset(native.ENABLED)
+    assert results["true"] == results["false"]
+    assert len(results["true"][0]) == sum(
+        1 for i in range(450) if i % 11 and (i >= 400 or i % 9 != 2)
+    )
