@@ -15,6 +15,7 @@ from changelake.changes.query import changes_between, plan_interval, resolve_int
 from changelake.clock import Clock, SystemClock
 from changelake.dml.append import append
 from changelake.errors import ConfigurationError
+from changelake.plan.views import view_changes
 from changelake.sql.execute import execute
 from changelake.storage.snapshot import read_state
 from changelake.storage.spark_setup import default_spark, prepare, quiet_query_context_loggers
@@ -71,12 +72,24 @@ class Session:
         information: str = "default",
         before: bool = False,
     ) -> DataFrame:
-        """The changes of table ``name`` after ``start`` up to ``end`` (default: now).
+        """The changes of table or view ``name`` after ``start`` up to ``end`` (default: now).
 
         Points are a version (int), a timestamp (datetime) or a statement id (str); ``before``
         starts just before the point. ``information`` is "default" (minimum delta),
         "append_only" or "redo". Same result as the SQL ``CHANGES`` clause.
         """
+        ctx = self._context()
+        if self.catalog.view_sql(name) is not None:
+            df, _ = view_changes(
+                ctx,
+                self.spark,
+                self.warehouse,
+                name,
+                start=point_from_python(start, Edge.BEFORE if before else Edge.AT),
+                end=point_from_python(end, Edge.END) if end is not None else None,
+                information=Information.parse(information),
+            )
+            return df
         info, first, last, kind = self._interval(name, start, end, information, before)
         return changes_between(
             self.catalog, self.spark, self.warehouse, info, start=first, end=last, information=kind

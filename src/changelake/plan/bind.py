@@ -17,11 +17,11 @@ from changelake.dialect import parse_one, to_spark
 from changelake.errors import (
     InvalidStatementError,
     TableNotFoundError,
-    UnsupportedError,
     did_you_mean,
 )
 from changelake.plan.points import changes_clause, point_of
 from changelake.plan.pushdown import pushable_conjuncts
+from changelake.plan.views import view_at, view_changes
 from changelake.storage.pruning import prune
 from changelake.storage.snapshot import read_state
 from changelake.storage.spark_errors import translate_analysis
@@ -101,11 +101,24 @@ class Binder:
             return
         view_sql = catalog.view_sql(name)
         if view_sql is not None:
-            if table.args.get("when") or table.args.get("changes"):
-                raise UnsupportedError(
-                    f"{name} is a view: time travel and CHANGES on views are not supported yet;"
-                    " query the base tables instead."
+            changes, when = table.args.get("changes"), table.args.get("when")
+            if changes is not None:
+                information, start, end = changes_clause(self.spark, changes)
+                df, _ = view_changes(
+                    self.ctx,
+                    self.spark,
+                    self.warehouse,
+                    name,
+                    start=start,
+                    end=end,
+                    information=information,
                 )
+                self._replace(table, df, alias, label=name)
+                return
+            if when is not None:
+                at = view_at(self.ctx, self.spark, self.warehouse, name, point_of(self.spark, when))
+                self._replace(table, at, alias, label=name)
+                return
             if name.lower() in self._view_stack:
                 raise InvalidStatementError(f"View {name} refers to itself.")
             self._view_stack.append(name.lower())

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from changelake.changes.plan import ChangePlan
 from changelake.changes.query import plan_interval, resolve_interval
 from changelake.plan.bind import Binder
 from changelake.plan.points import changes_clause
+from changelake.plan.views import view_changes
 from changelake.storage.spark_private import physical_plan_lines
 from changelake.storage.warehouse import Warehouse
 from changelake.streams.frontier import stream_plan
@@ -16,30 +16,39 @@ from changelake.txn.context import StatementContext
 
 
 def change_plans(
-    ctx: StatementContext, spark: SparkSession, tree: exp.Expression
-) -> list[ChangePlan]:
-    """The plan of every change scan (CHANGES clause or stream) in ``tree``, from metadata."""
-    plans = []
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, tree: exp.Expression
+) -> list[str]:
+    """The plan of every change scan (CHANGES clause on a table or view, or a stream) in
+    ``tree``, from metadata, as lines."""
+    lines: list[str] = []
     for table in tree.find_all(exp.Table):
         if not isinstance(table.this, exp.Identifier):
             continue
         changes = table.args.get("changes")
-        if changes is not None:
+        if changes is not None and ctx.catalog.view_sql(table.name) is not None:
+            information, start, end = changes_clause(spark, changes)
+            _, plan = view_changes(
+                ctx, spark, warehouse, table.name, start=start, end=end, information=information
+            )
+            lines += plan.lines()
+        elif changes is not None:
             info = ctx.table(table.name)
             information, start, end = changes_clause(spark, changes)
             first, last = resolve_interval(ctx, info, start=start, end=end)
-            plans.append(
-                plan_interval(ctx.catalog, info, start=first, end=last, information=information)
+            lines.append(
+                plan_interval(
+                    ctx.catalog, info, start=first, end=last, information=information
+                ).describe()
             )
         elif ctx.catalog.find_stream(table.name) is not None:
-            plans.append(stream_plan(ctx, table.name).plan)
-    return plans
+            lines.append(stream_plan(ctx, table.name).plan.describe())
+    return lines
 
 
 def explain(
     ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, tree: exp.Expression
 ) -> DataFrame:
-    lines = [plan.describe() for plan in change_plans(ctx, spark, tree)]
+    lines = change_plans(ctx, spark, warehouse, tree)
     df = Binder(ctx, spark, warehouse).query(tree)
     lines += physical_plan_lines(df)
     return spark.createDataFrame([(line,) for line in lines], "plan string")

@@ -1,0 +1,271 @@
+"""Building the IR of a view's query from its sqlglot tree: names resolved, views inlined.
+
+What differentiation does not cover yet is refused here, with an error naming the operator, so a
+change query on a view either runs its derivative or says why not.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from changelake.catalog.model import TableInfo
+from changelake.dialect import parse_one, to_spark
+from changelake.errors import (
+    ColumnNotFoundError,
+    InvalidStatementError,
+    TableNotFoundError,
+    UnsupportedError,
+    did_you_mean,
+)
+from changelake.plan.ir import Branch, Col, Filter, Join, JoinKind, Node, Project, Scan, Union
+
+# Functions whose value differs between evaluations: a view using one has no derivative.
+NONDETERMINISTIC = {
+    "RAND",
+    "RANDN",
+    "RANDOM",
+    "UUID",
+    "SHUFFLE",
+    "CURRENT_TIMESTAMP",
+    "CURRENT_DATE",
+    "NOW",
+    "CURRENT_TIME",
+    "MONOTONICALLY_INCREASING_ID",
+    "SPARK_PARTITION_ID",
+    "INPUT_FILE_NAME",
+}
+_REFUSED_CLAUSES = {
+    "group": "GROUP BY",
+    "having": "HAVING",
+    "qualify": "QUALIFY",
+    "distinct": "DISTINCT",
+    "limit": "LIMIT",
+    "offset": "OFFSET",
+    "order": "ORDER BY",
+    "windows": "WINDOW",
+    "laterals": "LATERAL VIEW",
+}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """What building needs to know: a table's info and column names, a view's SQL."""
+
+    table: Callable[[str], tuple[TableInfo, tuple[str, ...]] | None]
+    view_sql: Callable[[str], str | None]
+    names: Callable[[], list[str]]
+
+
+@dataclass(frozen=True)
+class _Source:
+    """A FROM item: its node and the names its columns go by under its alias."""
+
+    alias: str
+    node: Node
+
+
+class Builder:
+    """Builds the IR of one view (and the views it reads), for the change query ``about``."""
+
+    def __init__(self, catalog: Catalog, about: str):
+        self.catalog = catalog
+        self.about = about
+        self._ids = itertools.count()
+        self._views: list[str] = []
+
+    def view(self, name: str) -> Node:
+        """The IR of view ``name``."""
+        sql = self.catalog.view_sql(name)
+        if sql is None:
+            raise TableNotFoundError(f"View {name!r} does not exist.")
+        if name.lower() in self._views:
+            raise InvalidStatementError(f"View {name} refers to itself.")
+        self._views.append(name.lower())
+        try:
+            return self.query(parse_one(sql), {})
+        finally:
+            self._views.pop()
+
+    # -- queries ------------------------------------------------------------------------------
+
+    def query(self, tree: exp.Expression, ctes: dict[str, exp.Expression]) -> Node:
+        with_ = tree.args.get("with_")
+        if with_ is not None:
+            ctes = dict(ctes)
+            for cte in with_.expressions:
+                ctes[cte.alias_or_name.lower()] = cte.this
+        if isinstance(tree, exp.Union):
+            if tree.args.get("distinct"):
+                raise self._unsupported("UNION (DISTINCT)", "write UNION ALL")
+            return self._union(tree, ctes)
+        if isinstance(tree, exp.Subquery | exp.Paren):
+            return self.query(tree.this, ctes)
+        if isinstance(tree, exp.Select):
+            return self._select(tree, ctes)
+        raise self._unsupported(type(tree).__name__.upper())
+
+    def _union(self, tree: exp.Union, ctes: dict[str, exp.Expression]) -> Node:
+        left = self.query(tree.this, ctes)
+        right = self.query(tree.expression, ctes)
+        if len(left.columns) != len(right.columns):
+            raise InvalidStatementError(
+                f"The branches of a UNION ALL in {self.about} have {len(left.columns)} and"
+                f" {len(right.columns)} columns; give both the same number."
+            )
+        return Union(Branch(left, "0"), Branch(right, "1"))
+
+    def _select(self, tree: exp.Select, ctes: dict[str, exp.Expression]) -> Node:
+        for key, clause in _REFUSED_CLAUSES.items():
+            if tree.args.get(key):
+                raise self._unsupported(clause)
+        from_ = tree.args.get("from_")
+        if from_ is None:
+            raise self._unsupported("SELECT without FROM")
+        sources = [self._source(from_.this, ctes)]
+        node = sources[0].node
+        for join in tree.args.get("joins") or []:
+            right = self._source(join.this, ctes)
+            kind = self._join_kind(join)
+            sources.append(right)
+            on = join.args.get("on")
+            if join.args.get("using"):
+                raise self._unsupported("JOIN ... USING", "write JOIN ... ON")
+            condition = self._expression(on, sources) if on is not None else None
+            shown = to_spark(on) if on is not None else ""
+            node = Join(node, right.node, kind, condition, shown)
+        where = tree.args.get("where")
+        if where is not None:
+            node = Filter(node, self._expression(where.this, sources), to_spark(where.this))
+        outputs, expressions = [], []
+        for item in tree.expressions:
+            for col, text in self._select_item(item, sources):
+                outputs.append(col)
+                expressions.append(text)
+        return Project(node, tuple(outputs), tuple(expressions))
+
+    def _join_kind(self, join: exp.Join) -> JoinKind:
+        side = str(join.args.get("side") or "").upper()
+        kind = str(join.args.get("kind") or "").upper()
+        if side:
+            raise self._unsupported(f"{side} OUTER JOIN")
+        if kind in ("", "INNER"):
+            if join.args.get("on") is None:
+                return JoinKind.CROSS
+            return JoinKind.INNER
+        if kind == "CROSS":
+            return JoinKind.CROSS
+        raise self._unsupported(f"{kind} JOIN")
+
+    # -- FROM items ---------------------------------------------------------------------------
+
+    def _source(self, item: exp.Expression, ctes: dict[str, exp.Expression]) -> _Source:
+        if isinstance(item, exp.Subquery):
+            if not item.alias:
+                raise InvalidStatementError(f"A subquery in FROM of {self.about} needs an alias.")
+            return _Source(item.alias.lower(), self._renamed(self.query(item.this, ctes)))
+        if not isinstance(item, exp.Table):
+            raise self._unsupported(type(item).__name__.upper())
+        if item.args.get("when") or item.args.get("changes") or item.args.get("db"):
+            raise self._unsupported("time travel or CHANGES inside a view")
+        name = item.name.lower()
+        alias = (item.alias or item.name).lower()
+        if name in ctes:
+            earlier = {k: v for k, v in ctes.items() if k != name}
+            return _Source(alias, self._renamed(self.query(ctes[name], earlier)))
+        found = self.catalog.table(name)
+        if found is not None:
+            info, columns = found
+            cols = tuple(self._col(c) for c in columns)
+            return _Source(alias, Scan(info.name, info.table_id, alias, columns, cols))
+        if self.catalog.view_sql(name) is not None:
+            return _Source(alias, self._renamed(self.view(name)))
+        raise TableNotFoundError(
+            f"Table or view {item.name!r} in {self.about} does not exist."
+            f"{did_you_mean(name, self.catalog.names())}"
+        )
+
+    def _renamed(self, node: Node) -> Node:
+        """``node`` under fresh internal names, so a subquery or view read twice stays unique."""
+        outputs = tuple(self._col(c.name) for c in node.columns)
+        return Project(node, outputs, tuple(f"`{c.id}`" for c in node.columns))
+
+    def _col(self, name: str) -> Col:
+        return Col(f"_v{next(self._ids)}", name)
+
+    # -- expressions --------------------------------------------------------------------------
+
+    def _select_item(self, item: exp.Expression, sources: list[_Source]) -> list[tuple[Col, str]]:
+        if isinstance(item, exp.Star):
+            return [(self._col(c.name), f"`{c.id}`") for s in sources for c in s.node.columns]
+        if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
+            source = self._find_source(item.table, sources)
+            return [(self._col(c.name), f"`{c.id}`") for c in source.node.columns]
+        name = item.alias_or_name or to_spark(item)
+        return [(self._col(name), self._expression(item.unalias(), sources))]
+
+    def _expression(self, tree: exp.Expression, sources: list[_Source]) -> str:
+        """``tree`` as Spark SQL over internal column names."""
+        for node in tree.walk():
+            if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
+                raise self._unsupported("a subquery in an expression")
+            if isinstance(node, exp.AggFunc):
+                raise self._unsupported(f"the aggregate {to_spark(node)}")
+            if isinstance(node, exp.Window):
+                raise self._unsupported(f"the window function {to_spark(node)}")
+            name = _function_name(node)
+            if name in NONDETERMINISTIC:
+                raise InvalidStatementError(
+                    f"{self.about} uses {name}(), which is not deterministic, so its changes"
+                    " cannot be computed; remove it from the view."
+                )
+
+        def resolve(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
+                col = self._resolve(node, sources)
+                return exp.column(exp.to_identifier(col.id, quoted=True))
+            return node
+
+        return to_spark(tree.copy().transform(resolve))
+
+    def _find_source(self, table: str, sources: list[_Source]) -> _Source:
+        for source in sources:
+            if source.alias == table.lower():
+                return source
+        raise InvalidStatementError(
+            f"{table!r} in {self.about} is not a table in its FROM clause"
+            f"{did_you_mean(table, [s.alias for s in sources])}"
+        )
+
+    def _resolve(self, column: exp.Column, sources: list[_Source]) -> Col:
+        name = column.name.lower()
+        scope = [self._find_source(column.table, sources)] if column.table else sources
+        found = [c for s in scope for c in s.node.columns if c.name.lower() == name]
+        if not found:
+            known = [c.name for s in scope for c in s.node.columns]
+            raise ColumnNotFoundError(
+                f"Column {column.sql()!r} in {self.about} does not exist.{did_you_mean(name, known)}"
+            )
+        if len(found) > 1:
+            raise InvalidStatementError(
+                f"Column {column.name!r} in {self.about} is ambiguous: qualify it with its table."
+            )
+        return found[0]
+
+    def _unsupported(self, what: str, hint: str = "") -> UnsupportedError:
+        how = f"; {hint}" if hint else ""
+        return UnsupportedError(
+            f"{self.about}: changes of a view using {what} cannot be computed yet (supported:"
+            f" projections, filters, inner and cross joins, UNION ALL, views and CTEs){how}."
+        )
+
+
+def _function_name(node: exp.Expression) -> str:
+    if isinstance(node, exp.Anonymous):
+        return str(node.name).upper()
+    if isinstance(node, exp.Func) and not isinstance(node, exp.Cast):
+        return node.sql_name().upper()
+    return ""

@@ -1,0 +1,296 @@
+"""Views in time: a view as of a point, and its changes over an interval.
+
+The interval of a view is one interval per base table, each resolved from the same points. The
+changes come from one of two plans with the same output and the same ROW_IDs: the *incremental*
+plan (the view's derivative, ``plan.delta``) or *recompute-and-diff* (the view at both ends,
+matched by ROW_ID). The planner picks the cheaper from catalog metadata (rows the plan reads);
+``spark.changelake.viewChangesPlan`` (AUTO | INCREMENTAL | RECOMPUTE) forces one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from changelake.catalog.model import TableInfo
+from changelake.changes.plan import Information
+from changelake.changes.query import changes_between, resolve_interval
+from changelake.changes.scan import ACTION as ACTION_COLUMN
+from changelake.changes.scan import ISUPDATE, row_id
+from changelake.changes.scan import ROW_ID as ROW_ID_COLUMN
+from changelake.errors import InvalidStatementError, UnsupportedError
+from changelake.plan.build import Builder, Catalog
+from changelake.plan.compile import ACTION, RID, compile_node
+from changelake.plan.delta import at, derive, formula
+from changelake.plan.ir import At, Delta, End, Node, Scan, children, describe, scans
+from changelake.storage.snapshot import RID as TABLE_RID
+from changelake.storage.snapshot import read_state
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import StatementContext
+from changelake.txn.points import Point, PointKind
+
+PLAN_OPTION = "spark.changelake.viewChangesPlan"
+PLANS = ("AUTO", "INCREMENTAL", "RECOMPUTE")
+
+
+@dataclass(frozen=True)
+class ViewPlan:
+    """How the changes of a view are computed, for EXPLAIN."""
+
+    view: str
+    tree: Node
+    intervals: dict[str, tuple[int, int]]  # base table -> (start, end] versions
+    derivative: Node | None
+    chosen: str  # INCREMENTAL | RECOMPUTE
+    reason: str
+
+    def lines(self) -> list[str]:
+        spans = ", ".join(f"{t} ({a}, {b}]" for t, a, b in self._spans())
+        out = [
+            f"CHANGES on view {self.view}: base tables {spans}",
+            f"plan: {self.chosen} ({self.reason})",
+        ]
+        out += ["view:"] + ["  " + line for line in describe(self.tree)]
+        if self.derivative is None:
+            out.append("derivative: none (no base table changed)")
+        else:
+            out.append(f"derivative: {formula(self.derivative)}")
+            out += ["  " + line for line in describe(self.derivative)]
+        return out
+
+    def _spans(self) -> list[tuple[str, int, int]]:
+        return [(t, a, b) for t, (a, b) in sorted(self.intervals.items())]
+
+
+def _catalog(ctx: StatementContext) -> Catalog:
+    def table(name: str) -> tuple[TableInfo, tuple[str, ...]] | None:
+        info = ctx.catalog.find_table(name)
+        if info is None:
+            return None
+        return info, tuple(c.name for c in ctx.state(info).schema.columns)
+
+    return Catalog(table, ctx.catalog.view_sql, ctx.catalog.object_names)
+
+
+def view_tree(ctx: StatementContext, name: str, about: str) -> Node:
+    return Builder(_catalog(ctx), about).view(name)
+
+
+def _versions(
+    ctx: StatementContext, view: str, tree: Node, start: Point | None, end: Point | None
+) -> dict[int, tuple[TableInfo, int, int]]:
+    tables = {s.table_id: ctx.catalog.table(s.table) for s in scans(tree)}
+    if len(tables) > 1 and any(p is not None and p.kind is PointKind.VERSION for p in (start, end)):
+        raise InvalidStatementError(
+            f"View {view} reads {len(tables)} tables, whose versions differ: give the point as"
+            " TIMESTAMP, OFFSET or STATEMENT instead of VERSION."
+        )
+    for p in (start, end):
+        if p is not None and p.kind is PointKind.STREAM:
+            raise UnsupportedError(
+                f"AT (STREAM => ...) on view {view} is not supported yet; use TIMESTAMP or OFFSET."
+            )
+    out = {}
+    for table_id, info in tables.items():
+        first, last = resolve_interval(ctx, info, start=start, end=end)
+        out[table_id] = (info, first, last)
+    return out
+
+
+def view_at(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str, point: Point
+) -> DataFrame:
+    """View ``name`` as of ``point`` (each base table at the version the point names)."""
+    tree = view_tree(ctx, name, f"view {name}")
+    versions = {
+        t: (info, v, v) for t, (info, v, _) in _versions(ctx, name, tree, point, None).items()
+    }
+    df = compile_node(at(tree, End.START), _Leaves(ctx, spark, warehouse, versions, None).read)
+    return df.select(*[F.col(c.id).alias(c.name) for c in tree.columns])
+
+
+def view_changes(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    name: str,
+    *,
+    start: Point | None,
+    end: Point | None,
+    information: Information,
+) -> tuple[DataFrame, ViewPlan]:
+    """The changes of view ``name`` between the points, with METADATA$ACTION, METADATA$ISUPDATE
+    and METADATA$ROW_ID, and the plan that computes them."""
+    about = f"CHANGES on view {name}"
+    if information is Information.REDO:
+        raise UnsupportedError(
+            f"{about}: INFORMATION => REDO on views is not supported yet; use DEFAULT."
+        )
+    tree = view_tree(ctx, name, about)
+    versions = _versions(ctx, name, tree, start, end)
+    leaves = _Leaves(ctx, spark, warehouse, versions, information)
+    derivative = derive(tree, changed=leaves.changed)
+    chosen, reason = _choose(spark, ctx, tree, derivative, versions, information)
+    plan = ViewPlan(
+        name,
+        tree,
+        {info.name: (a, b) for info, a, b in versions.values()},
+        derivative,
+        chosen,
+        reason,
+    )
+    names = [F.col(c.id).alias(c.name) for c in tree.columns]
+    if information is Information.APPEND_ONLY:
+        if derivative is None:
+            return _empty(spark, tree, leaves), plan
+        df = compile_node(derivative, leaves.read).where(F.col(ACTION) == "INSERT")
+        return df.select(
+            *names,
+            F.lit("INSERT").alias(ACTION_COLUMN),
+            F.lit(False).alias(ISUPDATE),
+            F.col(RID).alias(ROW_ID_COLUMN),
+        ), plan
+    if chosen == "RECOMPUTE":
+        before = compile_node(at(tree, End.START), leaves.read).withColumn(ACTION, F.lit("DELETE"))
+        after = compile_node(at(tree, End.END), leaves.read).withColumn(ACTION, F.lit("INSERT"))
+        signed = before.unionByName(after)
+    elif derivative is None:
+        return _empty(spark, tree, leaves), plan
+    else:
+        signed = compile_node(derivative, leaves.read)
+    return _consolidated(signed, tree).select(
+        *names, F.col(ACTION_COLUMN), F.col(ISUPDATE), F.col(ROW_ID_COLUMN)
+    ), plan
+
+
+def _consolidated(signed: DataFrame, tree: Node) -> DataFrame:
+    """The minimum delta of a redundant one: per ROW_ID and values, inserts minus deletes; a
+    ROW_ID left with a DELETE and an INSERT is an update (METADATA$ISUPDATE, computed last)."""
+    ids = [F.col(c.id) for c in tree.columns]
+    sign = F.when(F.col(ACTION) == "INSERT", 1).otherwise(-1)
+    net = signed.groupBy(F.col(RID), *ids).agg(F.sum(sign).alias("_cl_net"))
+    rows = net.where(F.col("_cl_net") != 0).select(
+        "*", F.explode(F.array_repeat(F.lit(0), F.abs(F.col("_cl_net")).cast("int"))).alias("_cl_n")
+    )
+    action = F.when(F.col("_cl_net") > 0, "INSERT").otherwise("DELETE")
+    rows = rows.withColumn(ACTION_COLUMN, action)
+    by_id = Window.partitionBy(RID)
+    update = F.min(ACTION_COLUMN).over(by_id) != F.max(ACTION_COLUMN).over(by_id)
+    return rows.withColumn(ISUPDATE, update).withColumn(ROW_ID_COLUMN, F.col(RID))
+
+
+def _empty(spark: SparkSession, tree: Node, leaves: _Leaves) -> DataFrame:
+    df = compile_node(at(tree, End.START), leaves.read).limit(0)
+    return df.select(
+        *[F.col(c.id).alias(c.name) for c in tree.columns],
+        F.lit("INSERT").alias(ACTION_COLUMN),
+        F.lit(False).alias(ISUPDATE),
+        F.col(RID).alias(ROW_ID_COLUMN),
+    )
+
+
+def _choose(
+    spark: SparkSession,
+    ctx: StatementContext,
+    tree: Node,
+    derivative: Node | None,
+    versions: dict[int, tuple[TableInfo, int, int]],
+    information: Information,
+) -> tuple[str, str]:
+    forced = str(spark.conf.get(PLAN_OPTION, "AUTO")).upper()
+    if forced not in PLANS:
+        raise InvalidStatementError(
+            f"{PLAN_OPTION} is {forced!r}; set it to one of {', '.join(PLANS)}."
+        )
+    if information is Information.APPEND_ONLY:
+        return "INCREMENTAL", "APPEND_ONLY reads only inserted rows"
+    if forced != "AUTO":
+        return forced, f"forced by {PLAN_OPTION}"
+    rows = {t: _live_rows(ctx, info, last) for t, (info, _, last) in versions.items()}
+    changed = {t: _changed_rows(ctx, info, a, b) for t, (info, a, b) in versions.items()}
+    recompute = 2 * sum(rows[s.table_id] for s in scans(tree))
+    incremental = _reads(derivative, rows, changed) if derivative is not None else 0
+    verdict = "INCREMENTAL" if incremental <= recompute else "RECOMPUTE"
+    return verdict, f"reads ~{incremental} rows incrementally vs ~{recompute} to recompute"
+
+
+def _reads(node: Node, rows: dict[int, int], changed: dict[int, int]) -> int:
+    if isinstance(node, Delta):
+        return changed[node.scan.table_id]
+    if isinstance(node, At | Scan):
+        scan = node if isinstance(node, Scan) else node.scan
+        return rows[scan.table_id]
+    return sum(_reads(c, rows, changed) for c in children(node))
+
+
+def _live_rows(ctx: StatementContext, info: TableInfo, version: int) -> int:
+    return sum(
+        f.file.row_count - f.deleted_rows
+        for f in ctx.catalog.snapshot_files(info.table_id, version)
+    )
+
+
+def _changed_rows(ctx: StatementContext, info: TableInfo, start: int, end: int) -> int:
+    versions = ctx.catalog.versions(info.table_id, after_exclusive=start, upto_inclusive=end)
+    return sum(v.rows_inserted + 2 * v.rows_updated + v.rows_deleted for v in versions)
+
+
+class _Leaves:
+    """Reads the leaves of a view's plans: base tables at the interval's ends, and their changes."""
+
+    def __init__(
+        self,
+        ctx: StatementContext,
+        spark: SparkSession,
+        warehouse: Warehouse,
+        versions: dict[int, tuple[TableInfo, int, int]],
+        information: Information | None,
+    ):
+        self.ctx = ctx
+        self.spark = spark
+        self.warehouse = warehouse
+        self.versions = versions
+        self.information = information
+
+    def changed(self, scan: Scan) -> bool:
+        _, first, last = self.versions[scan.table_id]
+        return first < last
+
+    def read(self, node: At | Delta | Scan) -> DataFrame:
+        scan = node if isinstance(node, Scan) else node.scan
+        info, first, last = self.versions[scan.table_id]
+        if isinstance(node, Delta):
+            return self._changes(info, first, last)
+        if isinstance(node, At) and node.end is End.END:
+            if self.information is Information.APPEND_ONLY:
+                # what the view could join an inserted row with: the start state and every
+                # inserted row, with its values as inserted
+                appended = self._changes(info, first, last).drop(ACTION)
+                return self._state(info, first).unionByName(appended)
+            return self._state(info, last)
+        return self._state(info, first)
+
+    def _state(self, info: TableInfo, version: int) -> DataFrame:
+        state = self.ctx.state(info, version)
+        df = read_state(self.spark, self.warehouse, state, identity=True)
+        columns = [F.col(f"`{c.name}`") for c in state.schema.columns]
+        return df.select(*columns, row_id(info.table_id, F.col(TABLE_RID)).alias(RID))
+
+    def _changes(self, info: TableInfo, first: int, last: int) -> DataFrame:
+        information = self.information or Information.DEFAULT
+        df = changes_between(
+            self.ctx.catalog,
+            self.spark,
+            self.warehouse,
+            info,
+            start=first,
+            end=last,
+            information=information,
+        )
+        schema = self.ctx.catalog.schema_at(info.table_id, last)
+        columns = [F.col(f"`{c.name}`") for c in schema.columns]
+        return df.select(
+            *columns, F.col(ROW_ID_COLUMN).alias(RID), F.col(ACTION_COLUMN).alias(ACTION)
+        )

@@ -1,0 +1,187 @@
+"""CHANGES on views: the paper's listing 8 row for row, both plans equal, and the refusals."""
+
+from __future__ import annotations
+
+import datetime as dt
+import doctest
+
+import pytest
+from conftest import rows
+
+import changelake.plan.delta
+from changelake.errors import InvalidStatementError, UnsupportedError
+from changelake.plan.views import PLAN_OPTION
+
+COLUMNS = "name, item, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID"
+
+
+@pytest.fixture(params=["INCREMENTAL", "RECOMPUTE"])
+def plan(spark, request):
+    spark.conf.set(PLAN_OPTION, request.param)
+    yield request.param
+    spark.conf.unset(PLAN_OPTION)
+
+
+def test_the_rules_doctests_hold():
+    assert doctest.testmod(changelake.plan.delta).failed == 0
+
+
+def _text(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch).isoformat(sep=" ")
+
+
+def _listing_6(session, clock) -> str:
+    """People and items of listing 6, the view of listing 7; returns the 12:13 timestamp."""
+    session.sql("CREATE TABLE people (id INT, name STRING)")
+    session.sql(
+        "INSERT INTO people VALUES (1, 'Jeffrey'), (2, 'Donny'), (3, 'Walter'), (4, 'Maude')"
+    )
+    session.sql("CREATE TABLE items (id INT, oid INT, item STRING, `desc` STRING)")
+    session.sql(
+        "INSERT INTO items VALUES (11, 2, 'Ball', 'Bowling'), (12, 2, 'Surfboard', 'Yater'),"
+        " (13, 1, 'Car', '1973'), (14, 1, 'Rug', 'Classic'), (15, 4, 'Autobahn LP', NULL)"
+    )
+    session.sql(
+        "CREATE VIEW owner_and_items AS SELECT name, item FROM people JOIN items ON people.id = oid"
+    )
+    clock.advance(seconds=60)
+    at = _text(clock.now())
+    clock.advance(seconds=60)
+    session.sql("UPDATE items SET item = 'Ford' WHERE id = 13")
+    session.sql("UPDATE items SET oid = 4 WHERE id = 14")
+    session.sql("UPDATE items SET `desc` = 'Techno' WHERE id = 15")
+    session.sql("DELETE FROM people WHERE id = 2")
+    return at
+
+
+def test_listing_8_changes_on_an_inner_join_view(session, clock, plan):
+    at = _listing_6(session, clock)
+    assert rows(session.sql("SELECT * FROM owner_and_items")) == [
+        ("Jeffrey", "Ford"),
+        ("Maude", "Autobahn LP"),
+        ("Maude", "Rug"),
+    ]
+    df = session.sql(
+        f"SELECT {COLUMNS} FROM owner_and_items CHANGES (INFORMATION => DEFAULT) AT (TS => '{at}')"
+    )
+    got = df.collect()
+    assert sorted(tuple(r)[:4] for r in got) == [
+        ("Donny", "Ball", "DELETE", False),
+        ("Donny", "Surfboard", "DELETE", False),
+        ("Jeffrey", "Car", "DELETE", True),
+        ("Jeffrey", "Ford", "INSERT", True),
+        ("Jeffrey", "Rug", "DELETE", False),
+        ("Maude", "Rug", "INSERT", False),
+    ]
+    ids = {(r["name"], r["item"]): r["METADATA$ROW_ID"] for r in got}
+    assert ids[("Jeffrey", "Car")] == ids[("Jeffrey", "Ford")]
+    assert ids[("Jeffrey", "Rug")] != ids[("Maude", "Rug")]
+    assert len(set(ids.values())) == 5
+
+
+def test_both_plans_return_the_same_rows_and_ids(session, clock, spark):
+    at = _listing_6(session, clock)
+    query = (
+        f"SELECT {COLUMNS} FROM owner_and_items CHANGES (INFORMATION => DEFAULT) AT (TS => '{at}')"
+    )
+    results = {}
+    for forced in ("INCREMENTAL", "RECOMPUTE"):
+        spark.conf.set(PLAN_OPTION, forced)
+        try:
+            results[forced] = rows(session.sql(query))
+        finally:
+            spark.conf.unset(PLAN_OPTION)
+    assert results["INCREMENTAL"] == results["RECOMPUTE"]
+    assert len(results["INCREMENTAL"]) == 6
+
+
+def test_explain_shows_the_derivative_and_the_chosen_plan(session, clock):
+    at = _listing_6(session, clock)
+    lines = [
+        r[0]
+        for r in session.sql(
+            f"EXPLAIN SELECT * FROM owner_and_items CHANGES (INFORMATION => DEFAULT)"
+            f" AT (TS => '{at}')"
+        ).collect()
+    ]
+    text = "\n".join(lines)
+    assert "CHANGES on view owner_and_items" in text
+    assert "derivative: π((people@start ⋈ Δitems) + (Δpeople ⋈ items@end))" in text
+    assert "plan: INCREMENTAL" in text
+
+
+def test_append_only_on_a_join_view_and_the_python_api(session, clock):
+    session.sql("CREATE TABLE a (k INT, x STRING)")
+    session.sql("CREATE TABLE b (k INT, y STRING)")
+    session.sql("INSERT INTO a VALUES (1, 'a1'), (2, 'a2')")
+    session.sql("INSERT INTO b VALUES (1, 'b1')")
+    session.sql("CREATE VIEW ab AS SELECT a.k, x, y FROM a JOIN b ON a.k = b.k WHERE x <> 'zz'")
+    clock.advance(seconds=60)
+    start = clock.now()
+    clock.advance(seconds=60)
+    session.sql("INSERT INTO b VALUES (2, 'b2'), (3, 'b3')")
+    session.sql("INSERT INTO a VALUES (3, 'a3')")
+    session.sql("UPDATE a SET x = 'A1' WHERE k = 1")
+    session.sql("DELETE FROM a WHERE k = 2")
+    when = dt.datetime.fromtimestamp(start)
+    appended = session.changes("ab", start=when, information="append_only")
+    assert rows(appended.select("k", "x", "y", "METADATA$ACTION")) == [
+        (2, "a2", "b2", "INSERT"),
+        (3, "a3", "b3", "INSERT"),
+    ]
+    default = session.changes("ab", start=when)
+    assert rows(default.select("k", "x", "y", "METADATA$ACTION", "METADATA$ISUPDATE")) == [
+        (1, "A1", "b1", "INSERT", True),
+        (1, "a1", "b1", "DELETE", True),
+        (3, "a3", "b3", "INSERT", False),
+    ]
+
+
+def test_union_all_branches_reading_the_same_row_keep_two_ids(session, clock):
+    session.sql("CREATE TABLE t (k INT)")
+    session.sql("CREATE VIEW twice AS SELECT k FROM t UNION ALL SELECT k FROM t WHERE k > 0")
+    clock.advance(seconds=60)
+    session.sql("INSERT INTO t VALUES (1), (-1)")
+    got = session.sql(
+        "SELECT k, METADATA$ROW_ID AS id FROM twice CHANGES (INFORMATION => DEFAULT)"
+        " AT (OFFSET => -30)"
+    ).collect()
+    assert sorted(r["k"] for r in got) == [-1, 1, 1]
+    assert len({r["id"] for r in got}) == 3
+
+
+@pytest.mark.parametrize(
+    ("view", "error", "names"),
+    [
+        ("SELECT k, count(*) AS n FROM t GROUP BY k", UnsupportedError, "GROUP BY"),
+        ("SELECT t.k FROM t LEFT JOIN u ON t.k = u.k", UnsupportedError, "LEFT OUTER JOIN"),
+        ("SELECT k FROM t ORDER BY k LIMIT 3", UnsupportedError, "LIMIT"),
+        ("SELECT k, rand() AS r FROM t", InvalidStatementError, "RAND"),
+    ],
+)
+def test_views_without_a_derivative_are_refused_naming_why(session, view, error, names):
+    session.sql("CREATE TABLE t (k INT)")
+    session.sql("CREATE TABLE u (k INT)")
+    session.sql(f"CREATE VIEW v AS {view}")
+    with pytest.raises(error, match=names):
+        session.sql("SELECT * FROM v CHANGES (INFORMATION => DEFAULT) AT (OFFSET => -60)")
+
+
+def test_version_points_on_a_view_of_two_tables_are_refused(session):
+    session.sql("CREATE TABLE t (k INT)")
+    session.sql("CREATE TABLE u (k INT)")
+    session.sql("CREATE VIEW v AS SELECT t.k FROM t JOIN u ON t.k = u.k")
+    with pytest.raises(InvalidStatementError, match="TIMESTAMP, OFFSET or STATEMENT"):
+        session.sql("SELECT * FROM v CHANGES (INFORMATION => DEFAULT) AT (VERSION => 0)")
+
+
+def test_time_travel_on_a_view(session, clock):
+    session.sql("CREATE TABLE t (k INT)")
+    session.sql("CREATE VIEW v AS SELECT k * 10 AS k10 FROM t")
+    session.sql("INSERT INTO t VALUES (1)")
+    clock.advance(seconds=60)
+    at = clock.now()
+    clock.advance(seconds=60)
+    session.sql("INSERT INTO t VALUES (2)")
+    assert rows(session.sql(f"SELECT * FROM v AT (TIMESTAMP => '{_text(at)}')")) == [(10,)]
+    assert rows(session.sql("SELECT * FROM v")) == [(10,), (20,)]
