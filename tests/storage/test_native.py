@@ -123,3 +123,18 @@ def test_reads_with_and_without_the_expressions_agree(spark, session):
     assert len(results["true"][0]) == sum(
         1 for i in range(450) if i % 11 and (i >= 400 or i % 9 != 2)
     )
+
+
+def test_a_persisted_read_through_the_expressions_is_reused(spark):
+    """Spark finds a cached plan by comparing expressions: two copies of one of ours must be
+    equal, or every persisted read (row-level writes persist their matches) is recomputed."""
+    df = local_dataframe(spark, [("f", 1), ("f", 2)], [("name", "string"), ("pos", "bigint")])
+    hit = native.in_positions(spark, F.col("name"), F.col("pos"), {"f": pa.array([2], pa.int64())})
+    (value,) = native.file_values(spark, F.col("name"), {"f": (7,)}, 1)
+    cached = df.where(~hit).select("pos", value.alias("v")).persist()
+    try:
+        assert [tuple(r) for r in cached.collect()] == [(1, 7)]
+        plan = "\n".join(physical_plan_lines(cached.select("v")))
+        assert "InMemoryTableScan" in plan, plan
+    finally:
+        cached.unpersist()

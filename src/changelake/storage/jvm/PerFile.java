@@ -79,6 +79,42 @@ public abstract class PerFile extends Expression implements Serializable {
     return that != null && that.getClass() == getClass();
   }
 
+  // Structural equality, as Catalyst's case classes have: a cached or reused plan is found by
+  // comparing (canonicalized) expressions, so two copies of one expression must be equal.
+  @Override
+  public boolean equals(Object that) {
+    if (this == that) {
+      return true;
+    }
+    if (!canEqual(that)) {
+      return false;
+    }
+    PerFile other = (PerFile) that;
+    int n = productArity();
+    if (n != other.productArity()) {
+      return false;
+    }
+    for (int i = 0; i < n; i++) {
+      if (!java.util.Objects.equals(key(productElement(i)), key(other.productElement(i)))) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  @Override
+  public int hashCode() {
+    int h = getClass().hashCode();
+    for (int i = 0; i < productArity(); i++) {
+      h = 31 * h + java.util.Objects.hashCode(key(productElement(i)));
+    }
+    return h;
+  }
+
+  private static Object key(Object element) {
+    return element instanceof Broadcast ? ((Broadcast<?>) element).id() : element;
+  }
+
   @Override
   public String toString() {
     return prettyName() + "(" + String.join(", ", childNames()) + ")";
