@@ -1,7 +1,8 @@
 """Changes of views over random histories of two tables, against oracles computed another way.
 
-For random intervals and a family of views (filter, project, inner and cross joins with NULL
-keys and duplicates, UNION ALL of overlapping branches, a view over a view, a CTE):
+For random intervals and a family of views (filter, project, inner, cross, left, right, full,
+semi and anti joins with NULL keys and duplicates, UNION ALL of overlapping branches, GROUP BY with NULL keys, HAVING, DISTINCT,
+a global aggregate, an aggregate over a join, a view over a view, a CTE):
 - the defining equation: the view's rows at the end, computed by Spark from the base tables'
   time travel, equal its rows at the start minus the DELETEs plus the INSERTs (as multisets);
 - minimality: no ROW_ID has a DELETE and an INSERT of identical values;
@@ -30,6 +31,16 @@ VIEWS = {
     "v_cross": "SELECT a.k AS ak, b.k AS bk FROM {a} CROSS JOIN {b} WHERE a.x = b.y",
     "v_cte": "WITH c AS (SELECT k, x FROM {a} WHERE x IS NOT NULL)"
     " SELECT c.k, y FROM c JOIN {b} ON c.k = b.k",
+    "v_group": "SELECT k, count(*) AS n, sum(x) AS s, min(x) AS lo, max(x) AS hi FROM {a} GROUP BY k",
+    "v_having": "SELECT k, count(*) AS n FROM {a} GROUP BY k HAVING count(*) > 1",
+    "v_distinct": "SELECT DISTINCT k FROM {b}",
+    "v_global": "SELECT count(*) AS n, sum(y) AS s FROM {b}",
+    "v_join_group": "SELECT b.k, sum(x) + 1 AS s FROM {a} JOIN {b} ON a.k = b.k GROUP BY b.k",
+    "v_left": "SELECT a.k, x, y FROM {a} LEFT JOIN {b} ON a.k = b.k",
+    "v_right": "SELECT a.k AS ak, y FROM {a} RIGHT JOIN {b} ON a.k = b.k",
+    "v_full": "SELECT a.k AS ak, b.k AS bk, x, y FROM {a} FULL OUTER JOIN {b} ON a.k = b.k AND x < 5",
+    "v_semi": "SELECT k, x FROM {a} LEFT SEMI JOIN {b} ON a.k = b.k",
+    "v_anti": "SELECT k, x FROM {a} LEFT ANTI JOIN {b} ON a.k = b.k AND b.y > 2",
 }
 # A view over a view: its oracle inlines the inner view.
 STACKED = ("v_stacked", "SELECT k, x + y AS s FROM {v_join} WHERE y IS NOT NULL")

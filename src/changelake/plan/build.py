@@ -21,7 +21,18 @@ from changelake.errors import (
     UnsupportedError,
     did_you_mean,
 )
-from changelake.plan.ir import Branch, Col, Filter, Join, JoinKind, Node, Project, Scan, Union
+from changelake.plan.ir import (
+    Aggregate,
+    Branch,
+    Col,
+    Filter,
+    Join,
+    JoinKind,
+    Node,
+    Project,
+    Scan,
+    Union,
+)
 
 # Functions whose value differs between evaluations: a view using one has no derivative.
 NONDETERMINISTIC = {
@@ -39,10 +50,7 @@ NONDETERMINISTIC = {
     "INPUT_FILE_NAME",
 }
 _REFUSED_CLAUSES = {
-    "group": "GROUP BY",
-    "having": "HAVING",
     "qualify": "QUALIFY",
-    "distinct": "DISTINCT",
     "limit": "LIMIT",
     "offset": "OFFSET",
     "order": "ORDER BY",
@@ -122,6 +130,8 @@ class Builder:
         for key, clause in _REFUSED_CLAUSES.items():
             if tree.args.get(key):
                 raise self._unsupported(clause)
+        for window in (w for item in tree.expressions for w in item.find_all(exp.Window)):
+            raise self._unsupported(f"the window function {to_spark(window)}")
         from_ = tree.args.get("from_")
         if from_ is None:
             raise self._unsupported("SELECT without FROM")
@@ -137,21 +147,92 @@ class Builder:
             condition = self._expression(on, sources) if on is not None else None
             shown = to_spark(on) if on is not None else ""
             node = Join(node, right.node, kind, condition, shown)
+            if kind in (JoinKind.SEMI, JoinKind.ANTI):
+                sources.pop()  # its columns are only for the condition
         where = tree.args.get("where")
         if where is not None:
             node = Filter(node, self._expression(where.this, sources), to_spark(where.this))
+        if tree.args.get("group") or tree.args.get("having") or _aggregates(tree.expressions):
+            node = self._aggregate(tree, node, sources)
+        else:
+            outputs, expressions = [], []
+            for item in tree.expressions:
+                for col, text in self._select_item(item, sources):
+                    outputs.append(col)
+                    expressions.append(text)
+            node = Project(node, tuple(outputs), tuple(expressions))
+        if tree.args.get("distinct"):
+            if tree.args["distinct"].args.get("on"):
+                raise self._unsupported("DISTINCT ON")
+            keys = tuple(self._col(c.name) for c in node.columns)
+            node = Aggregate(node, keys, tuple(f"`{c.id}`" for c in node.columns), (), ())
+        return node
+
+    def _aggregate(self, tree: exp.Select, node: Node, sources: list[_Source]) -> Node:
+        """GROUP BY: an Aggregate computing the group keys and each aggregate call once, then
+        HAVING as a Filter and the select list as a Project over them."""
+        group = tree.args.get("group")
+        grouped = list(group.expressions) if group is not None else []
+        items = [i for i in tree.expressions]
+        for i, g in enumerate(grouped):
+            if isinstance(g, exp.Literal) and not g.is_string:  # GROUP BY 2
+                grouped[i] = items[int(g.this) - 1].unalias()
+        key_texts = [self._expression(g, sources) for g in grouped]
+        keys = tuple(self._col(g.alias_or_name or to_spark(g)) for g in grouped)
+        calls: dict[str, str] = {}  # aggregate call as Spark SQL -> its column id
+        values: list[Col] = []
+
+        def over_groups(expression: exp.Expression) -> str:
+            resolved = parse_one(f"SELECT {self._expression(expression, sources, aggregates=True)}")
+            resolved = resolved.expressions[0]
+
+            def replace(n: exp.Expression) -> exp.Expression:
+                text = to_spark(n)
+                if text in key_texts:
+                    return exp.column(
+                        exp.to_identifier(keys[key_texts.index(text)].id, quoted=True)
+                    )
+                if isinstance(n, exp.AggFunc):
+                    if text not in calls:
+                        col = self._col(f"_agg{len(calls)}")
+                        calls[text] = col.id
+                        values.append(col)
+                    return exp.column(exp.to_identifier(calls[text], quoted=True))
+                return n
+
+            out = resolved.transform(replace)
+            inner = {c.id for c in node.columns}
+            loose = [c for c in out.find_all(exp.Column) if c.name in inner]
+            if loose:
+                raise InvalidStatementError(
+                    f"{self.about}: {to_spark(expression)} uses a column that is neither in"
+                    " GROUP BY nor inside an aggregate function."
+                )
+            return to_spark(out)
+
         outputs, expressions = [], []
-        for item in tree.expressions:
-            for col, text in self._select_item(item, sources):
-                outputs.append(col)
-                expressions.append(text)
-        return Project(node, tuple(outputs), tuple(expressions))
+        for item in items:
+            if isinstance(item, exp.Star):
+                raise InvalidStatementError(f"{self.about}: SELECT * cannot be grouped.")
+            outputs.append(self._col(item.alias_or_name or to_spark(item)))
+            expressions.append(over_groups(item.unalias()))
+        having = tree.args.get("having")
+        condition = over_groups(having.this) if having is not None else None
+        aggregate = Aggregate(node, keys, tuple(key_texts), tuple(values), tuple(calls.keys()))
+        result: Node = aggregate
+        if condition is not None:
+            result = Filter(result, condition, to_spark(having.this))
+        return Project(result, tuple(outputs), tuple(expressions))
 
     def _join_kind(self, join: exp.Join) -> JoinKind:
         side = str(join.args.get("side") or "").upper()
         kind = str(join.args.get("kind") or "").upper()
+        if kind in ("SEMI", "ANTI") and side in ("", "LEFT"):
+            return JoinKind.SEMI if kind == "SEMI" else JoinKind.ANTI
+        if side in ("LEFT", "RIGHT", "FULL") and kind in ("", "OUTER"):
+            return JoinKind(side.lower())
         if side:
-            raise self._unsupported(f"{side} OUTER JOIN")
+            raise self._unsupported(f"{side} {kind} JOIN")
         if kind in ("", "INNER"):
             if join.args.get("on") is None:
                 return JoinKind.CROSS
@@ -207,15 +288,19 @@ class Builder:
         name = item.alias_or_name or to_spark(item)
         return [(self._col(name), self._expression(item.unalias(), sources))]
 
-    def _expression(self, tree: exp.Expression, sources: list[_Source]) -> str:
+    def _expression(
+        self, tree: exp.Expression, sources: list[_Source], *, aggregates: bool = False
+    ) -> str:
         """``tree`` as Spark SQL over internal column names."""
         for node in tree.walk():
             if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
                 raise self._unsupported("a subquery in an expression")
-            if isinstance(node, exp.AggFunc):
-                raise self._unsupported(f"the aggregate {to_spark(node)}")
             if isinstance(node, exp.Window):
                 raise self._unsupported(f"the window function {to_spark(node)}")
+            if isinstance(node, exp.AggFunc) and not aggregates:
+                raise InvalidStatementError(
+                    f"{self.about}: the aggregate {to_spark(node)} is not allowed here."
+                )
             name = _function_name(node)
             if name in NONDETERMINISTIC:
                 raise InvalidStatementError(
@@ -259,8 +344,13 @@ class Builder:
         how = f"; {hint}" if hint else ""
         return UnsupportedError(
             f"{self.about}: changes of a view using {what} cannot be computed yet (supported:"
-            f" projections, filters, inner and cross joins, UNION ALL, views and CTEs){how}."
+            " projections, filters, inner, outer, cross, semi and anti joins, UNION ALL, GROUP BY,"
+            f" DISTINCT, views and CTEs){how}."
         )
+
+
+def _aggregates(items: list[exp.Expression]) -> bool:
+    return any(isinstance(n, exp.AggFunc) for item in items for n in item.walk())
 
 
 def _function_name(node: exp.Expression) -> str:

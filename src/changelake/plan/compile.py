@@ -15,16 +15,22 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from changelake.plan.ir import (
+    Aggregate,
     At,
     Branch,
     Delta,
+    End,
     Filter,
     Join,
     JoinKind,
     Node,
+    Pad,
     Project,
+    Regroup,
     Scan,
+    Signed,
     Union,
+    at,
 )
 
 RID = "_cl_vrid"
@@ -53,11 +59,19 @@ def compile_node(node: Node, leaf: Leaf) -> DataFrame:
         return _join(node, leaf)
     if isinstance(node, Union):
         return _union(node, leaf)
+    if isinstance(node, Aggregate):
+        return _grouped(node, compile_node(node.child, leaf))
+    if isinstance(node, Pad):
+        return _pad(node, leaf)
+    if isinstance(node, Signed):
+        return compile_node(node.child, leaf).withColumn(ACTION, F.lit(node.action))
+    if isinstance(node, Regroup):
+        return _regroup(node, leaf)
     raise TypeError(f"cannot compile {type(node).__name__}")
 
 
 def _hidden(df: DataFrame) -> list[Column]:
-    return [F.col(RID)] + ([F.col(ACTION)] if ACTION in df.columns else [])
+    return [F.col(RID), *_action(df)]
 
 
 def _leaf(node: Scan | At | Delta, leaf: Leaf) -> DataFrame:
@@ -67,17 +81,39 @@ def _leaf(node: Scan | At | Delta, leaf: Leaf) -> DataFrame:
     return df.select(*columns, *_hidden(df))
 
 
+def pair_id(left: Column, right: Column) -> Column:
+    """The ROW_ID of a joined row: a hash of both sides' ids, a marker for a NULL side."""
+    return F.md5(F.concat(F.coalesce(left, F.lit("∅")), F.lit("|"), F.coalesce(right, F.lit("∅"))))
+
+
 def _join(node: Join, leaf: Leaf) -> DataFrame:
     left = compile_node(node.left, leaf).withColumnRenamed(RID, "_cl_lrid")
     right = compile_node(node.right, leaf).withColumnRenamed(RID, "_cl_rrid")
     if node.kind is JoinKind.CROSS and node.condition is None:
         joined = left.crossJoin(right)
     else:
-        joined = left.join(right, F.expr(node.condition or "TRUE"), "inner")
-    rid = F.md5(F.concat_ws("|", F.col("_cl_lrid"), F.col("_cl_rrid")))
+        how = "inner" if node.kind is JoinKind.CROSS else node.kind.value
+        joined = left.join(right, F.expr(node.condition or "TRUE"), how)
+    if node.kind in (JoinKind.SEMI, JoinKind.ANTI):
+        rid = F.col("_cl_lrid")
+    else:
+        rid = pair_id(F.col("_cl_lrid"), F.col("_cl_rrid"))
     outputs = [F.col(c.id) for c in node.columns]
     action = [F.col(ACTION)] if ACTION in joined.columns else []
     return joined.select(*outputs, rid.alias(RID), *action)
+
+
+def _pad(node: Pad, leaf: Leaf) -> DataFrame:
+    df = compile_node(node.child, leaf)
+    nulls = [F.lit(None).alias(c.id) for c in node.nulls]
+    own = [F.col(c.id) for c in node.child.columns]
+    if node.side == "left":
+        return df.select(*own, *nulls, pair_id(F.col(RID), F.lit(None)).alias(RID), *_action(df))
+    return df.select(*nulls, *own, pair_id(F.lit(None), F.col(RID)).alias(RID), *_action(df))
+
+
+def _action(df: DataFrame) -> list[Column]:
+    return [F.col(ACTION)] if ACTION in df.columns else []
 
 
 def _union(node: Union, leaf: Leaf) -> DataFrame:
@@ -87,3 +123,45 @@ def _union(node: Union, leaf: Leaf) -> DataFrame:
         F.col(b.id).alias(a.id) for a, b in zip(node.left.columns, node.right.columns, strict=True)
     ]
     return left.unionByName(right.select(*renamed, *_hidden(right)))
+
+
+def _grouped(node: Aggregate, df: DataFrame) -> DataFrame:
+    """The aggregate of ``df`` (the child's rows); a group's ROW_ID hashes its keys."""
+    if ACTION in df.columns:
+        raise TypeError("an aggregate's input must be a state, not changes")
+    keys = [F.expr(e).alias(c.id) for c, e in zip(node.keys, node.key_expressions, strict=True)]
+    values = [
+        F.expr(e).alias(c.id) for c, e in zip(node.values, node.value_expressions, strict=True)
+    ]
+    if not values:
+        out = df.select(*keys).distinct()
+    elif keys:
+        out = df.groupBy(*keys).agg(*values)
+    else:
+        out = df.agg(*values)
+    key_columns = [F.col(c.id) for c in node.keys]
+    # to_json tells NULL from '' and 1 from '1'; no keys: one group, one id
+    rid = F.md5(F.to_json(F.struct(*key_columns))) if key_columns else F.md5(F.lit(""))
+    return out.select(*[F.col(c.id) for c in node.columns], rid.alias(RID))
+
+
+def _regroup(node: Regroup, leaf: Leaf) -> DataFrame:
+    aggregate = node.aggregate
+    keys = list(zip(aggregate.keys, aggregate.key_expressions, strict=True))
+    touched = compile_node(node.delta, leaf).select(
+        *[F.expr(e).alias(f"_cl_t{i}") for i, (_, e) in enumerate(keys)]
+    )
+    parts = []
+    for end, action in ((End.START, "DELETE"), (End.END, "INSERT")):
+        rows = compile_node(at(aggregate.child, end), leaf)
+        if keys:
+            with_keys = rows.select(
+                "*", *[F.expr(e).alias(f"_cl_k{i}") for i, (_, e) in enumerate(keys)]
+            )
+            same = [F.col(f"_cl_k{i}").eqNullSafe(F.col(f"_cl_t{i}")) for i in range(len(keys))]
+            cond = same[0]
+            for more in same[1:]:
+                cond = cond & more
+            rows = with_keys.join(touched.distinct(), cond, "left_semi")
+        parts.append(_grouped(aggregate, rows).withColumn(ACTION, F.lit(action)))
+    return parts[0].unionByName(parts[1])

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from changelake.plan.ir import (
+    Aggregate,
     At,
     Branch,
     Delta,
@@ -31,9 +32,14 @@ from changelake.plan.ir import (
     Join,
     JoinKind,
     Node,
+    Pad,
     Project,
+    Regroup,
     Scan,
+    Signed,
     Union,
+    at,
+    children,
 )
 
 Changed = Callable[[Scan], bool]
@@ -56,6 +62,8 @@ def derive(node: Node, *, changed: Changed) -> Node | None:
         left = derive(node.left, changed=changed)
         right = derive(node.right, changed=changed)
         return delta_join(node, left, right)
+    if isinstance(node, Aggregate):
+        return delta_aggregate(node, derive(node.child, changed=changed))
     raise TypeError(f"cannot differentiate {type(node).__name__}")
 
 
@@ -117,12 +125,22 @@ def delta_union(node: Union, left: Node | None, right: Node | None) -> Node | No
 
 
 def delta_join(node: Join, left: Node | None, right: Node | None) -> Node | None:
-    """Bilinear: Δ(Q ⋈ R) = Q|start ⋈ ΔR + ΔQ ⋈ R|end, for inner and cross joins.
+    """Bilinear: Δ(Q ⋈ R) = Q|start ⋈ ΔR + ΔQ ⋈ R|end, for inner and cross joins. A term whose
+    delta side did not change is dropped. Semi and anti joins: ``delta_semi_anti``. Outer joins
+    are their matched rows plus each outer side's unmatched rows padded with NULLs:
+    Δ(Q ⟕ R) = Δ(Q ⋈ R) + pad(Δ(Q ▷ R)).
 
-    A term whose delta side did not change is dropped.
+    >>> from changelake.plan.ir import Col
+    >>> q = Scan("q", 1, "q", ("k",), (Col("_v0", "k"),))
+    >>> r = Scan("r", 2, "r", ("k",), (Col("_v1", "k"),))
+    >>> left = Join(q, r, JoinKind.LEFT, "_v0 = _v1")
+    >>> print(formula(derive(left, changed=lambda s: s.table == "q")))
+    Δq ⋈ r@end ∪ pad(Δq ▷ r@end)
     """
-    if node.kind not in (JoinKind.INNER, JoinKind.CROSS):
-        raise TypeError(f"no rule for {node.kind.value} joins")
+    if node.kind in (JoinKind.SEMI, JoinKind.ANTI):
+        return delta_semi_anti(node, left, right)
+    if node.kind in (JoinKind.LEFT, JoinKind.RIGHT, JoinKind.FULL):
+        return _delta_outer(node, left, right)
     terms: list[Node] = []
     if right is not None:
         terms.append(Join(at(node.left, End.START), right, node.kind, node.condition, node.shown))
@@ -133,21 +151,80 @@ def delta_join(node: Join, left: Node | None, right: Node | None) -> Node | None
     return terms[0] if len(terms) == 1 else Union(terms[0], terms[1])
 
 
-def at(node: Node, end: End) -> Node:
-    """``node`` with every base-table scan read as of ``end`` of the interval."""
-    if isinstance(node, Scan):
-        return At(node, end)
-    if isinstance(node, Filter):
-        return Filter(at(node.child, end), node.condition, node.shown)
-    if isinstance(node, Project):
-        return Project(at(node.child, end), node.outputs, node.expressions)
-    if isinstance(node, Branch):
-        return Branch(at(node.child, end), node.tag)
-    if isinstance(node, Join):
-        return Join(at(node.left, end), at(node.right, end), node.kind, node.condition, node.shown)
-    if isinstance(node, Union):
-        return Union(at(node.left, end), at(node.right, end))
-    return node
+def delta_semi_anti(node: Join, left: Node | None, right: Node | None) -> Node | None:
+    """Δ(Q ▷ R) = ΔQ ▷ R|end + (C ▷ R|end as INSERT) − (C ▷ R|start as DELETE), where
+    C = Q|start ⋉ ΔR are the rows whose partners may have changed (the same with ⋉ for semi
+    joins): linear in Q, and in R only through the rows that ΔR touches.
+
+    >>> from changelake.plan.ir import Col
+    >>> q = Scan("q", 1, "q", ("k",), (Col("_v0", "k"),))
+    >>> r = Scan("r", 2, "r", ("k",), (Col("_v1", "k"),))
+    >>> anti = Join(q, r, JoinKind.ANTI, "_v0 = _v1")
+    >>> print(formula(derive(anti, changed=lambda s: s.table == "r")))
+    +((q@start ⋉ Δr) ▷ r@end) ∪ −((q@start ⋉ Δr) ▷ r@start)
+    """
+    terms: list[Node] = []
+    cond, shown = node.condition, node.shown
+    if left is not None:
+        terms.append(Join(left, at(node.right, End.END), node.kind, cond, shown))
+    if right is not None:
+        candidates = Join(at(node.left, End.START), right, JoinKind.SEMI, cond, shown)
+        after = Join(candidates, at(node.right, End.END), node.kind, cond, shown)
+        before = Join(candidates, at(node.right, End.START), node.kind, cond, shown)
+        terms += [Signed(after, "INSERT"), Signed(before, "DELETE")]
+    return _sum(terms)
+
+
+def _delta_outer(node: Join, left: Node | None, right: Node | None) -> Node | None:
+    cond, shown = node.condition, node.shown
+    terms = [delta_join(Join(node.left, node.right, JoinKind.INNER, cond, shown), left, right)]
+    if node.kind in (JoinKind.LEFT, JoinKind.FULL):
+        anti = Join(node.left, node.right, JoinKind.ANTI, cond, shown)
+        unmatched = delta_semi_anti(anti, left, right)
+        terms.append(None if unmatched is None else Pad(unmatched, node.right.columns, "left"))
+    if node.kind in (JoinKind.RIGHT, JoinKind.FULL):
+        anti = Join(node.right, node.left, JoinKind.ANTI, cond, shown)
+        unmatched = delta_semi_anti(anti, right, left)
+        terms.append(None if unmatched is None else Pad(unmatched, node.left.columns, "right"))
+    return _sum([t for t in terms if t is not None])
+
+
+def _sum(terms: list[Node]) -> Node | None:
+    if not terms:
+        return None
+    out = terms[0]
+    for term in terms[1:]:
+        out = Union(out, term)
+    return out
+
+
+def delta_aggregate(node: Aggregate, child: Node | None) -> Node | None:
+    """Stateful: Δγ(Q) = the groups whose keys ΔQ touches, recomputed at both ends (old values
+    deleted, new ones inserted; unchanged groups cancel in consolidation). DISTINCT is the
+    aggregate without values.
+
+    >>> s = Scan("t", 1, "t", (), ())
+    >>> print(formula(derive(Aggregate(s, (), (), (), ()), changed=lambda _: True)))
+    γ(t | touched by Δt)
+    """
+    return None if child is None else Regroup(node, child)
+
+
+def non_monotonic(node: Node) -> str | None:
+    """The first operator under ``node`` that can lose rows while its inputs only gain rows
+    (so APPEND_ONLY has no meaning for it), or None.
+
+    >>> s = Scan("t", 1, "t", (), ())
+    >>> non_monotonic(Filter(s, "x")), non_monotonic(Aggregate(s, (), (), (), ()))
+    (None, 'DISTINCT')
+    """
+    if isinstance(node, Aggregate):
+        return "GROUP BY" if node.values else "DISTINCT"
+    for child in children(node):
+        found = non_monotonic(child)
+        if found is not None:
+            return found
+    return None
 
 
 def formula(node: Node) -> str:
@@ -164,13 +241,32 @@ def formula(node: Node) -> str:
         return f"π({formula(node.child)})"
     if isinstance(node, Branch):
         return formula(node.child)
+    if isinstance(node, Aggregate):
+        return f"γ({formula(node.child)})"
+    if isinstance(node, Regroup):
+        return f"γ({formula(node.aggregate.child)} | touched by {formula(node.delta)})"
     if isinstance(node, Join):
-        return f"{_term(node.left)} ⋈ {_term(node.right)}"
+        return f"{_term(node.left)} {_SYMBOL[node.kind]} {_term(node.right)}"
     if isinstance(node, Union):
         if isinstance(node.left, Join) and isinstance(node.right, Join):
             return f"({formula(node.left)}) + ({formula(node.right)})"
         return f"{formula(node.left)} ∪ {formula(node.right)}"
+    if isinstance(node, Pad):
+        return f"pad({formula(node.child)})"
+    if isinstance(node, Signed):
+        return f"{'+' if node.action == 'INSERT' else '−'}({formula(node.child)})"
     raise TypeError(type(node).__name__)
+
+
+_SYMBOL = {
+    JoinKind.INNER: "⋈",
+    JoinKind.CROSS: "×",
+    JoinKind.LEFT: "⟕",
+    JoinKind.RIGHT: "⟖",
+    JoinKind.FULL: "⟗",
+    JoinKind.SEMI: "⋉",
+    JoinKind.ANTI: "▷",
+}
 
 
 def _term(node: Node) -> str:

@@ -7,7 +7,7 @@ Expressions are Spark SQL text over internal names, so any Spark SQL expression 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 
@@ -22,6 +22,11 @@ class Col:
 class JoinKind(Enum):
     INNER = "inner"
     CROSS = "cross"
+    LEFT = "left"
+    RIGHT = "right"
+    FULL = "full"
+    SEMI = "left_semi"
+    ANTI = "left_anti"
 
 
 @dataclass(frozen=True)
@@ -71,6 +76,8 @@ class Join:
 
     @property
     def columns(self) -> tuple[Col, ...]:
+        if self.kind in (JoinKind.SEMI, JoinKind.ANTI):
+            return self.left.columns
         return self.left.columns + self.right.columns
 
 
@@ -84,6 +91,22 @@ class Union:
     @property
     def columns(self) -> tuple[Col, ...]:
         return self.left.columns
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """GROUP BY ``keys`` (computed by ``key_expressions``) with aggregate ``values``; no keys is
+    one group over all rows, no values is DISTINCT."""
+
+    child: Node
+    keys: tuple[Col, ...]
+    key_expressions: tuple[str, ...]
+    values: tuple[Col, ...]
+    value_expressions: tuple[str, ...]
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.keys + self.values
 
 
 @dataclass(frozen=True)
@@ -127,12 +150,68 @@ class Delta:
         return self.scan.columns
 
 
-Node = Scan | Filter | Project | Join | Union | Branch | At | Delta
+@dataclass(frozen=True)
+class Pad:
+    """An outer join's unmatched rows: ``child`` (one side's rows) with NULLs for the columns
+    of the other side, ``left`` or ``right`` of them as ``side`` says; ids mark the NULL side."""
+
+    child: Node
+    nulls: tuple[Col, ...]
+    side: str  # where the child's columns go: "left" (NULLs after them) or "right"
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        if self.side == "left":
+            return self.child.columns + self.nulls
+        return self.nulls + self.child.columns
+
+
+@dataclass(frozen=True)
+class Signed:
+    """A derivative's node: ``child``'s rows (a state) as changes with ``action``."""
+
+    child: Node
+    action: str  # INSERT | DELETE
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.child.columns
+
+
+@dataclass(frozen=True)
+class Regroup:
+    """A derivative's node: the groups of ``aggregate`` whose keys ``delta`` (its input's
+    changes) touches, aggregated at the interval's start (as DELETEs) and end (as INSERTs)."""
+
+    aggregate: Aggregate
+    delta: Node
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.aggregate.columns
+
+
+Node = (
+    Scan
+    | Filter
+    | Project
+    | Join
+    | Union
+    | Branch
+    | At
+    | Delta
+    | Aggregate
+    | Regroup
+    | Pad
+    | Signed
+)
 
 
 def children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, Filter | Project | Branch):
+    if isinstance(node, Filter | Project | Branch | Aggregate | Pad | Signed):
         return (node.child,)
+    if isinstance(node, Regroup):
+        return (node.aggregate.child, node.delta)
     if isinstance(node, Join | Union):
         return (node.left, node.right)
     return ()
@@ -145,6 +224,17 @@ def scans(node: Node) -> list[Scan]:
     if isinstance(node, At | Delta):
         return [node.scan]
     return [s for child in children(node) for s in scans(child)]
+
+
+def at(node: Node, end: End) -> Node:
+    """``node`` with every base-table scan read as of ``end`` of the interval."""
+    if isinstance(node, Scan):
+        return At(node, end)
+    if isinstance(node, Filter | Project | Branch | Pad | Aggregate | Signed):
+        return replace(node, child=at(node.child, end))
+    if isinstance(node, Join | Union):
+        return replace(node, left=at(node.left, end), right=at(node.right, end))
+    return node
 
 
 def describe(node: Node, indent: int = 0) -> list[str]:
@@ -165,6 +255,17 @@ def describe(node: Node, indent: int = 0) -> list[str]:
         head = f"Join {node.kind.value}{on}"
     elif isinstance(node, Branch):
         head = f"Branch {node.tag}"
+    elif isinstance(node, Aggregate):
+        keys = ", ".join(c.name for c in node.keys) or "()"
+        values = ", ".join(c.name for c in node.values)
+        head = f"Aggregate by {keys}" + (f": {values}" if values else " (distinct)")
+    elif isinstance(node, Pad):
+        head = f"Pad with NULL {', '.join(c.name for c in node.nulls)}"
+    elif isinstance(node, Signed):
+        head = f"as {node.action}"
+    elif isinstance(node, Regroup):
+        keys = ", ".join(c.name for c in node.aggregate.keys) or "()"
+        head = f"Regroup by {keys}: groups touched by the second input, at start and end"
     else:
         head = "Union all"
     return [pad + head] + [line for c in children(node) for line in describe(c, indent + 1)]

@@ -23,8 +23,19 @@ from changelake.changes.scan import ROW_ID as ROW_ID_COLUMN
 from changelake.errors import InvalidStatementError, UnsupportedError
 from changelake.plan.build import Builder, Catalog
 from changelake.plan.compile import ACTION, RID, compile_node
-from changelake.plan.delta import at, derive, formula
-from changelake.plan.ir import At, Delta, End, Node, Scan, children, describe, scans
+from changelake.plan.delta import derive, formula, non_monotonic
+from changelake.plan.ir import (
+    At,
+    Delta,
+    End,
+    Node,
+    Regroup,
+    Scan,
+    at,
+    children,
+    describe,
+    scans,
+)
 from changelake.storage.snapshot import RID as TABLE_RID
 from changelake.storage.snapshot import read_state
 from changelake.storage.warehouse import Warehouse
@@ -129,6 +140,12 @@ def view_changes(
             f"{about}: INFORMATION => REDO on views is not supported yet; use DEFAULT."
         )
     tree = view_tree(ctx, name, about)
+    operator = non_monotonic(tree) if information is Information.APPEND_ONLY else None
+    if operator is not None:
+        raise UnsupportedError(
+            f"{about}: INFORMATION => APPEND_ONLY needs a view whose rows are only ever added when"
+            f" its tables' rows are; its {operator} can remove rows. Use INFORMATION => DEFAULT."
+        )
     versions = _versions(ctx, name, tree, start, end)
     leaves = _Leaves(ctx, spark, warehouse, versions, information)
     derivative = derive(tree, changed=leaves.changed)
@@ -217,6 +234,9 @@ def _choose(
 
 
 def _reads(node: Node, rows: dict[int, int], changed: dict[int, int]) -> int:
+    if isinstance(node, Regroup):  # the aggregate's input at both ends, and the changes
+        twice = 2 * _reads(node.aggregate.child, rows, changed)
+        return twice + _reads(node.delta, rows, changed)
     if isinstance(node, Delta):
         return changed[node.scan.table_id]
     if isinstance(node, At | Scan):
