@@ -130,8 +130,21 @@ class Builder:
         for key, clause in _REFUSED_CLAUSES.items():
             if tree.args.get(key):
                 raise self._unsupported(clause)
-        for window in (w for item in tree.expressions for w in item.find_all(exp.Window)):
-            raise self._unsupported(f"the window function {to_spark(window)}")
+        for item in tree.expressions:
+            for window in item.find_all(exp.Window):
+                raise self._unsupported(f"the window function {to_spark(window)}")
+            if item.find(exp.Subquery, exp.Select, exp.Exists) is not None:
+                raise self._unsupported("a subquery in the select list")
+        node, sources = self._from(tree, ctes)
+        where = tree.args.get("where")
+        if where is not None:
+            node = self._where(where.this, node, sources, ctes)
+        return self._output(tree, node, sources)
+
+    def _from(
+        self, tree: exp.Select, ctes: dict[str, exp.Expression]
+    ) -> tuple[Node, list[_Source]]:
+        """FROM and JOINs: the joined node, and the sources whose columns later clauses see."""
         from_ = tree.args.get("from_")
         if from_ is None:
             raise self._unsupported("SELECT without FROM")
@@ -149,9 +162,81 @@ class Builder:
             node = Join(node, right.node, kind, condition, shown)
             if kind in (JoinKind.SEMI, JoinKind.ANTI):
                 sources.pop()  # its columns are only for the condition
-        where = tree.args.get("where")
-        if where is not None:
-            node = Filter(node, self._expression(where.this, sources), to_spark(where.this))
+        return node, sources
+
+    def _where(
+        self,
+        condition: exp.Expression,
+        node: Node,
+        sources: list[_Source],
+        ctes: dict[str, exp.Expression],
+    ) -> Node:
+        """WHERE: ``[NOT] IN (SELECT …)`` and ``[NOT] EXISTS (…)`` conjuncts become semi and
+        anti joins; the other conjuncts one Filter."""
+        rest = []
+        for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
+            negated = isinstance(conjunct, exp.Not)
+            inner = conjunct.this if negated else conjunct
+            if isinstance(inner, exp.In) and inner.args.get("query") is not None:
+                node = self._in_subquery(inner, negated, node, sources, ctes)
+            elif isinstance(inner, exp.Exists):
+                node = self._exists(inner.this, negated, node, sources, ctes)
+            else:
+                rest.append(conjunct)
+        if rest:
+            kept = exp.and_(*rest)
+            node = Filter(node, self._expression(kept, sources), to_spark(kept))
+        return node
+
+    def _in_subquery(
+        self,
+        test: exp.In,
+        negated: bool,
+        node: Node,
+        sources: list[_Source],
+        ctes: dict[str, exp.Expression],
+    ) -> Node:
+        """``x IN (SELECT y …)`` is a semi join on x = y. ``x NOT IN (…)`` is false when x or any
+        y is NULL (unless the subquery is empty), so it is an anti join on
+        ``x = y OR x IS NULL OR y IS NULL``."""
+        sub = self.query(test.args["query"].this, ctes)
+        if len(sub.columns) != 1:
+            raise InvalidStatementError(
+                f"{self.about}: the subquery of IN returns {len(sub.columns)} columns; return one."
+            )
+        value = self._expression(test.this, sources)
+        other = f"`{sub.columns[0].id}`"
+        if negated:
+            condition = f"({value}) = {other} OR ({value}) IS NULL OR {other} IS NULL"
+            return Join(node, sub, JoinKind.ANTI, condition, to_spark(test.not_()))
+        return Join(node, sub, JoinKind.SEMI, f"({value}) = {other}", to_spark(test))
+
+    def _exists(
+        self,
+        query: exp.Expression,
+        negated: bool,
+        node: Node,
+        sources: list[_Source],
+        ctes: dict[str, exp.Expression],
+    ) -> Node:
+        """``[NOT] EXISTS (SELECT … FROM … WHERE c)``: a semi (anti) join on c, which may refer
+        to the outer query's columns."""
+        if not isinstance(query, exp.Select) or any(
+            query.args.get(k) for k in (*_REFUSED_CLAUSES, "group", "having", "distinct")
+        ):
+            raise self._unsupported("an EXISTS subquery other than SELECT … FROM … WHERE")
+        inner, inner_sources = self._from(query, ctes)
+        where = query.args.get("where")
+        condition = (
+            self._expression(where.this, inner_sources, outer=sources)
+            if where is not None
+            else "TRUE"
+        )
+        shown = ("NOT " if negated else "") + f"EXISTS ({to_spark(query)})"
+        return Join(node, inner, JoinKind.ANTI if negated else JoinKind.SEMI, condition, shown)
+
+    def _output(self, tree: exp.Select, node: Node, sources: list[_Source]) -> Node:
+        """The select list (grouped or not), then DISTINCT."""
         if tree.args.get("group") or tree.args.get("having") or _aggregates(tree.expressions):
             node = self._aggregate(tree, node, sources)
         else:
@@ -289,12 +374,20 @@ class Builder:
         return [(self._col(name), self._expression(item.unalias(), sources))]
 
     def _expression(
-        self, tree: exp.Expression, sources: list[_Source], *, aggregates: bool = False
+        self,
+        tree: exp.Expression,
+        sources: list[_Source],
+        *,
+        aggregates: bool = False,
+        outer: list[_Source] | None = None,
     ) -> str:
-        """``tree`` as Spark SQL over internal column names."""
+        """``tree`` as Spark SQL over internal column names; a column not found in ``sources``
+        is looked up in ``outer`` (the enclosing query of a correlated subquery)."""
         for node in tree.walk():
             if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
-                raise self._unsupported("a subquery in an expression")
+                raise self._unsupported(
+                    "a subquery in an expression", "IN and EXISTS work as top-level WHERE conjuncts"
+                )
             if isinstance(node, exp.Window):
                 raise self._unsupported(f"the window function {to_spark(node)}")
             if isinstance(node, exp.AggFunc) and not aggregates:
@@ -310,7 +403,7 @@ class Builder:
 
         def resolve(node: exp.Expression) -> exp.Expression:
             if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
-                col = self._resolve(node, sources)
+                col = self._resolve(node, sources, outer or [])
                 return exp.column(exp.to_identifier(col.id, quoted=True))
             return node
 
@@ -325,7 +418,9 @@ class Builder:
             f"{did_you_mean(table, [s.alias for s in sources])}"
         )
 
-    def _resolve(self, column: exp.Column, sources: list[_Source]) -> Col:
+    def _resolve(self, column: exp.Column, sources: list[_Source], outer: list[_Source]) -> Col:
+        if outer and not self._visible(column, sources):
+            return self._resolve(column, outer, [])
         name = column.name.lower()
         scope = [self._find_source(column.table, sources)] if column.table else sources
         found = [c for s in scope for c in s.node.columns if c.name.lower() == name]
@@ -339,6 +434,13 @@ class Builder:
                 f"Column {column.name!r} in {self.about} is ambiguous: qualify it with its table."
             )
         return found[0]
+
+    @staticmethod
+    def _visible(column: exp.Column, sources: list[_Source]) -> bool:
+        if column.table:
+            return any(s.alias == column.table.lower() for s in sources)
+        name = column.name.lower()
+        return any(c.name.lower() == name for s in sources for c in s.node.columns)
 
     def _unsupported(self, what: str, hint: str = "") -> UnsupportedError:
         how = f"; {hint}" if hint else ""
