@@ -3,6 +3,8 @@ interpreted, and the reads built on them against the join-based reads they repla
 
 from __future__ import annotations
 
+import zipfile
+
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -138,3 +140,21 @@ def test_a_persisted_read_through_the_expressions_is_reused(spark):
         assert "InMemoryTableScan" in plan, plan
     finally:
         cached.unpersist()
+
+
+def test_the_jar_compiles_from_the_shipped_sources(tmp_path, monkeypatch):
+    """A new machine has no cached jar: it is compiled from storage/jvm with javac."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    native.jar.cache_clear()
+    try:
+        built = native.jar()
+        assert built is not None and built.parent == tmp_path / "changelake"
+        with zipfile.ZipFile(built) as jar:
+            names = set(jar.namelist())
+        assert {
+            "io/changelake/spark/InPositions.class",
+            "io/changelake/spark/FileValue.class",
+            "io/changelake/spark/PerFile.class",
+        } <= names
+    finally:
+        native.jar.cache_clear()
