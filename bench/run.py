@@ -24,12 +24,24 @@ from bench import (
     scan,
     table3,
     update,
+    view_join,
 )
 from bench.harness import Context, CpuClock, Result
 
 BENCHMARKS = {
     m.NAME: m
-    for m in (update, delete, scan, insert, changes_delta, table3, scaling, append_only, consume)
+    for m in (
+        update,
+        delete,
+        scan,
+        insert,
+        changes_delta,
+        table3,
+        scaling,
+        append_only,
+        consume,
+        view_join,
+    )
 }
 MASTER = "local[2]"
 # A 1-minute load average above this before the run means something else was using the CPU
