@@ -15,12 +15,12 @@ from changelake.changes.query import changes_between, plan_interval, resolve_int
 from changelake.clock import Clock, SystemClock
 from changelake.dml.append import append
 from changelake.errors import ConfigurationError
+from changelake.plan.streams import has_data
 from changelake.plan.views import view_changes
 from changelake.sql.execute import execute
 from changelake.storage.snapshot import read_state
 from changelake.storage.spark_setup import default_spark, prepare, quiet_query_context_loggers
 from changelake.storage.warehouse import Warehouse
-from changelake.streams.frontier import has_data
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Edge, point_from_python
 from changelake.txn.transaction import Transaction, TransactionSlot

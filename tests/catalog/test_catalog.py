@@ -711,7 +711,7 @@ def test_requirements_that_fail_write_nothing(catalog):
     info = create(catalog)
     tid = info.table_id
     catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
-    one(catalog, "create stream", CreateStream("s", tid, 1), now=T0 + 1)
+    one(catalog, "create stream", CreateStream("s", tid, ((tid, 1),)), now=T0 + 1)
     stream = catalog.stream("s")
     catalog.commit(
         [
@@ -841,20 +841,26 @@ def test_create_view_and_stream_if_exists(catalog):
     one(catalog, "v", CreateView("v", "SELECT 4", (), IfExists.REPLACE))
     assert catalog.view_sql("v") == "SELECT 4"
 
-    one(catalog, "s", CreateStream("s", info.table_id, 0, comment="first"))
+    one(catalog, "s", CreateStream("s", info.table_id, ((info.table_id, 0),), comment="first"))
     kept = one(
-        catalog, "s", CreateStream("s", info.table_id, 0, comment="x", if_exists=IfExists.KEEP)
+        catalog,
+        "s",
+        CreateStream(
+            "s", info.table_id, ((info.table_id, 0),), comment="x", if_exists=IfExists.KEEP
+        ),
     )
     assert kept.applied is False and catalog.stream("s").comment == "first"
     with pytest.raises(ObjectExistsError, match="Stream 's' already exists"):
-        one(catalog, "s", CreateStream("s", info.table_id, 0))
+        one(catalog, "s", CreateStream("s", info.table_id, ((info.table_id, 0),)))
     with pytest.raises(ObjectExistsError, match="View 'v' already exists"):
-        one(catalog, "s", CreateStream("v", info.table_id, 0))
+        one(catalog, "s", CreateStream("v", info.table_id, ((info.table_id, 0),)))
     first_id = catalog.stream("s").stream_id
     one(
         catalog,
         "s",
-        CreateStream("s", info.table_id, 0, append_only=True, if_exists=IfExists.REPLACE),
+        CreateStream(
+            "s", info.table_id, ((info.table_id, 0),), append_only=True, if_exists=IfExists.REPLACE
+        ),
     )
     replaced = catalog.stream("s")
     assert replaced.stream_id != first_id and replaced.append_only
@@ -925,9 +931,11 @@ def test_a_schema_1_catalog_is_migrated(catalog_url):
 
     first = Catalog(catalog_url)
     info = create(first)
-    one(first, "s", CreateStream("s", info.table_id, 0))
+    one(first, "s", CreateStream("s", info.table_id, ((info.table_id, 0),)))
     stream_id = first.stream("s").stream_id
     with first.engine.begin() as conn:  # back to schema 1: the frontier lived in cl_streams
+        conn.execute(sa.text("ALTER TABLE cl_streams DROP COLUMN view_name"))
+        conn.execute(sa.text("ALTER TABLE cl_streams DROP COLUMN view_definition"))
         conn.execute(sa.text("ALTER TABLE cl_streams ADD COLUMN frontier_version BIGINT"))
         conn.execute(sa.text("UPDATE cl_streams SET frontier_version = 7"))
         conn.execute(sa.text("DELETE FROM cl_stream_frontiers"))
@@ -939,6 +947,8 @@ def test_a_schema_1_catalog_is_migrated(catalog_url):
         assert second.stream("s").stream_id == stream_id
         columns = {c["name"] for c in sa.inspect(second.engine).get_columns("cl_streams")}
         assert "frontier_version" not in columns
+        assert {"view_name", "view_definition"} <= columns  # schema 3: streams on views
+        assert second.stream("s").view is None
     finally:
         second.close()
 
@@ -970,7 +980,7 @@ def test_two_transactions_consuming_one_stream_cannot_both_commit(catalog):
     info = create(catalog)
     tid = info.table_id
     catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
-    one(catalog, "create stream", CreateStream("s", tid, 0), now=T0 + 1)
+    one(catalog, "create stream", CreateStream("s", tid, ((tid, 0),)), now=T0 + 1)
     stream = catalog.stream("s")
     consume = CommitRequest(
         "consume",

@@ -7,6 +7,7 @@ import doctest
 
 import pytest
 from conftest import rows
+from support.paper import LISTING_8, listing_6, listing_8_changes
 
 import changelake.plan.delta
 from changelake.errors import InvalidStatementError, UnsupportedError
@@ -31,26 +32,12 @@ def _text(epoch: float) -> str:
 
 
 def _listing_6(session, clock) -> str:
-    """People and items of listing 6, the view of listing 7; returns the 12:13 timestamp."""
-    session.sql("CREATE TABLE people (id INT, name STRING)")
-    session.sql(
-        "INSERT INTO people VALUES (1, 'Jeffrey'), (2, 'Donny'), (3, 'Walter'), (4, 'Maude')"
-    )
-    session.sql("CREATE TABLE items (id INT, oid INT, item STRING, `desc` STRING)")
-    session.sql(
-        "INSERT INTO items VALUES (11, 2, 'Ball', 'Bowling'), (12, 2, 'Surfboard', 'Yater'),"
-        " (13, 1, 'Car', '1973'), (14, 1, 'Rug', 'Classic'), (15, 4, 'Autobahn LP', NULL)"
-    )
-    session.sql(
-        "CREATE VIEW owner_and_items AS SELECT name, item FROM people JOIN items ON people.id = oid"
-    )
+    """Listings 6 and 7, then listing 8's statements; returns the 12:13 timestamp."""
+    listing_6(session)
     clock.advance(seconds=60)
     at = _text(clock.now())
     clock.advance(seconds=60)
-    session.sql("UPDATE items SET item = 'Ford' WHERE id = 13")
-    session.sql("UPDATE items SET oid = 4 WHERE id = 14")
-    session.sql("UPDATE items SET `desc` = 'Techno' WHERE id = 15")
-    session.sql("DELETE FROM people WHERE id = 2")
+    listing_8_changes(session)
     return at
 
 
@@ -65,14 +52,7 @@ def test_listing_8_changes_on_an_inner_join_view(session, clock, plan):
         f"SELECT {COLUMNS} FROM owner_and_items CHANGES (INFORMATION => DEFAULT) AT (TS => '{at}')"
     )
     got = df.collect()
-    assert sorted(tuple(r)[:4] for r in got) == [
-        ("Donny", "Ball", "DELETE", False),
-        ("Donny", "Surfboard", "DELETE", False),
-        ("Jeffrey", "Car", "DELETE", True),
-        ("Jeffrey", "Ford", "INSERT", True),
-        ("Jeffrey", "Rug", "DELETE", False),
-        ("Maude", "Rug", "INSERT", False),
-    ]
+    assert sorted(tuple(r)[:4] for r in got) == LISTING_8
     ids = {(r["name"], r["item"]): r["METADATA$ROW_ID"] for r in got}
     assert ids[("Jeffrey", "Car")] == ids[("Jeffrey", "Ford")]
     assert ids[("Jeffrey", "Rug")] != ids[("Maude", "Rug")]

@@ -22,7 +22,6 @@ from changelake.errors import (
     TableNotFoundError,
     TimeTravelError,
     TransactionError,
-    UnsupportedError,
 )
 
 CHANGE = "id, name, METADATA$ACTION, METADATA$ISUPDATE"
@@ -281,7 +280,7 @@ def test_stream_errors_are_clear_and_create_nothing(t):
             "AT \\(STREAM",
         ),
         "CREATE STREAM s2 ON TABLE t AT (VERSION => 1": (InvalidStatementError, "parenthes"),
-        "CREATE STREAM s2 ON VIEW v": (UnsupportedError, "views"),
+        "CREATE STREAM s2 ON VIEW nope": (TableNotFoundError, "View .nope. does not exist"),
         "SELECT * FROM people_stream AT (VERSION => 0)": (InvalidStatementError, "is a stream"),
         "SELECT SYSTEM$STREAM_HAS_DATA(people_stream)": (InvalidStatementError, "one stream name"),
     }

@@ -122,6 +122,8 @@ def _tables_of(requests: Sequence[CommitRequest]) -> set[int]:
             table_id = getattr(item, "table_id", None)
             if table_id is not None:
                 found.add(table_id)
+            if isinstance(item, CreateStream):
+                found.update(t for t, _ in item.frontiers)
     return found
 
 
@@ -321,13 +323,14 @@ def _create_stream(state: _Commit, u: CreateStream) -> None:
         stream_repo.drop_named(conn, name, now=state.now)
     else:
         table_repo.check_name_free(conn, name, kind="STREAM")
-    state.lock(u.table_id)
     stream_repo.insert(
         conn,
-        table_id=u.table_id,
-        frontier_version=u.frontier_version,
+        table_id=u.table_id or 0,
+        frontiers=u.frontiers,
         now=state.now,
         name=name,
+        view_name=u.view,
+        view_definition=u.view_definition,
         append_only=u.append_only,
         show_initial_rows=u.show_initial_rows,
         comment=u.comment,

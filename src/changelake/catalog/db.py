@@ -116,6 +116,12 @@ def _upgrade(conn: Connection, found: int) -> None:
         )
         if "frontier_version" in {c["name"] for c in inspect(conn).get_columns("cl_streams")}:
             conn.execute(text("ALTER TABLE cl_streams DROP COLUMN frontier_version"))
+    if found < 3:
+        # Version 3 has streams on views: the view and its definition when the stream was made.
+        present = {c["name"] for c in inspect(conn).get_columns("cl_streams")}
+        for column, kind in (("view_name", "VARCHAR(255)"), ("view_definition", "TEXT")):
+            if column not in present:
+                conn.execute(text(f"ALTER TABLE cl_streams ADD COLUMN {column} {kind}"))
     conn.execute(
         t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION))
     )

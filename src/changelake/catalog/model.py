@@ -105,11 +105,16 @@ class TrackedFile:
 
 @dataclass(frozen=True)
 class StreamInfo:
-    """A STREAM: named frontiers, per base table the version whose changes are all consumed."""
+    """A STREAM: named frontiers, per base table the version whose changes are all consumed.
+
+    A stream is on a table (``table_id``) or on a view (``view``, ``table_id`` 0): then it has a
+    frontier per table the view reads, and ``view_definition`` is what the view meant when the
+    stream was created (a redefined view makes the stream stale).
+    """
 
     stream_id: int
     name: str
-    table_id: int  # the table it is on
+    table_id: int
     frontiers: tuple[tuple[int, int], ...]  # (table id, version), by table id
     append_only: bool
     show_initial_rows: bool
@@ -117,11 +122,25 @@ class StreamInfo:
     comment: str
     created_at: float
     consumed_at: float | None
+    view: str | None = None
+    view_definition: str | None = None
+
+    @property
+    def on_view(self) -> bool:
+        return self.view is not None
 
     @property
     def frontier_version(self) -> int:
-        """The frontier on the stream's table."""
+        """The frontier on the stream's table (a stream on a table)."""
         return dict(self.frontiers)[self.table_id]
+
+    def frontier(self, table_id: int) -> int:
+        """The version of table ``table_id`` whose changes the stream has consumed."""
+        return dict(self.frontiers)[table_id]
+
+    @property
+    def source(self) -> str:
+        return "VIEW" if self.on_view else "TABLE"
 
     @property
     def pending_initial_rows(self) -> bool:

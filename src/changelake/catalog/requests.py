@@ -124,9 +124,14 @@ class DropView:
 
 @dataclass(frozen=True)
 class CreateStream:
+    """A stream on table ``table_id``, or on ``view`` (``table_id`` None) with a frontier per
+    base table; ``frontiers`` are (table id, version) pairs."""
+
     name: str
-    table_id: int
-    frontier_version: int
+    table_id: int | None
+    frontiers: tuple[tuple[int, int], ...]
+    view: str | None = None
+    view_definition: str | None = None
     append_only: bool = False
     show_initial_rows: bool = False
     comment: str = ""

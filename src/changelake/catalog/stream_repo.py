@@ -43,6 +43,8 @@ def _infos(conn: Connection, rows: list[Any]) -> list[StreamInfo]:
             comment=r.comment,
             created_at=r.created_at,
             consumed_at=r.consumed_at,
+            view=r.view_name,
+            view_definition=r.view_definition,
         )
         for r in rows
     ]
@@ -70,8 +72,11 @@ def live_names(conn: Connection) -> list[str]:
 
 def list_live(conn: Connection, *, table_id: int | None) -> list[StreamInfo]:
     query = select(t.streams).where(t.streams.c.dropped_at.is_(None))
-    if table_id is not None:
-        query = query.where(t.streams.c.table_id == table_id)
+    if table_id is not None:  # streams on the table, and on views that read it
+        on_table = select(t.stream_frontiers.c.stream_id).where(
+            t.stream_frontiers.c.table_id == table_id
+        )
+        query = query.where(t.streams.c.stream_id.in_(on_table))
     return _infos(conn, conn.execute(query.order_by(t.streams.c.name)).all())
 
 
@@ -114,18 +119,22 @@ def check_frontier(
 
 
 def insert(
-    conn: Connection, *, table_id: int, frontier_version: int, now: float, **values: Any
+    conn: Connection,
+    *,
+    table_id: int,
+    frontiers: tuple[tuple[int, int], ...],
+    now: float,
+    **values: Any,
 ) -> None:
     stream_id = conn.execute(
         t.streams.insert().values(
             table_id=table_id, initial_consumed=False, created_at=now, **values
         )
     ).inserted_primary_key[0]
-    conn.execute(
-        t.stream_frontiers.insert().values(
-            stream_id=stream_id, table_id=table_id, version=frontier_version
+    for base, version in frontiers:
+        conn.execute(
+            t.stream_frontiers.insert().values(stream_id=stream_id, table_id=base, version=version)
         )
-    )
 
 
 def drop_named(conn: Connection, name: str, *, now: float) -> int:

@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = MetaData()
 
@@ -130,7 +130,11 @@ streams = Table(
     metadata,
     Column("stream_id", Integer, primary_key=True, autoincrement=True),
     Column("name", String(255), nullable=False),
-    Column("table_id", Integer, nullable=False),  # the table it is on
+    # the table it is on; 0 for a stream on a view (its tables are in cl_stream_frontiers)
+    Column("table_id", Integer, nullable=False),
+    Column("view_name", String(255)),  # the view it is on
+    # what the view meant when the stream was created (its and nested views' definitions)
+    Column("view_definition", Text),
     Column("append_only", Boolean, nullable=False),
     Column("show_initial_rows", Boolean, nullable=False),
     Column("initial_consumed", Boolean, nullable=False),

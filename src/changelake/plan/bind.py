@@ -21,12 +21,13 @@ from changelake.errors import (
 )
 from changelake.plan.points import changes_clause, point_of
 from changelake.plan.pushdown import pushable_conjuncts
+from changelake.plan.streams import has_data, read_stream
 from changelake.plan.views import view_at, view_changes
 from changelake.storage.pruning import prune
 from changelake.storage.snapshot import read_state
 from changelake.storage.spark_errors import translate_analysis
 from changelake.storage.warehouse import Warehouse
-from changelake.streams.frontier import StreamRead, has_data, read_stream
+from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
 from changelake.txn.points import resolve
 from changelake.txn.snapshot import TableState

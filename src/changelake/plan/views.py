@@ -9,18 +9,20 @@ matched by ROW_ID). The planner picks the cheaper from catalog metadata (rows th
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from changelake.catalog.model import TableInfo
+from changelake.catalog.model import StreamInfo, TableInfo
 from changelake.changes.plan import Information
 from changelake.changes.query import changes_between, resolve_interval
 from changelake.changes.scan import ACTION as ACTION_COLUMN
 from changelake.changes.scan import ISUPDATE, row_id
 from changelake.changes.scan import ROW_ID as ROW_ID_COLUMN
-from changelake.errors import InvalidStatementError, UnsupportedError
+from changelake.errors import InvalidStatementError, StaleStreamError, UnsupportedError
 from changelake.plan.build import Builder, Catalog
 from changelake.plan.compile import ACTION, RID, compile_node
 from changelake.plan.delta import derive, formula, non_monotonic
@@ -40,7 +42,8 @@ from changelake.storage.snapshot import RID as TABLE_RID
 from changelake.storage.snapshot import read_state
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
-from changelake.txn.points import Point, PointKind
+from changelake.txn.points import Point, PointKind, resolve
+from changelake.txn.retention import check_not_stale, recreate_hint
 
 PLAN_OPTION = "spark.changelake.viewChangesPlan"
 PLANS = ("AUTO", "INCREMENTAL", "RECOMPUTE")
@@ -75,34 +78,56 @@ class ViewPlan:
         return [(t, a, b) for t, (a, b) in sorted(self.intervals.items())]
 
 
-def _catalog(ctx: StatementContext) -> Catalog:
+def _catalog(ctx: StatementContext, read: list[tuple[str, str]]) -> Catalog:
     def table(name: str) -> tuple[TableInfo, tuple[str, ...]] | None:
         info = ctx.catalog.find_table(name)
         if info is None:
             return None
         return info, tuple(c.name for c in ctx.state(info).schema.columns)
 
-    return Catalog(table, ctx.catalog.view_sql, ctx.catalog.object_names)
+    def view_sql(name: str) -> str | None:
+        sql = ctx.catalog.view_sql(name)
+        if sql is not None:
+            read.append((name.lower(), sql))
+        return sql
+
+    return Catalog(table, view_sql, ctx.catalog.object_names)
+
+
+def view_definition(ctx: StatementContext, name: str, about: str) -> tuple[Node, str]:
+    """The IR of view ``name`` and a fingerprint of what it means: the definitions of the view
+    and of every view it reads (a stream on the view goes stale when it changes)."""
+    read: list[tuple[str, str]] = []
+    tree = Builder(_catalog(ctx, read), about).view(name)
+    return tree, hashlib.sha256(json.dumps(read).encode()).hexdigest()
 
 
 def view_tree(ctx: StatementContext, name: str, about: str) -> Node:
-    return Builder(_catalog(ctx), about).view(name)
+    return view_definition(ctx, name, about)[0]
+
+
+Versions = dict[int, tuple[TableInfo, int, int]]  # table id -> (table, start, end)
 
 
 def _versions(
     ctx: StatementContext, view: str, tree: Node, start: Point | None, end: Point | None
-) -> dict[int, tuple[TableInfo, int, int]]:
+) -> Versions:
     tables = {s.table_id: ctx.catalog.table(s.table) for s in scans(tree)}
     if len(tables) > 1 and any(p is not None and p.kind is PointKind.VERSION for p in (start, end)):
         raise InvalidStatementError(
             f"View {view} reads {len(tables)} tables, whose versions differ: give the point as"
             " TIMESTAMP, OFFSET or STATEMENT instead of VERSION."
         )
-    for p in (start, end):
-        if p is not None and p.kind is PointKind.STREAM:
-            raise UnsupportedError(
-                f"AT (STREAM => ...) on view {view} is not supported yet; use TIMESTAMP or OFFSET."
-            )
+    if end is not None and end.kind is PointKind.STREAM:
+        raise InvalidStatementError("A stream is a start point: write AT (STREAM => 'name').")
+    if start is not None and start.kind is PointKind.STREAM:
+        frontiers = _stream_start(ctx, view, str(start.value))
+        return {
+            t: (info, frontiers[t], resolve(ctx, info, end))
+            if end is not None
+            else (info, frontiers[t], max(frontiers[t], ctx.read_version(info)))
+            for t, info in tables.items()
+        }
     out = {}
     for table_id, info in tables.items():
         first, last = resolve_interval(ctx, info, start=start, end=end)
@@ -110,10 +135,45 @@ def _versions(
     return out
 
 
+def _stream_start(ctx: StatementContext, view: str, name: str) -> dict[int, int]:
+    """The start of ``CHANGES ... AT (STREAM => 'name')`` on ``view``: the stream's frontiers."""
+    stream = ctx.stream(name)
+    if stream.view != view.lower():
+        on = f"view {stream.view}" if stream.on_view else "a table"
+        raise InvalidStatementError(f"Stream {stream.name} is on {on}, not on view {view}.")
+    check_view_stream(ctx, stream)
+    return dict(stream.frontiers)
+
+
+def check_view_stream(ctx: StatementContext, stream: StreamInfo) -> Node:
+    """StaleStreamError if the stream's view was redefined or dropped, or if its changes on a
+    base table fell out of retention; else the view's IR."""
+    assert stream.view is not None
+    recreate = recreate_hint(stream, stream.view)
+    if ctx.catalog.view_sql(stream.view) is None:
+        raise StaleStreamError(
+            f"Stream {stream.name} is stale: view {stream.view} was dropped.{recreate}"
+        )
+    tree, definition = view_definition(ctx, stream.view, f"stream {stream.name}")
+    if definition != stream.view_definition:
+        raise StaleStreamError(
+            f"Stream {stream.name} is stale: view {stream.view} (or a view it reads) was"
+            " redefined after the stream was created, so its changes no longer follow from the"
+            f" stream's position.{recreate}"
+        )
+    for table_id, _ in stream.frontiers:
+        check_not_stale(ctx.catalog, stream, ctx.catalog.table_by_id(table_id), now=ctx.now())
+    return tree
+
+
 def view_at(
     ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str, point: Point
 ) -> DataFrame:
     """View ``name`` as of ``point`` (each base table at the version the point names)."""
+    if point.kind is PointKind.STREAM:
+        raise InvalidStatementError(
+            f"AT (STREAM => ...) names an interval's start: use it in a CHANGES clause on {name}."
+        )
     tree = view_tree(ctx, name, f"view {name}")
     versions = {
         t: (info, v, v) for t, (info, v, _) in _versions(ctx, name, tree, point, None).items()
@@ -134,22 +194,40 @@ def view_changes(
 ) -> tuple[DataFrame, ViewPlan]:
     """The changes of view ``name`` between the points, with METADATA$ACTION, METADATA$ISUPDATE
     and METADATA$ROW_ID, and the plan that computes them."""
+    tree = view_tree(ctx, name, f"CHANGES on view {name}")
+    versions = _versions(ctx, name, tree, start, end)
+    return changes_over(ctx, spark, warehouse, name, tree, versions, information=information)
+
+
+def changes_over(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    name: str,
+    tree: Node,
+    versions: Versions,
+    *,
+    information: Information,
+    initial_rows: bool = False,
+) -> tuple[DataFrame, ViewPlan]:
+    """The changes of view ``name`` (IR ``tree``) over one interval per base table; with
+    ``initial_rows``, every row of the view at the end as an INSERT (a stream's first read)."""
     about = f"CHANGES on view {name}"
     if information is Information.REDO:
         raise UnsupportedError(
             f"{about}: INFORMATION => REDO on views is not supported yet; use DEFAULT."
         )
-    tree = view_tree(ctx, name, about)
     operator = non_monotonic(tree) if information is Information.APPEND_ONLY else None
     if operator is not None:
         raise UnsupportedError(
             f"{about}: INFORMATION => APPEND_ONLY needs a view whose rows are only ever added when"
             f" its tables' rows are; its {operator} can remove rows. Use INFORMATION => DEFAULT."
         )
-    versions = _versions(ctx, name, tree, start, end)
     leaves = _Leaves(ctx, spark, warehouse, versions, information)
     derivative = derive(tree, changed=leaves.changed)
     chosen, reason = _choose(spark, ctx, tree, derivative, versions, information)
+    if initial_rows:
+        chosen, reason = "INITIAL ROWS", "a stream's first read returns every row at the end"
     plan = ViewPlan(
         name,
         tree,
@@ -159,16 +237,14 @@ def view_changes(
         reason,
     )
     names = [F.col(c.id).alias(c.name) for c in tree.columns]
+    if initial_rows:
+        after = _Leaves(ctx, spark, warehouse, versions, None).read
+        return _inserts(compile_node(at(tree, End.END), after), names), plan
     if information is Information.APPEND_ONLY:
         if derivative is None:
             return _empty(spark, tree, leaves), plan
         df = compile_node(derivative, leaves.read).where(F.col(ACTION) == "INSERT")
-        return df.select(
-            *names,
-            F.lit("INSERT").alias(ACTION_COLUMN),
-            F.lit(False).alias(ISUPDATE),
-            F.col(RID).alias(ROW_ID_COLUMN),
-        ), plan
+        return _inserts(df, names), plan
     if chosen == "RECOMPUTE":
         before = compile_node(at(tree, End.START), leaves.read).withColumn(ACTION, F.lit("DELETE"))
         after = compile_node(at(tree, End.END), leaves.read).withColumn(ACTION, F.lit("INSERT"))
@@ -180,6 +256,15 @@ def view_changes(
     return _consolidated(signed, tree).select(
         *names, F.col(ACTION_COLUMN), F.col(ISUPDATE), F.col(ROW_ID_COLUMN)
     ), plan
+
+
+def _inserts(df: DataFrame, names: list[Column]) -> DataFrame:
+    return df.select(
+        *names,
+        F.lit("INSERT").alias(ACTION_COLUMN),
+        F.lit(False).alias(ISUPDATE),
+        F.col(RID).alias(ROW_ID_COLUMN),
+    )
 
 
 def _consolidated(signed: DataFrame, tree: Node) -> DataFrame:
@@ -200,12 +285,7 @@ def _consolidated(signed: DataFrame, tree: Node) -> DataFrame:
 
 def _empty(spark: SparkSession, tree: Node, leaves: _Leaves) -> DataFrame:
     df = compile_node(at(tree, End.START), leaves.read).limit(0)
-    return df.select(
-        *[F.col(c.id).alias(c.name) for c in tree.columns],
-        F.lit("INSERT").alias(ACTION_COLUMN),
-        F.lit(False).alias(ISUPDATE),
-        F.col(RID).alias(ROW_ID_COLUMN),
-    )
+    return _inserts(df, [F.col(c.id).alias(c.name) for c in tree.columns])
 
 
 def _choose(
@@ -213,7 +293,7 @@ def _choose(
     ctx: StatementContext,
     tree: Node,
     derivative: Node | None,
-    versions: dict[int, tuple[TableInfo, int, int]],
+    versions: Versions,
     information: Information,
 ) -> tuple[str, str]:
     forced = str(spark.conf.get(PLAN_OPTION, "AUTO")).upper()
@@ -265,7 +345,7 @@ class _Leaves:
         ctx: StatementContext,
         spark: SparkSession,
         warehouse: Warehouse,
-        versions: dict[int, tuple[TableInfo, int, int]],
+        versions: Versions,
         information: Information | None,
     ):
         self.ctx = ctx

@@ -8,10 +8,10 @@ from sqlglot import exp
 from changelake.changes.query import plan_interval, resolve_interval
 from changelake.plan.bind import Binder
 from changelake.plan.points import changes_clause
+from changelake.plan.streams import stream_plan_lines
 from changelake.plan.views import view_changes
 from changelake.storage.spark_private import physical_plan_lines
 from changelake.storage.warehouse import Warehouse
-from changelake.streams.frontier import stream_plan
 from changelake.txn.context import StatementContext
 
 
@@ -41,7 +41,7 @@ def change_plans(
                 ).describe()
             )
         elif ctx.catalog.find_stream(table.name) is not None:
-            lines.append(stream_plan(ctx, table.name).plan.describe())
+            lines += stream_plan_lines(ctx, spark, warehouse, table.name)
     return lines
 
 

@@ -6,20 +6,28 @@ import datetime as dt
 
 from pyspark.sql import DataFrame, SparkSession
 
-from changelake.catalog.model import StreamInfo
+from changelake.catalog.model import StreamInfo, TableInfo
 from changelake.catalog.requests import CommitRequest, CreateStream, IfExists
 from changelake.dml.result import StatementResult
-from changelake.errors import InvalidStatementError, UnsupportedError
+from changelake.errors import (
+    InvalidStatementError,
+    StaleStreamError,
+    TableNotFoundError,
+    did_you_mean,
+)
 from changelake.plan.points import point_of
+from changelake.plan.streams import view_stream_source
+from changelake.plan.views import check_view_stream
 from changelake.sql import statements as s
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
-from changelake.txn.points import resolve
+from changelake.txn.points import Point, resolve
 from changelake.txn.retention import is_stale, stale_after
 
 STREAM_COLUMNS = (
     "name string, table_name string, mode string, frontier_version bigint, stale boolean,"
-    " stale_after timestamp, show_initial_rows boolean, comment string, created_at timestamp"
+    " stale_after timestamp, source_type string, base_tables string, show_initial_rows boolean,"
+    " comment string, created_at timestamp"
 )
 
 
@@ -33,58 +41,101 @@ def create_stream(
             f"CREATE OR REPLACE STREAM IF NOT EXISTS {name}: OR REPLACE and IF NOT EXISTS exclude"
             " each other; use one."
         )
+    point = point_of(spark, stmt.point) if stmt.point is not None else None
     if stmt.on_view:
-        raise UnsupportedError(
-            f"Streams on views are not supported yet; create {name} ON TABLE of a base table."
+        create = _on_view(ctx, stmt, point)
+    else:
+        create = _on_table(ctx, stmt, point)
+    ctx.commit(CommitRequest(ctx.statement_id, "CREATE STREAM", (create,)))
+    stream = ctx.catalog.stream(name)
+    if stream.on_view:
+        at = ", ".join(
+            f"{ctx.catalog.table_by_id(t).name} at version {v}" for t, v in stream.frontiers
+        )
+        message = f"Stream {stream.name} created on view {stream.view} ({at})."
+        version = None
+    else:
+        info = ctx.catalog.table_by_id(stream.table_id)
+        version = stream.frontier_version
+        message = f"Stream {stream.name} created on {info.name} at version {version}."
+    return StatementResult(ctx.statement_id, "CREATE STREAM", stream.name, version, message=message)
+
+
+def _on_table(ctx: StatementContext, stmt: s.CreateStream, point: Point | None) -> CreateStream:
+    if ctx.catalog.find_table(stmt.table) is None and ctx.catalog.view_sql(stmt.table) is not None:
+        raise InvalidStatementError(
+            f"{stmt.table} is a view: write CREATE STREAM {stmt.name} ON VIEW {stmt.table}."
         )
     info = ctx.table(stmt.table)
-    frontier = (
-        resolve(ctx, info, point_of(spark, stmt.point))
-        if stmt.point is not None
-        else info.current_version
+    frontier = resolve(ctx, info, point) if point is not None else info.current_version
+    return CreateStream(
+        stmt.name.lower(),
+        info.table_id,
+        ((info.table_id, frontier),),
+        append_only=stmt.append_only,
+        show_initial_rows=stmt.show_initial_rows,
+        comment=stmt.comment,
+        if_exists=_if_exists(stmt),
     )
-    if_exists = IfExists.of(replace=stmt.replace, if_not_exists=stmt.if_not_exists)
-    ctx.commit(
-        CommitRequest(
-            ctx.statement_id,
-            "CREATE STREAM",
-            (
-                CreateStream(
-                    name.lower(),
-                    info.table_id,
-                    frontier,
-                    append_only=stmt.append_only,
-                    show_initial_rows=stmt.show_initial_rows,
-                    comment=stmt.comment,
-                    if_exists=if_exists,
-                ),
-            ),
+
+
+def _on_view(ctx: StatementContext, stmt: s.CreateStream, point: Point | None) -> CreateStream:
+    if ctx.catalog.view_sql(stmt.table) is None:
+        if ctx.catalog.find_table(stmt.table) is not None:
+            raise InvalidStatementError(
+                f"{stmt.table} is a table: write CREATE STREAM {stmt.name} ON TABLE {stmt.table}."
+            )
+        known = ctx.catalog.object_names()
+        raise TableNotFoundError(
+            f"View {stmt.table!r} does not exist.{did_you_mean(stmt.table, known)}"
         )
+    source = view_stream_source(
+        ctx, stmt.table, stmt.name, point=point, append_only=stmt.append_only
     )
-    stream = ctx.catalog.stream(name)
-    return StatementResult(
-        ctx.statement_id,
-        "CREATE STREAM",
-        stream.name,
-        stream.frontier_version,
-        message=f"Stream {stream.name} created on {info.name} at version {stream.frontier_version}.",
+    return CreateStream(
+        stmt.name.lower(),
+        None,
+        source.frontiers,
+        view=source.view,
+        view_definition=source.definition,
+        append_only=stmt.append_only,
+        show_initial_rows=stmt.show_initial_rows,
+        comment=stmt.comment,
+        if_exists=_if_exists(stmt),
     )
+
+
+def _if_exists(stmt: s.CreateStream) -> IfExists:
+    return IfExists.of(replace=stmt.replace, if_not_exists=stmt.if_not_exists)
 
 
 def _row(ctx: StatementContext, stream: StreamInfo) -> tuple:
-    info = ctx.catalog.table_by_id(stream.table_id)
-    deadline = stale_after(ctx.catalog, stream, info)
+    tables = [ctx.catalog.table_by_id(t) for t, _ in stream.frontiers]
+    now = ctx.now()
+    deadlines = [d for d in (stale_after(ctx.catalog, stream, i) for i in tables) if d is not None]
     return (
         stream.name,
-        info.name,
+        stream.view if stream.on_view else tables[0].name,
         stream.mode,
-        stream.frontier_version,
-        is_stale(ctx.catalog, stream, info, now=ctx.now()),
-        dt.datetime.fromtimestamp(deadline) if deadline is not None else None,
+        None if stream.on_view else stream.frontier_version,
+        _stale(ctx, stream, tables, now),
+        dt.datetime.fromtimestamp(min(deadlines)) if deadlines else None,
+        stream.source,
+        ", ".join(sorted(i.name for i in tables)),
         stream.show_initial_rows,
         stream.comment,
         dt.datetime.fromtimestamp(stream.created_at),
     )
+
+
+def _stale(ctx: StatementContext, stream: StreamInfo, tables: list[TableInfo], now: float) -> bool:
+    if stream.on_view:
+        try:
+            check_view_stream(ctx, stream)
+        except StaleStreamError:
+            return True
+        return False
+    return any(is_stale(ctx.catalog, stream, info, now=now) for info in tables)
 
 
 def show_streams(ctx: StatementContext, spark: SparkSession) -> DataFrame:

@@ -21,14 +21,16 @@ from changelake.txn.retention import check_not_stale
 
 @dataclass(frozen=True)
 class StreamRead:
-    """A stream as one statement read it: the interval and the frontier move it implies."""
+    """A stream as one statement read it: how far it read on each base table (the frontiers a
+    commit moves it to), and for a stream on a table the plan of its changes."""
 
     stream: StreamInfo
-    plan: ChangePlan
+    ends: tuple[tuple[int, int], ...]  # (table id, version), by table id
+    plan: ChangePlan | None = None
 
     @property
     def advance(self) -> AdvanceStream:
-        return AdvanceStream(self.stream.stream_id, ((self.plan.table_id, self.plan.end_version),))
+        return AdvanceStream(self.stream.stream_id, self.ends)
 
     @property
     def requirement(self) -> FrontierAt:
@@ -41,8 +43,9 @@ class StreamRead:
 
 
 def stream_plan(ctx: StatementContext, name: str) -> StreamRead:
-    """What reading stream ``name`` now would return, planned from metadata."""
+    """What reading stream ``name`` (on a table) now would return, planned from metadata."""
     stream = ctx.stream(name)
+    assert not stream.on_view, "streams on views are read by plan.streams"
     info = ctx.catalog.table_by_id(stream.table_id)
     check_not_stale(ctx.catalog, stream, info, now=ctx.now())
     end = max(ctx.read_version(info), stream.frontier_version)
@@ -62,7 +65,7 @@ def stream_plan(ctx: StatementContext, name: str) -> StreamRead:
         touched=touched,
         initial_rows=stream.pending_initial_rows,
     )
-    return StreamRead(stream, plan)
+    return StreamRead(stream, ((info.table_id, end),), plan)
 
 
 def read_stream(
@@ -70,8 +73,10 @@ def read_stream(
 ) -> tuple[DataFrame, StreamRead]:
     """The stream's pending changes, and the frontier move that consumes them."""
     read = stream_plan(ctx, name)
-    schema = ctx.catalog.schema_at(read.plan.table_id, read.plan.end_version)
-    return execute_plan(spark, warehouse, ctx.catalog, read.plan, schema), read
+    plan = read.plan
+    assert plan is not None
+    schema = ctx.catalog.schema_at(plan.table_id, plan.end_version)
+    return execute_plan(spark, warehouse, ctx.catalog, plan, schema), read
 
 
 def has_data(ctx: StatementContext, name: str) -> bool:
@@ -82,6 +87,7 @@ def has_data(ctx: StatementContext, name: str) -> bool:
     Like Snowflake's, it may say TRUE for changes that cancel out (e.g. compaction).
     """
     stream = ctx.stream(name)
+    assert not stream.on_view, "streams on views are read by plan.streams"
     info = ctx.catalog.table_by_id(stream.table_id)
     check_not_stale(ctx.catalog, stream, info, now=ctx.now())
     end = max(ctx.read_version(info), stream.frontier_version)

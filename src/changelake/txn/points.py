@@ -82,6 +82,10 @@ def resolve(ctx: StatementContext, info: TableInfo, point: Point) -> int:
 def stream_start_version(ctx: StatementContext, info: TableInfo, name: str) -> int:
     """The start of ``CHANGES ... AT (STREAM => 'name')``: the stream's frontier."""
     stream = ctx.stream(name)
+    if stream.on_view:
+        raise InvalidStatementError(
+            f"Stream {stream.name} is on view {stream.view}, not table {info.name}."
+        )
     if stream.table_id != info.table_id:
         other = ctx.catalog.table_by_id(stream.table_id)
         check_not_stale(ctx.catalog, stream, other, now=ctx.now())

@@ -53,8 +53,9 @@ def extended_retention_days(info: TableInfo) -> float:
 
 
 def stale_after(catalog: Catalog, stream: StreamInfo, info: TableInfo) -> float | None:
-    """When the stream becomes (or became) stale; None if nothing is pending to expire."""
-    successor = catalog.version_info(info.table_id, stream.frontier_version + 1)
+    """When the stream's changes on ``info`` expire (the stream goes stale); None if nothing on
+    it is pending to expire."""
+    successor = catalog.version_info(info.table_id, stream.frontier(info.table_id) + 1)
     if successor is None:
         return None
     return successor.committed_at + extended_retention_days(info) * DAY
@@ -67,17 +68,25 @@ def table_replaced(catalog: Catalog, info: TableInfo) -> bool:
 
 
 def is_stale(catalog: Catalog, stream: StreamInfo, info: TableInfo, *, now: float) -> bool:
-    if stream.frontier_version < info.vacuumed_before_version or table_replaced(catalog, info):
+    """Whether the stream is stale on its (base) table ``info``."""
+    if stream.frontier(info.table_id) < info.vacuumed_before_version or table_replaced(
+        catalog, info
+    ):
         return True
     deadline = stale_after(catalog, stream, info)
     return deadline is not None and deadline < now
 
 
-def check_not_stale(catalog: Catalog, stream: StreamInfo, info: TableInfo, *, now: float) -> None:
-    recreate = (
-        f" Recreate it with CREATE OR REPLACE STREAM {stream.name} ON TABLE {info.name}"
-        " (add SHOW_INITIAL_ROWS = TRUE to start from the table's current rows)."
+def recreate_hint(stream: StreamInfo, source: str) -> str:
+    return (
+        f" Recreate it with CREATE OR REPLACE STREAM {stream.name} ON {stream.source} {source}"
+        f" (add SHOW_INITIAL_ROWS = TRUE to start from the {stream.source.lower()}'s current rows)."
     )
+
+
+def check_not_stale(catalog: Catalog, stream: StreamInfo, info: TableInfo, *, now: float) -> None:
+    """StaleStreamError if the stream is stale on its (base) table ``info``."""
+    recreate = recreate_hint(stream, stream.view or info.name)
     if table_replaced(catalog, info):
         raise StaleStreamError(
             f"Stream {stream.name} is stale: table {info.name} was replaced after the stream was"
@@ -92,10 +101,11 @@ def check_not_stale(catalog: Catalog, stream: StreamInfo, info: TableInfo, *, no
 
 
 def stream_floor(catalog: Catalog, info: TableInfo, *, now: float) -> int | None:
-    """The oldest frontier of a live (not stale) stream on the table: VACUUM keeps every version
-    after it until the stream goes stale. None when no stream holds history back."""
+    """The oldest frontier on the table of a live (not stale) stream on it or on a view over it:
+    VACUUM keeps every version after it until the stream goes stale. None when no stream holds
+    history back."""
     live = [
-        s.frontier_version
+        s.frontier(info.table_id)
         for s in catalog.list_streams(table_id=info.table_id)
         if not is_stale(catalog, s, info, now=now)
     ]
