@@ -2,8 +2,9 @@
 
 For random intervals and a family of views (filter, project, inner, cross, left, right, full,
 semi and anti joins with NULL keys and duplicates, IN / NOT IN (with its NULL rules) / NOT EXISTS
-subqueries, UNION ALL of overlapping branches, GROUP BY with NULL keys, HAVING, DISTINCT,
-a global aggregate, an aggregate over a join, a view over a view, a CTE):
+subqueries, UNION ALL of overlapping branches, UNION DISTINCT, GROUP BY with NULL keys, HAVING,
+DISTINCT, a global aggregate, an aggregate over a join, window functions partitioned and not,
+QUALIFY, a view over a view, a CTE):
 - the defining equation: the view's rows at the end, computed by Spark from the base tables'
   time travel, equal its rows at the start minus the DELETEs plus the INSERTs (as multisets);
 - minimality: no ROW_ID has a DELETE and an INSERT of identical values;
@@ -45,6 +46,12 @@ VIEWS = {
     "v_in": "SELECT k, x FROM {a} WHERE x > 0 AND k IN (SELECT k FROM {b} WHERE y > 1)",
     "v_not_in": "SELECT k, x FROM {a} WHERE k NOT IN (SELECT k FROM {b} WHERE y > 2)",
     "v_exists": "SELECT k, x FROM {a} WHERE NOT EXISTS (SELECT 1 FROM {b} WHERE b.k = a.k AND y < 4)",
+    "v_window": "SELECT k, x, sum(x) OVER (PARTITION BY k) AS total,"
+    " rank() OVER (PARTITION BY k ORDER BY x) AS r FROM {a}",
+    "v_top": "SELECT k, y FROM (SELECT k, y, dense_rank() OVER (ORDER BY y DESC) AS place"
+    " FROM {b}) AS ranked WHERE place <= 2",
+    "v_qualify": "SELECT k, x FROM {a} QUALIFY count(*) OVER (PARTITION BY k) > 1",
+    "v_union_distinct": "SELECT k FROM {a} UNION SELECT k FROM {b}",
 }
 # A view over a view: its oracle inlines the inner view.
 STACKED = ("v_stacked", "SELECT k, x + y AS s FROM {v_join} WHERE y IS NOT NULL")

@@ -21,6 +21,12 @@ from changelake.errors import (
     UnsupportedError,
     did_you_mean,
 )
+from changelake.plan.grammar import (
+    NONDETERMINISTIC,
+    REFUSED_CLAUSES,
+    aggregates,
+    function_name,
+)
 from changelake.plan.ir import (
     Aggregate,
     Branch,
@@ -32,31 +38,8 @@ from changelake.plan.ir import (
     Project,
     Scan,
     Union,
+    Window,
 )
-
-# Functions whose value differs between evaluations: a view using one has no derivative.
-NONDETERMINISTIC = {
-    "RAND",
-    "RANDN",
-    "RANDOM",
-    "UUID",
-    "SHUFFLE",
-    "CURRENT_TIMESTAMP",
-    "CURRENT_DATE",
-    "NOW",
-    "CURRENT_TIME",
-    "MONOTONICALLY_INCREASING_ID",
-    "SPARK_PARTITION_ID",
-    "INPUT_FILE_NAME",
-}
-_REFUSED_CLAUSES = {
-    "qualify": "QUALIFY",
-    "limit": "LIMIT",
-    "offset": "OFFSET",
-    "order": "ORDER BY",
-    "windows": "WINDOW",
-    "laterals": "LATERAL VIEW",
-}
 
 
 @dataclass(frozen=True)
@@ -107,9 +90,8 @@ class Builder:
             for cte in with_.expressions:
                 ctes[cte.alias_or_name.lower()] = cte.this
         if isinstance(tree, exp.Union):
-            if tree.args.get("distinct"):
-                raise self._unsupported("UNION (DISTINCT)", "write UNION ALL")
-            return self._union(tree, ctes)
+            union = self._union(tree, ctes)
+            return self._distinct(union) if tree.args.get("distinct") else union
         if isinstance(tree, exp.Subquery | exp.Paren):
             return self.query(tree.this, ctes)
         if isinstance(tree, exp.Select):
@@ -127,12 +109,10 @@ class Builder:
         return Union(Branch(left, "0"), Branch(right, "1"))
 
     def _select(self, tree: exp.Select, ctes: dict[str, exp.Expression]) -> Node:
-        for key, clause in _REFUSED_CLAUSES.items():
+        for key, clause in REFUSED_CLAUSES.items():
             if tree.args.get(key):
                 raise self._unsupported(clause)
         for item in tree.expressions:
-            for window in item.find_all(exp.Window):
-                raise self._unsupported(f"the window function {to_spark(window)}")
             if item.find(exp.Subquery, exp.Select, exp.Exists) is not None:
                 raise self._unsupported("a subquery in the select list")
         node, sources = self._from(tree, ctes)
@@ -222,7 +202,7 @@ class Builder:
         """``[NOT] EXISTS (SELECT … FROM … WHERE c)``: a semi (anti) join on c, which may refer
         to the outer query's columns."""
         if not isinstance(query, exp.Select) or any(
-            query.args.get(k) for k in (*_REFUSED_CLAUSES, "group", "having", "distinct")
+            query.args.get(k) for k in (*REFUSED_CLAUSES, "group", "having", "distinct")
         ):
             raise self._unsupported("an EXISTS subquery other than SELECT … FROM … WHERE")
         inner, inner_sources = self._from(query, ctes)
@@ -236,22 +216,80 @@ class Builder:
         return Join(node, inner, JoinKind.ANTI if negated else JoinKind.SEMI, condition, shown)
 
     def _output(self, tree: exp.Select, node: Node, sources: list[_Source]) -> Node:
-        """The select list (grouped or not), then DISTINCT."""
-        if tree.args.get("group") or tree.args.get("having") or _aggregates(tree.expressions):
+        """The select list (grouped, or with window functions and QUALIFY), then DISTINCT."""
+        windows = any(i.find(exp.Window) for i in tree.expressions) or tree.args.get("qualify")
+        if tree.args.get("group") or tree.args.get("having") or aggregates(tree.expressions):
+            if windows:
+                raise self._unsupported("a window function or QUALIFY over GROUP BY")
             node = self._aggregate(tree, node, sources)
         else:
+            items: list[exp.Expression] = list(tree.expressions)
+            bound: frozenset[str] = frozenset()
+            if windows:
+                node, items, bound = self._windows(tree, node, sources)
             outputs, expressions = [], []
-            for item in tree.expressions:
-                for col, text in self._select_item(item, sources):
+            for item in items:
+                for col, text in self._select_item(item, sources, bound):
                     outputs.append(col)
                     expressions.append(text)
             node = Project(node, tuple(outputs), tuple(expressions))
         if tree.args.get("distinct"):
             if tree.args["distinct"].args.get("on"):
                 raise self._unsupported("DISTINCT ON")
-            keys = tuple(self._col(c.name) for c in node.columns)
-            node = Aggregate(node, keys, tuple(f"`{c.id}`" for c in node.columns), (), ())
+            node = self._distinct(node)
         return node
+
+    def _distinct(self, node: Node) -> Node:
+        keys = tuple(self._col(c.name) for c in node.columns)
+        return Aggregate(node, keys, tuple(f"`{c.id}`" for c in node.columns), (), ())
+
+    def _windows(
+        self, tree: exp.Select, node: Node, sources: list[_Source]
+    ) -> tuple[Node, list[exp.Expression], frozenset[str]]:
+        """Window functions of the select list and QUALIFY computed once each by a Window node
+        (QUALIFY a Filter over it); returns the select list with each call replaced by a
+        reference to its column, and those columns' ids."""
+        calls: dict[str, Col] = {}  # window call as Spark SQL -> its column
+        partitions: list[list[str]] = []
+
+        def lift(expression: exp.Expression) -> exp.Expression:
+            def swap(n: exp.Expression) -> exp.Expression:
+                if not isinstance(n, exp.Window):
+                    return n
+                text = self._expression(n, sources, aggregates=True, window=True)
+                if text not in calls:
+                    calls[text] = self._col(f"_window{len(calls)}")
+                    by = n.args.get("partition_by") or []
+                    partitions.append([self._expression(e, sources) for e in by])
+                return exp.column(exp.to_identifier(calls[text].id, quoted=True))
+
+            return expression.transform(swap)
+
+        items = [lift(i) for i in tree.expressions]
+        qualify = tree.args.get("qualify")
+        condition = None
+        if qualify is not None:
+            aliases = {i.alias.lower(): i.unalias() for i in items if i.alias}
+
+            def alias(n: exp.Expression) -> exp.Expression:
+                if (
+                    isinstance(n, exp.Column)
+                    and not n.table
+                    and n.name.lower() in aliases
+                    and not self._visible(n, sources)
+                ):
+                    return aliases[n.name.lower()].copy()
+                return n
+
+            condition = lift(qualify.this.transform(alias))
+        # rows of one partition of every call share the keys all calls partition by
+        common = [e for e in partitions[0] if all(e in p for p in partitions[1:])]
+        bound = frozenset(c.id for c in calls.values())
+        node = Window(node, tuple(common), tuple(calls.values()), tuple(calls.keys()))
+        if condition is not None:
+            text = self._expression(condition, sources, bound=bound)
+            node = Filter(node, text, to_spark(qualify.this))
+        return node, items, bound
 
     def _aggregate(self, tree: exp.Select, node: Node, sources: list[_Source]) -> Node:
         """GROUP BY: an Aggregate computing the group keys and each aggregate call once, then
@@ -329,10 +367,9 @@ class Builder:
     # -- FROM items ---------------------------------------------------------------------------
 
     def _source(self, item: exp.Expression, ctes: dict[str, exp.Expression]) -> _Source:
-        if isinstance(item, exp.Subquery):
-            if not item.alias:
-                raise InvalidStatementError(f"A subquery in FROM of {self.about} needs an alias.")
-            return _Source(item.alias.lower(), self._renamed(self.query(item.this, ctes)))
+        if isinstance(item, exp.Subquery):  # without an alias, its columns go by name only
+            alias = (item.alias or f"_subquery{next(self._ids)}").lower()
+            return _Source(alias, self._renamed(self.query(item.this, ctes)))
         if not isinstance(item, exp.Table):
             raise self._unsupported(type(item).__name__.upper())
         if item.args.get("when") or item.args.get("changes") or item.args.get("db"):
@@ -364,14 +401,16 @@ class Builder:
 
     # -- expressions --------------------------------------------------------------------------
 
-    def _select_item(self, item: exp.Expression, sources: list[_Source]) -> list[tuple[Col, str]]:
+    def _select_item(
+        self, item: exp.Expression, sources: list[_Source], bound: frozenset[str] = frozenset()
+    ) -> list[tuple[Col, str]]:
         if isinstance(item, exp.Star):
             return [(self._col(c.name), f"`{c.id}`") for s in sources for c in s.node.columns]
         if isinstance(item, exp.Column) and isinstance(item.this, exp.Star):
             source = self._find_source(item.table, sources)
             return [(self._col(c.name), f"`{c.id}`") for c in source.node.columns]
         name = item.alias_or_name or to_spark(item)
-        return [(self._col(name), self._expression(item.unalias(), sources))]
+        return [(self._col(name), self._expression(item.unalias(), sources, bound=bound))]
 
     def _expression(
         self,
@@ -379,22 +418,25 @@ class Builder:
         sources: list[_Source],
         *,
         aggregates: bool = False,
+        window: bool = False,
         outer: list[_Source] | None = None,
+        bound: frozenset[str] = frozenset(),
     ) -> str:
         """``tree`` as Spark SQL over internal column names; a column not found in ``sources``
-        is looked up in ``outer`` (the enclosing query of a correlated subquery)."""
+        is looked up in ``outer`` (the enclosing query of a correlated subquery); ``bound``
+        columns are internal names already. ``window``: ``tree`` is one window call."""
         for node in tree.walk():
             if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
                 raise self._unsupported(
                     "a subquery in an expression", "IN and EXISTS work as top-level WHERE conjuncts"
                 )
-            if isinstance(node, exp.Window):
-                raise self._unsupported(f"the window function {to_spark(node)}")
+            if isinstance(node, exp.Window) and not (window and node is tree):
+                raise self._unsupported(f"the window function {to_spark(node)} here")
             if isinstance(node, exp.AggFunc) and not aggregates:
                 raise InvalidStatementError(
                     f"{self.about}: the aggregate {to_spark(node)} is not allowed here."
                 )
-            name = _function_name(node)
+            name = function_name(node)
             if name in NONDETERMINISTIC:
                 raise InvalidStatementError(
                     f"{self.about} uses {name}(), which is not deterministic, so its changes"
@@ -402,6 +444,8 @@ class Builder:
                 )
 
         def resolve(node: exp.Expression) -> exp.Expression:
+            if isinstance(node, exp.Column) and not node.table and node.name in bound:
+                return node
             if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
                 col = self._resolve(node, sources, outer or [])
                 return exp.column(exp.to_identifier(col.id, quoted=True))
@@ -446,18 +490,6 @@ class Builder:
         how = f"; {hint}" if hint else ""
         return UnsupportedError(
             f"{self.about}: changes of a view using {what} cannot be computed yet (supported:"
-            " projections, filters, inner, outer, cross, semi and anti joins, UNION ALL, GROUP BY,"
-            f" DISTINCT, views and CTEs){how}."
+            " projections, filters, inner, outer, cross, semi and anti joins, UNION [ALL],"
+            f" GROUP BY, DISTINCT, window functions, QUALIFY, views and CTEs){how}."
         )
-
-
-def _aggregates(items: list[exp.Expression]) -> bool:
-    return any(isinstance(n, exp.AggFunc) for item in items for n in item.walk())
-
-
-def _function_name(node: exp.Expression) -> str:
-    if isinstance(node, exp.Anonymous):
-        return str(node.name).upper()
-    if isinstance(node, exp.Func) and not isinstance(node, exp.Cast):
-        return node.sql_name().upper()
-    return ""

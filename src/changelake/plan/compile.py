@@ -30,6 +30,7 @@ from changelake.plan.ir import (
     Scan,
     Signed,
     Union,
+    Window,
     at,
 )
 
@@ -61,6 +62,8 @@ def compile_node(node: Node, leaf: Leaf) -> DataFrame:
         return _union(node, leaf)
     if isinstance(node, Aggregate):
         return _grouped(node, compile_node(node.child, leaf))
+    if isinstance(node, Window):
+        return _windowed(node, compile_node(node.child, leaf))
     if isinstance(node, Pad):
         return _pad(node, leaf)
     if isinstance(node, Signed):
@@ -145,23 +148,32 @@ def _grouped(node: Aggregate, df: DataFrame) -> DataFrame:
     return out.select(*[F.col(c.id) for c in node.columns], rid.alias(RID))
 
 
+def _windowed(node: Window, df: DataFrame) -> DataFrame:
+    """The window functions over ``df`` (the child's rows); rows keep their ids."""
+    if ACTION in df.columns:
+        raise TypeError("a window's input must be a state, not changes")
+    outputs = [F.expr(e).alias(c.id) for c, e in zip(node.outputs, node.expressions, strict=True)]
+    return df.select(*[F.col(c.id) for c in node.child.columns], *outputs, F.col(RID))
+
+
 def _regroup(node: Regroup, leaf: Leaf) -> DataFrame:
-    aggregate = node.aggregate
-    keys = list(zip(aggregate.keys, aggregate.key_expressions, strict=True))
+    keys = node.keys
     touched = compile_node(node.delta, leaf).select(
-        *[F.expr(e).alias(f"_cl_t{i}") for i, (_, e) in enumerate(keys)]
+        *[F.expr(e).alias(f"_cl_t{i}") for i, e in enumerate(keys)]
     )
+    stateful = node.stateful
+    apply = _grouped if isinstance(stateful, Aggregate) else _windowed
     parts = []
     for end, action in ((End.START, "DELETE"), (End.END, "INSERT")):
-        rows = compile_node(at(aggregate.child, end), leaf)
+        rows = compile_node(at(stateful.child, end), leaf)
         if keys:
             with_keys = rows.select(
-                "*", *[F.expr(e).alias(f"_cl_k{i}") for i, (_, e) in enumerate(keys)]
+                "*", *[F.expr(e).alias(f"_cl_k{i}") for i, e in enumerate(keys)]
             )
             same = [F.col(f"_cl_k{i}").eqNullSafe(F.col(f"_cl_t{i}")) for i in range(len(keys))]
             cond = same[0]
             for more in same[1:]:
                 cond = cond & more
             rows = with_keys.join(touched.distinct(), cond, "left_semi")
-        parts.append(_grouped(aggregate, rows).withColumn(ACTION, F.lit(action)))
+        parts.append(apply(stateful, rows).withColumn(ACTION, F.lit(action)))  # type: ignore[arg-type]
     return parts[0].unionByName(parts[1])

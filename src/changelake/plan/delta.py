@@ -38,6 +38,7 @@ from changelake.plan.ir import (
     Scan,
     Signed,
     Union,
+    Window,
     at,
     children,
 )
@@ -64,6 +65,8 @@ def derive(node: Node, *, changed: Changed) -> Node | None:
         return delta_join(node, left, right)
     if isinstance(node, Aggregate):
         return delta_aggregate(node, derive(node.child, changed=changed))
+    if isinstance(node, Window):
+        return delta_window(node, derive(node.child, changed=changed))
     raise TypeError(f"cannot differentiate {type(node).__name__}")
 
 
@@ -210,6 +213,18 @@ def delta_aggregate(node: Aggregate, child: Node | None) -> Node | None:
     return None if child is None else Regroup(node, child)
 
 
+def delta_window(node: Window, child: Node | None) -> Node | None:
+    """Stateful: Δω(Q) = the partitions that ΔQ touches, recomputed at both ends; a row keeps
+    its input's id, so a row whose window values did not change cancels in consolidation.
+    Without PARTITION BY every change touches the one partition: all rows are recomputed.
+
+    >>> s = Scan("t", 1, "t", (), ())
+    >>> print(formula(derive(Window(s, ("k",), (), ()), changed=lambda _: True)))
+    ω(t | touched by Δt)
+    """
+    return None if child is None else Regroup(node, child)
+
+
 def non_monotonic(node: Node) -> str | None:
     """The first operator under ``node`` that can lose rows while its inputs only gain rows
     (so APPEND_ONLY has no meaning for it), or None.
@@ -220,6 +235,8 @@ def non_monotonic(node: Node) -> str | None:
     """
     if isinstance(node, Aggregate):
         return "GROUP BY" if node.values else "DISTINCT"
+    if isinstance(node, Window):
+        return "window function"
     for child in children(node):
         found = non_monotonic(child)
         if found is not None:
@@ -243,8 +260,11 @@ def formula(node: Node) -> str:
         return formula(node.child)
     if isinstance(node, Aggregate):
         return f"γ({formula(node.child)})"
+    if isinstance(node, Window):
+        return f"ω({formula(node.child)})"
     if isinstance(node, Regroup):
-        return f"γ({formula(node.aggregate.child)} | touched by {formula(node.delta)})"
+        op = "γ" if isinstance(node.stateful, Aggregate) else "ω"
+        return f"{op}({formula(node.stateful.child)} | touched by {formula(node.delta)})"
     if isinstance(node, Join):
         return f"{_term(node.left)} {_SYMBOL[node.kind]} {_term(node.right)}"
     if isinstance(node, Union):

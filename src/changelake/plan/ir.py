@@ -110,6 +110,22 @@ class Aggregate:
 
 
 @dataclass(frozen=True)
+class Window:
+    """Window functions over ``child``'s rows: ``outputs[i]`` is ``expressions[i]`` (a call
+    with its OVER clause), appended to the child's columns. ``partition`` are the PARTITION BY
+    expressions every call shares (none: all rows are one partition)."""
+
+    child: Node
+    partition: tuple[str, ...]
+    outputs: tuple[Col, ...]
+    expressions: tuple[str, ...]
+
+    @property
+    def columns(self) -> tuple[Col, ...]:
+        return self.child.columns + self.outputs
+
+
+@dataclass(frozen=True)
 class Branch:
     """A UNION ALL branch: its rows' ids are tagged with ``tag``, so that the same row read by
     two branches keeps two ids."""
@@ -180,15 +196,23 @@ class Signed:
 
 @dataclass(frozen=True)
 class Regroup:
-    """A derivative's node: the groups of ``aggregate`` whose keys ``delta`` (its input's
-    changes) touches, aggregated at the interval's start (as DELETEs) and end (as INSERTs)."""
+    """A derivative's node: the groups of an aggregate (or partitions of a window) whose keys
+    ``delta`` (its input's changes) touches, recomputed at the interval's start (as DELETEs)
+    and end (as INSERTs)."""
 
-    aggregate: Aggregate
+    stateful: Aggregate | Window
     delta: Node
 
     @property
+    def keys(self) -> tuple[str, ...]:
+        """The key expressions, over the stateful node's input columns."""
+        if isinstance(self.stateful, Aggregate):
+            return self.stateful.key_expressions
+        return self.stateful.partition
+
+    @property
     def columns(self) -> tuple[Col, ...]:
-        return self.aggregate.columns
+        return self.stateful.columns
 
 
 Node = (
@@ -201,6 +225,7 @@ Node = (
     | At
     | Delta
     | Aggregate
+    | Window
     | Regroup
     | Pad
     | Signed
@@ -208,10 +233,10 @@ Node = (
 
 
 def children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, Filter | Project | Branch | Aggregate | Pad | Signed):
+    if isinstance(node, Filter | Project | Branch | Aggregate | Window | Pad | Signed):
         return (node.child,)
     if isinstance(node, Regroup):
-        return (node.aggregate.child, node.delta)
+        return (node.stateful.child, node.delta)
     if isinstance(node, Join | Union):
         return (node.left, node.right)
     return ()
@@ -230,7 +255,7 @@ def at(node: Node, end: End) -> Node:
     """``node`` with every base-table scan read as of ``end`` of the interval."""
     if isinstance(node, Scan):
         return At(node, end)
-    if isinstance(node, Filter | Project | Branch | Pad | Aggregate | Signed):
+    if isinstance(node, Filter | Project | Branch | Pad | Aggregate | Window | Signed):
         return replace(node, child=at(node.child, end))
     if isinstance(node, Join | Union):
         return replace(node, left=at(node.left, end), right=at(node.right, end))
@@ -259,13 +284,17 @@ def describe(node: Node, indent: int = 0) -> list[str]:
         keys = ", ".join(c.name for c in node.keys) or "()"
         values = ", ".join(c.name for c in node.values)
         head = f"Aggregate by {keys}" + (f": {values}" if values else " (distinct)")
+    elif isinstance(node, Window):
+        by = f" partitioned by {', '.join(node.partition)}" if node.partition else ""
+        head = f"Window {', '.join(node.expressions)}{by}"
     elif isinstance(node, Pad):
         head = f"Pad with NULL {', '.join(c.name for c in node.nulls)}"
     elif isinstance(node, Signed):
         head = f"as {node.action}"
     elif isinstance(node, Regroup):
-        keys = ", ".join(c.name for c in node.aggregate.keys) or "()"
-        head = f"Regroup by {keys}: groups touched by the second input, at start and end"
+        keys = ", ".join(node.keys) or "()"
+        what = "groups" if isinstance(node.stateful, Aggregate) else "partitions"
+        head = f"Regroup by {keys}: {what} touched by the second input, at start and end"
     else:
         head = "Union all"
     return [pad + head] + [line for c in children(node) for line in describe(c, indent + 1)]

@@ -9,9 +9,11 @@ matched by ROW_ID). The planner picks the cheaper from catalog metadata (rows th
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -20,7 +22,7 @@ from changelake.catalog.model import StreamInfo, TableInfo
 from changelake.changes.plan import Information
 from changelake.changes.query import changes_between, resolve_interval
 from changelake.changes.scan import ACTION as ACTION_COLUMN
-from changelake.changes.scan import ISUPDATE, row_id
+from changelake.changes.scan import COMMIT_TIMESTAMP, COMMIT_VERSION, ISUPDATE, row_id
 from changelake.changes.scan import ROW_ID as ROW_ID_COLUMN
 from changelake.errors import InvalidStatementError, StaleStreamError, UnsupportedError
 from changelake.plan.build import Builder, Catalog
@@ -47,6 +49,7 @@ from changelake.txn.retention import check_not_stale, recreate_hint
 
 PLAN_OPTION = "spark.changelake.viewChangesPlan"
 PLANS = ("AUTO", "INCREMENTAL", "RECOMPUTE")
+MAX_REDO_COMMITS = 256  # each commit is its own plan, and Spark plans their union at once
 
 
 @dataclass(frozen=True)
@@ -214,9 +217,7 @@ def changes_over(
     ``initial_rows``, every row of the view at the end as an INSERT (a stream's first read)."""
     about = f"CHANGES on view {name}"
     if information is Information.REDO:
-        raise UnsupportedError(
-            f"{about}: INFORMATION => REDO on views is not supported yet; use DEFAULT."
-        )
+        return _redo(ctx, spark, warehouse, name, tree, versions)
     operator = non_monotonic(tree) if information is Information.APPEND_ONLY else None
     if operator is not None:
         raise UnsupportedError(
@@ -256,6 +257,62 @@ def changes_over(
     return _consolidated(signed, tree).select(
         *names, F.col(ACTION_COLUMN), F.col(ISUPDATE), F.col(ROW_ID_COLUMN)
     ), plan
+
+
+def _redo(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    name: str,
+    tree: Node,
+    versions: Versions,
+) -> tuple[DataFrame, ViewPlan]:
+    """REDO: the view's minimum delta of each commit to its base tables, in commit order. A
+    commit is one statement (a transaction writing two base tables is one commit); its
+    METADATA$COMMIT_VERSION is the version it made of a base table it wrote (the one created
+    first), METADATA$COMMIT_TIMESTAMP its commit time."""
+    commits: dict[str, list[tuple[float, int, int]]] = {}
+    for table_id, (_, first, last) in versions.items():
+        for v in ctx.catalog.versions(table_id, after_exclusive=first, upto_inclusive=last):
+            commits.setdefault(v.statement_id, []).append((v.committed_at, table_id, v.version))
+    steps = sorted(sorted(c) for c in commits.values())
+    if len(steps) > MAX_REDO_COMMITS:
+        raise UnsupportedError(
+            f"CHANGES on view {name}: INFORMATION => REDO over {len(steps)} commits is more than"
+            f" {MAX_REDO_COMMITS}; narrow the interval, or use DEFAULT."
+        )
+    reached = {t: first for t, (_, first, _) in versions.items()}
+    parts = []
+    for ordinal, step in enumerate(steps):
+        span = {t: (info, reached[t], reached[t]) for t, (info, _, _) in versions.items()}
+        for _, table_id, version in step:
+            span[table_id] = (span[table_id][0], reached[table_id], version)
+            reached[table_id] = version
+        df, _ = changes_over(
+            ctx, spark, warehouse, name, tree, span, information=Information.DEFAULT
+        )
+        committed_at, _, version = step[0]
+        parts.append(
+            df.select(
+                "*",
+                F.lit(version).cast("bigint").alias(COMMIT_VERSION),
+                F.lit(dt.datetime.fromtimestamp(committed_at)).alias(COMMIT_TIMESTAMP),
+                F.lit(ordinal).alias("_cl_step"),
+            )
+        )
+    _, whole = changes_over(
+        ctx, spark, warehouse, name, tree, versions, information=Information.DEFAULT
+    )
+    plan = replace(whole, chosen="REDO", reason=f"{len(steps)} commits, each its own minimum delta")
+    if not parts:
+        empty = _empty(spark, tree, _Leaves(ctx, spark, warehouse, versions, None))
+        return empty.select(
+            "*",
+            F.lit(None).cast("bigint").alias(COMMIT_VERSION),
+            F.lit(None).cast("timestamp").alias(COMMIT_TIMESTAMP),
+        ), plan
+    out = functools.reduce(DataFrame.unionByName, parts)
+    return out.orderBy("_cl_step", ROW_ID_COLUMN, ACTION_COLUMN).drop("_cl_step"), plan
 
 
 def _inserts(df: DataFrame, names: list[Column]) -> DataFrame:
@@ -314,8 +371,8 @@ def _choose(
 
 
 def _reads(node: Node, rows: dict[int, int], changed: dict[int, int]) -> int:
-    if isinstance(node, Regroup):  # the aggregate's input at both ends, and the changes
-        twice = 2 * _reads(node.aggregate.child, rows, changed)
+    if isinstance(node, Regroup):  # the stateful node's input at both ends, and the changes
+        twice = 2 * _reads(node.stateful.child, rows, changed)
         return twice + _reads(node.delta, rows, changed)
     if isinstance(node, Delta):
         return changed[node.scan.table_id]

@@ -1,0 +1,2 @@
+-- changed: b
+SELECT a.k, x, y FROM a JOIN b ON a.k = b.k

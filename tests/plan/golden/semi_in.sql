@@ -1,0 +1,2 @@
+-- changed: b
+SELECT k, x FROM a WHERE k IN (SELECT k FROM b WHERE y > 1)

@@ -1,0 +1,2 @@
+-- changed: a, b
+SELECT k FROM a UNION SELECT k FROM b
