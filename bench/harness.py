@@ -122,6 +122,20 @@ def alternate(
     return medians(a), medians(b)
 
 
+def rotate(ctx: Context, *actions: Callable[[], object]) -> list[Sample]:
+    """A median sample of each of ``actions`` (in their order): one untimed warm-up each, then
+    ``ctx.repeat`` rounds running each once, every round starting one action later, so neither
+    background load nor what the previous action left behind (e.g. garbage) favours any."""
+    for action in actions:
+        action()
+    samples: list[list[Sample]] = [[] for _ in actions]
+    for round_ in range(ctx.repeat):
+        for i in range(len(actions)):
+            k = (round_ + i) % len(actions)
+            samples[k].append(ctx.clock.measure(actions[k]))
+    return [medians(taken) for taken in samples]
+
+
 class SparkJobClock:
     """Time spent inside Spark jobs, read from the driver's status store (works with the UI off).
 
@@ -198,3 +212,13 @@ def compared(
         rows=rows,
         notes=notes,
     )
+
+
+def view_plan(session: Session, query: str) -> str:
+    """The plan changelake picks for the CHANGES of a view in ``query`` (INCREMENTAL or
+    RECOMPUTE, with its reason), from the ``plan: ...`` line of ``EXPLAIN query``."""
+    for row in session.sql(f"EXPLAIN {query}").collect():
+        for line in row[0].splitlines():
+            if line.strip().startswith("plan: "):
+                return line.strip().removeprefix("plan: ")
+    return "unknown"

@@ -24,7 +24,11 @@ from bench import (
     scan,
     table3,
     update,
+    view_cost,
+    view_dimension,
+    view_groupby,
     view_join,
+    view_stream,
 )
 from bench.harness import Context, CpuClock, Result
 
@@ -41,6 +45,10 @@ BENCHMARKS = {
         append_only,
         consume,
         view_join,
+        view_dimension,
+        view_groupby,
+        view_cost,
+        view_stream,
     )
 }
 MASTER = "local[2]"
