@@ -1,4 +1,4 @@
-"""Changes of views over random histories of two tables, against oracles computed another way.
+"""Changes of views over random histories of three tables, against oracles computed another way.
 
 For random intervals and a family of views (filter, project, inner, cross, left, right, full,
 semi and anti joins with NULL keys and duplicates, IN / NOT IN (with its NULL rules) / NOT EXISTS
@@ -24,15 +24,15 @@ import changelake
 from changelake.clock import ManualClock
 from changelake.plan.views import PLAN_OPTION
 
-# Each view as SQL over {a} and {b}: stored as a view with the tables, and run by Spark with
+# Each view as SQL over {a}, {b} and {c}: stored as a view with the tables, and run by Spark with
 # time-travel reads of the tables as the oracle.
 VIEWS = {
     "v_filter": "SELECT k, x * 2 AS x2 FROM {a} WHERE x > 2",
     "v_join": "SELECT a.k, x, y FROM {a} JOIN {b} ON a.k = b.k",
     "v_union": "SELECT k, x FROM {a} UNION ALL SELECT k, y FROM {b} WHERE y < 5 OR y IS NULL",
     "v_cross": "SELECT a.k AS ak, b.k AS bk FROM {a} CROSS JOIN {b} WHERE a.x = b.y",
-    "v_cte": "WITH c AS (SELECT k, x FROM {a} WHERE x IS NOT NULL)"
-    " SELECT c.k, y FROM c JOIN {b} ON c.k = b.k",
+    "v_cte": "WITH ac AS (SELECT k, x FROM {a} WHERE x IS NOT NULL)"
+    " SELECT ac.k, y FROM ac JOIN {b} ON ac.k = b.k",
     "v_group": "SELECT k, count(*) AS n, sum(x) AS s, min(x) AS lo, max(x) AS hi FROM {a} GROUP BY k",
     "v_having": "SELECT k, count(*) AS n FROM {a} GROUP BY k HAVING count(*) > 1",
     "v_distinct": "SELECT DISTINCT k FROM {b}",
@@ -52,6 +52,9 @@ VIEWS = {
     " FROM {b}) AS ranked WHERE place <= 2",
     "v_qualify": "SELECT k, x FROM {a} QUALIFY count(*) OVER (PARTITION BY k) > 1",
     "v_union_distinct": "SELECT k FROM {a} UNION SELECT k FROM {b}",
+    "v_three": "SELECT a.k, x, y, z FROM {a} JOIN {b} ON a.k = b.k LEFT JOIN {c} ON b.k = c.k",
+    "v_three_group": "SELECT c.k, count(*) AS n, sum(x) AS s FROM {c} JOIN {a} ON a.k = c.k"
+    " WHERE z > 0 GROUP BY c.k",
 }
 # A view over a view: its oracle inlines the inner view.
 STACKED = ("v_stacked", "SELECT k, x + y AS s FROM {v_join} WHERE y IS NOT NULL")
@@ -61,18 +64,18 @@ values = st.one_of(st.none(), st.integers(0, 6))
 statements = st.one_of(
     st.tuples(
         st.just("insert"),
-        st.sampled_from("ab"),
+        st.sampled_from("abc"),
         st.lists(st.tuples(keys, values), min_size=1, max_size=4),
     ),
-    st.tuples(st.just("update"), st.sampled_from("ab"), st.integers(0, 3), st.integers(-2, 2)),
-    st.tuples(st.just("rekey"), st.sampled_from("ab"), st.integers(0, 6), st.integers(0, 3)),
-    st.tuples(st.just("delete"), st.sampled_from("ab"), st.integers(0, 3)),
+    st.tuples(st.just("update"), st.sampled_from("abc"), st.integers(0, 3), st.integers(-2, 2)),
+    st.tuples(st.just("rekey"), st.sampled_from("abc"), st.integers(0, 6), st.integers(0, 3)),
+    st.tuples(st.just("delete"), st.sampled_from("abc"), st.integers(0, 3)),
 )
 
 
 def _sql(statement) -> str:
     kind, table = statement[0], statement[1]
-    col = "x" if table == "a" else "y"
+    col = {"a": "x", "b": "y", "c": "z"}[table]
     if kind == "insert":
         rows = ", ".join(f"({_lit(k)}, {_lit(v)})" for k, v in statement[2])
         return f"INSERT INTO {table} VALUES {rows}"
@@ -93,7 +96,7 @@ def _at(epoch: float) -> str:
 
 def _oracle(session, view: str, epoch: float) -> Counter:
     ts = _at(epoch)
-    tables = {t: f"{t} AT (TIMESTAMP => '{ts}') AS {t}" for t in "ab"}
+    tables = {t: f"{t} AT (TIMESTAMP => '{ts}') AS {t}" for t in "abc"}
     if view == STACKED[0]:
         inner = VIEWS["v_join"].format(**tables)
         sql = STACKED[1].format(v_join=f"({inner}) AS v_join")
@@ -117,7 +120,7 @@ def test_view_changes_equal_the_oracles(spark, tmp_path_factory):
     checked = []
 
     @settings(
-        max_examples=5,
+        max_examples=6,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -131,8 +134,10 @@ def test_view_changes_equal_the_oracles(spark, tmp_path_factory):
             session.sql("CREATE TABLE b (k INT, y INT)")
             session.sql("INSERT INTO a VALUES (0, 1), (1, 3), (1, 3), (2, NULL), (NULL, 4)")
             session.sql("INSERT INTO b VALUES (1, 3), (2, 5), (NULL, 4), (3, 1)")
+            session.sql("CREATE TABLE c (k INT, z INT)")
+            session.sql("INSERT INTO c VALUES (1, 1), (2, 0), (2, 3), (NULL, 2)")
             for name, sql in VIEWS.items():
-                session.sql(f"CREATE VIEW {name} AS {sql.format(a='a', b='b')}")
+                session.sql(f"CREATE VIEW {name} AS {sql.format(a='a', b='b', c='c')}")
             session.sql(f"CREATE VIEW {STACKED[0]} AS {STACKED[1].format(v_join='v_join')}")
             times = []
             for statement in history:
@@ -157,7 +162,7 @@ def test_view_changes_equal_the_oracles(spark, tmp_path_factory):
             session.close()
 
     run()
-    assert len(checked) >= 5 * (len(VIEWS) + 1)
+    assert len(checked) >= 6 * (len(VIEWS) + 1)
 
 
 def _check(session, view: str, changes: list, start: float, end: float) -> None:

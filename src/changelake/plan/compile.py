@@ -18,6 +18,7 @@ from changelake.plan.ir import (
     Aggregate,
     At,
     Branch,
+    Col,
     Delta,
     End,
     Filter,
@@ -157,23 +158,38 @@ def _windowed(node: Window, df: DataFrame) -> DataFrame:
 
 
 def _regroup(node: Regroup, leaf: Leaf) -> DataFrame:
-    keys = node.keys
-    touched = compile_node(node.delta, leaf).select(
-        *[F.expr(e).alias(f"_cl_t{i}") for i, e in enumerate(keys)]
-    )
+    """The touched groups at the start, their input rows read once, and at the end: the same
+    rows with the input's net changes applied (a deleted or updated row leaves by ROW_ID, and
+    the inserted rows join), so the input is not read a second time."""
     stateful = node.stateful
+    columns = [F.col(c.id) for c in stateful.child.columns]
+    net = net_changes(compile_node(node.delta, leaf), stateful.child.columns)
+    start = compile_node(at(stateful.child, End.START), leaf)
+    if node.keys:
+        keys = list(node.keys)
+        touched = net.select(*[F.expr(e).alias(f"_cl_t{i}") for i, e in enumerate(keys)])
+        with_keys = start.select("*", *[F.expr(e).alias(f"_cl_k{i}") for i, e in enumerate(keys)])
+        same = [F.col(f"_cl_k{i}").eqNullSafe(F.col(f"_cl_t{i}")) for i in range(len(keys))]
+        cond = same[0]
+        for more in same[1:]:
+            cond = cond & more
+        start = with_keys.join(touched.distinct(), cond, "left_semi").select(*columns, F.col(RID))
+    gone = net.where(F.col(ACTION) == "DELETE").select(F.col(RID).alias("_cl_gone"))
+    kept = start.join(gone, F.col(RID) == F.col("_cl_gone"), "left_anti")
+    end = kept.unionByName(net.where(F.col(ACTION) == "INSERT").select(*columns, F.col(RID)))
     apply = _grouped if isinstance(stateful, Aggregate) else _windowed
-    parts = []
-    for end, action in ((End.START, "DELETE"), (End.END, "INSERT")):
-        rows = compile_node(at(stateful.child, end), leaf)
-        if keys:
-            with_keys = rows.select(
-                "*", *[F.expr(e).alias(f"_cl_k{i}") for i, e in enumerate(keys)]
-            )
-            same = [F.col(f"_cl_k{i}").eqNullSafe(F.col(f"_cl_t{i}")) for i in range(len(keys))]
-            cond = same[0]
-            for more in same[1:]:
-                cond = cond & more
-            rows = with_keys.join(touched.distinct(), cond, "left_semi")
-        parts.append(apply(stateful, rows).withColumn(ACTION, F.lit(action)))  # type: ignore[arg-type]
-    return parts[0].unionByName(parts[1])
+    before = apply(stateful, start).withColumn(ACTION, F.lit("DELETE"))  # type: ignore[arg-type]
+    after = apply(stateful, end).withColumn(ACTION, F.lit("INSERT"))  # type: ignore[arg-type]
+    return before.unionByName(after)
+
+
+def net_changes(signed: DataFrame, columns: tuple[Col, ...]) -> DataFrame:
+    """The minimum delta of a redundant one: per ROW_ID and values, inserts minus deletes, as
+    that many rows with ACTION INSERT (or DELETE)."""
+    ids = [F.col(c.id) for c in columns]
+    sign = F.when(F.col(ACTION) == "INSERT", 1).otherwise(-1)
+    net = signed.groupBy(F.col(RID), *ids).agg(F.sum(sign).alias("_cl_net"))
+    repeated = F.explode(F.array_repeat(F.lit(0), F.abs(F.col("_cl_net")).cast("int")))
+    rows = net.where(F.col("_cl_net") != 0).select("*", repeated.alias("_cl_n"))
+    action = F.when(F.col("_cl_net") > 0, "INSERT").otherwise("DELETE")
+    return rows.select(*ids, F.col(RID), action.alias(ACTION))

@@ -20,13 +20,13 @@ from pyspark.sql import functions as F
 
 from changelake.catalog.model import StreamInfo, TableInfo
 from changelake.changes.plan import Information
-from changelake.changes.query import changes_between, resolve_interval
+from changelake.changes.query import changes_between, plan_interval, resolve_interval
 from changelake.changes.scan import ACTION as ACTION_COLUMN
 from changelake.changes.scan import COMMIT_TIMESTAMP, COMMIT_VERSION, ISUPDATE, row_id
 from changelake.changes.scan import ROW_ID as ROW_ID_COLUMN
 from changelake.errors import InvalidStatementError, StaleStreamError, UnsupportedError
 from changelake.plan.build import Builder, Catalog
-from changelake.plan.compile import ACTION, RID, compile_node
+from changelake.plan.compile import ACTION, RID, compile_node, net_changes
 from changelake.plan.delta import derive, formula, non_monotonic
 from changelake.plan.ir import (
     At,
@@ -325,16 +325,9 @@ def _inserts(df: DataFrame, names: list[Column]) -> DataFrame:
 
 
 def _consolidated(signed: DataFrame, tree: Node) -> DataFrame:
-    """The minimum delta of a redundant one: per ROW_ID and values, inserts minus deletes; a
-    ROW_ID left with a DELETE and an INSERT is an update (METADATA$ISUPDATE, computed last)."""
-    ids = [F.col(c.id) for c in tree.columns]
-    sign = F.when(F.col(ACTION) == "INSERT", 1).otherwise(-1)
-    net = signed.groupBy(F.col(RID), *ids).agg(F.sum(sign).alias("_cl_net"))
-    rows = net.where(F.col("_cl_net") != 0).select(
-        "*", F.explode(F.array_repeat(F.lit(0), F.abs(F.col("_cl_net")).cast("int"))).alias("_cl_n")
-    )
-    action = F.when(F.col("_cl_net") > 0, "INSERT").otherwise("DELETE")
-    rows = rows.withColumn(ACTION_COLUMN, action)
+    """The minimum delta of a redundant one; a ROW_ID left with a DELETE and an INSERT is an
+    update (METADATA$ISUPDATE, computed last)."""
+    rows = net_changes(signed, tree.columns).withColumn(ACTION_COLUMN, F.col(ACTION))
     by_id = Window.partitionBy(RID)
     update = F.min(ACTION_COLUMN).over(by_id) != F.max(ACTION_COLUMN).over(by_id)
     return rows.withColumn(ISUPDATE, update).withColumn(ROW_ID_COLUMN, F.col(RID))
@@ -371,9 +364,8 @@ def _choose(
 
 
 def _reads(node: Node, rows: dict[int, int], changed: dict[int, int]) -> int:
-    if isinstance(node, Regroup):  # the stateful node's input at both ends, and the changes
-        twice = 2 * _reads(node.stateful.child, rows, changed)
-        return twice + _reads(node.delta, rows, changed)
+    if isinstance(node, Regroup):  # the stateful node's input once, and its changes
+        return _reads(node.stateful.child, rows, changed) + _reads(node.delta, rows, changed)
     if isinstance(node, Delta):
         return changed[node.scan.table_id]
     if isinstance(node, At | Scan):
@@ -390,8 +382,10 @@ def _live_rows(ctx: StatementContext, info: TableInfo, version: int) -> int:
 
 
 def _changed_rows(ctx: StatementContext, info: TableInfo, start: int, end: int) -> int:
-    versions = ctx.catalog.versions(info.table_id, after_exclusive=start, upto_inclusive=end)
-    return sum(v.rows_inserted + 2 * v.rows_updated + v.rows_deleted for v in versions)
+    """The rows a change scan of ``info`` over ``(start, end]`` reads: whole touched files."""
+    plan = plan_interval(ctx.catalog, info, start=start, end=end, information=Information.DEFAULT)
+    deleted_from = sum(f.row_count for f in plan.before_deleted.files)
+    return plan.before_files.rows + deleted_from + plan.after_files.rows
 
 
 class _Leaves:
