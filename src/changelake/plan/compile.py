@@ -33,6 +33,7 @@ from changelake.plan.ir import (
     Union,
     Window,
     at,
+    keyed,
 )
 
 RID = "_cl_vrid"
@@ -164,7 +165,10 @@ def _regroup(node: Regroup, leaf: Leaf) -> DataFrame:
     stateful = node.stateful
     columns = [F.col(c.id) for c in stateful.child.columns]
     net = net_changes(compile_node(node.delta, leaf), stateful.child.columns)
-    start = compile_node(at(stateful.child, End.START), leaf)
+    before_rows = at(stateful.child, End.START)
+    if node.bounded is not None:
+        before_rows = keyed(before_rows, *node.bounded)
+    start = compile_node(before_rows, leaf)
     if node.keys:
         keys = list(node.keys)
         touched = net.select(*[F.expr(e).alias(f"_cl_t{i}") for i, e in enumerate(keys)])

@@ -20,6 +20,7 @@ people@start ⋈ Δitems
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from changelake.plan.ir import (
@@ -41,6 +42,8 @@ from changelake.plan.ir import (
     Window,
     at,
     children,
+    scans,
+    source_column,
 )
 
 Changed = Callable[[Scan], bool]
@@ -210,7 +213,30 @@ def delta_aggregate(node: Aggregate, child: Node | None) -> Node | None:
     >>> print(formula(derive(Aggregate(s, (), (), (), ()), changed=lambda _: True)))
     γ(t | touched by Δt)
     """
-    return None if child is None else Regroup(node, child)
+    return None if child is None else Regroup(node, child, _bounded(node, child))
+
+
+def _bounded(node: Aggregate | Window, child: Node) -> tuple[int, str] | None:
+    """(table id, column) when a key of ``node`` is a column of a base table that is the only
+    one changing (and read once): the touched keys are then values of its changed rows."""
+    keys = node.key_expressions if isinstance(node, Aggregate) else node.partition
+    changed = {d.scan.table_id for d in _deltas(child)}
+    for key in keys:
+        named = re.fullmatch(r"`(_v\d+)`", key)
+        found = source_column(node.child, named[1]) if named else None
+        if found is None:
+            continue
+        scan, column = found
+        once = sum(1 for s in scans(node.child) if s.table_id == scan.table_id) == 1
+        if changed == {scan.table_id} and once:
+            return scan.table_id, column
+    return None
+
+
+def _deltas(node: Node) -> list[Delta]:
+    if isinstance(node, Delta):
+        return [node]
+    return [d for c in children(node) for d in _deltas(c)]
 
 
 def delta_window(node: Window, child: Node | None) -> Node | None:
@@ -222,7 +248,7 @@ def delta_window(node: Window, child: Node | None) -> Node | None:
     >>> print(formula(derive(Window(s, ("k",), (), ()), changed=lambda _: True)))
     ω(t | touched by Δt)
     """
-    return None if child is None else Regroup(node, child)
+    return None if child is None else Regroup(node, child, _bounded(node, child))
 
 
 def non_monotonic(node: Node) -> str | None:

@@ -7,6 +7,7 @@ Expressions are Spark SQL text over internal names, so any Spark SQL expression 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -145,10 +146,13 @@ class End(Enum):
 
 @dataclass(frozen=True)
 class At:
-    """A derivative's leaf: ``scan`` as of the interval's start or end."""
+    """A derivative's leaf: ``scan`` as of the interval's start or end. With ``key`` (a column
+    of the table), only the rows whose ``key`` the interval's changes of the table may touch are
+    needed: files whose statistics rule those values out are skipped."""
 
     scan: Scan
     end: End
+    key: str | None = None
 
     @property
     def columns(self) -> tuple[Col, ...]:
@@ -202,6 +206,9 @@ class Regroup:
 
     stateful: Aggregate | Window
     delta: Node
+    # (table id, column): a key is that base column, and only that table changed, so the
+    # touched keys lie within the values of its changed files
+    bounded: tuple[int, str] | None = None
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -262,6 +269,43 @@ def at(node: Node, end: End) -> Node:
     return node
 
 
+def source_column(node: Node, col_id: str) -> tuple[Scan, str] | None:
+    """The base-table scan and column whose value column ``col_id`` of ``node`` is on every row
+    (through filters, renaming projections and the row-preserving side of joins), or None."""
+    if isinstance(node, Scan):
+        found = [s for s, c in zip(node.sources, node.columns, strict=True) if c.id == col_id]
+        return (node, found[0]) if found else None
+    if isinstance(node, Filter):
+        return source_column(node.child, col_id)
+    if isinstance(node, Project):
+        for col, expression in zip(node.outputs, node.expressions, strict=True):
+            if col.id == col_id:
+                renamed = re.fullmatch(r"`(_v\d+)`", expression)
+                return source_column(node.child, renamed[1]) if renamed else None
+        return None
+    if isinstance(node, Join):
+        left = node.kind in (JoinKind.INNER, JoinKind.CROSS, JoinKind.LEFT, JoinKind.SEMI)
+        right = node.kind in (JoinKind.INNER, JoinKind.CROSS, JoinKind.RIGHT)
+        if left and any(c.id == col_id for c in node.left.columns):
+            return source_column(node.left, col_id)
+        if right and any(c.id == col_id for c in node.right.columns):
+            return source_column(node.right, col_id)
+    return None
+
+
+def keyed(node: Node, table_id: int, key: str) -> Node:
+    """``node`` with its reads of table ``table_id`` narrowed to the rows ``key`` may touch."""
+    if isinstance(node, At):
+        return replace(node, key=key) if node.scan.table_id == table_id else node
+    if isinstance(node, Filter | Project | Branch | Pad | Aggregate | Window | Signed):
+        return replace(node, child=keyed(node.child, table_id, key))
+    if isinstance(node, Join | Union):
+        return replace(
+            node, left=keyed(node.left, table_id, key), right=keyed(node.right, table_id, key)
+        )
+    return node
+
+
 def describe(node: Node, indent: int = 0) -> list[str]:
     """``node`` as indented lines, for EXPLAIN."""
     pad = "  " * indent
@@ -269,6 +313,7 @@ def describe(node: Node, indent: int = 0) -> list[str]:
         head = f"Scan {node.table}" + (f" AS {node.alias}" if node.alias != node.table else "")
     elif isinstance(node, At):
         head = f"{node.scan.alias} at the {node.end.value}"
+        head += f" (files that may hold the touched {node.key})" if node.key else ""
     elif isinstance(node, Delta):
         head = f"changes of {node.scan.alias}"
     elif isinstance(node, Filter):
@@ -295,6 +340,8 @@ def describe(node: Node, indent: int = 0) -> list[str]:
         keys = ", ".join(node.keys) or "()"
         what = "groups" if isinstance(node.stateful, Aggregate) else "partitions"
         head = f"Regroup by {keys}: {what} touched by the second input, at start and end"
+        if node.bounded is not None:
+            head += f"; reads only files that may hold touched {node.bounded[1]}"
     else:
         head = "Union all"
     return [pad + head] + [line for c in children(node) for line in describe(c, indent + 1)]

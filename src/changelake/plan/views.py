@@ -40,6 +40,7 @@ from changelake.plan.ir import (
     describe,
     scans,
 )
+from changelake.storage.pruning import Comparison, prune, value_range
 from changelake.storage.snapshot import RID as TABLE_RID
 from changelake.storage.snapshot import read_state
 from changelake.storage.warehouse import Warehouse
@@ -421,13 +422,39 @@ class _Leaves:
                 appended = self._changes(info, first, last).drop(ACTION)
                 return self._state(info, first).unionByName(appended)
             return self._state(info, last)
-        return self._state(info, first)
+        key = node.key if isinstance(node, At) else None
+        return self._state(info, first, key=key, changed=(first, last))
 
-    def _state(self, info: TableInfo, version: int) -> DataFrame:
+    def _state(
+        self,
+        info: TableInfo,
+        version: int,
+        *,
+        key: str | None = None,
+        changed: tuple[int, int] = (0, 0),
+    ) -> DataFrame:
+        """The table at ``version``; with ``key``, only the files (and rows) whose ``key`` may
+        be one of the values in the files the changes over ``changed`` read."""
         state = self.ctx.state(info, version)
+        bounds = self._touched(info, key, changed) if key is not None else None
+        if bounds is not None:
+            lo, hi = bounds
+            within = [Comparison(key, ">=", lo), Comparison(key, "<=", hi)]
+            state = state.with_files(prune(state.files, state.schema, within))
         df = read_state(self.spark, self.warehouse, state, identity=True)
+        if bounds is not None:
+            df = df.where(F.col(f"`{key}`").between(F.lit(bounds[0]), F.lit(bounds[1])))
         columns = [F.col(f"`{c.name}`") for c in state.schema.columns]
         return df.select(*columns, row_id(info.table_id, F.col(TABLE_RID)).alias(RID))
+
+    def _touched(self, info: TableInfo, key: str, changed: tuple[int, int]) -> tuple | None:
+        first, last = changed
+        plan = plan_interval(
+            self.ctx.catalog, info, start=first, end=last, information=Information.DEFAULT
+        )
+        files = plan.before_files.files + plan.before_deleted.files + plan.after_files.files
+        schema = self.ctx.catalog.schema_at(info.table_id, last)
+        return value_range(files, schema, key)
 
     def _changes(self, info: TableInfo, first: int, last: int) -> DataFrame:
         information = self.information or Information.DEFAULT

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from changelake.catalog.model import LiveFile
+from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import TableSchema
 
 _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -103,3 +103,27 @@ def prune(
             for physical, ctype, cmp in checks
         )
     ]
+
+
+def value_range(
+    files: Sequence[DataFile], schema: TableSchema, name: str
+) -> tuple[Any, Any] | None:
+    """The least and greatest value of column ``name`` in ``files``, from their statistics; None
+    if a file has no bounds for it, holds a NULL in it, or its type does not order here."""
+    column = schema.find(name)
+    if column is None or not files:
+        return None
+    lows, highs = [], []
+    for f in files:
+        stats = f.stats.get(column.physical)
+        if stats is None or stats.get("nulls", 0) > 0 or not stats.get("bounded"):
+            return None
+        lo, hi = _comparable(column.type, stats["min"]), _comparable(column.type, stats["max"])
+        if lo is None or hi is None:
+            return None
+        lows.append(lo)
+        highs.append(hi)
+    try:
+        return min(lows), max(highs)
+    except TypeError:
+        return None
