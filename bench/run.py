@@ -27,6 +27,7 @@ from bench import (
     view_cost,
     view_dimension,
     view_groupby,
+    view_groupby_spread,
     view_join,
     view_stream,
 )
@@ -47,6 +48,7 @@ BENCHMARKS = {
         view_join,
         view_dimension,
         view_groupby,
+        view_groupby_spread,
         view_cost,
         view_stream,
     )

@@ -1,5 +1,13 @@
-"""DEFAULT changes of a GROUP BY view (COUNT and SUM over a 10M-row fact, 100k groups) after
-updating a tenth of the rows of 1% of the groups, vs diffing the view's two snapshots (issue 8).
+"""DEFAULT changes of a GROUP BY view (COUNT, SUM, MIN, MAX over a 10M-row fact, 100k groups)
+after updating a tenth of the rows of 1% of the groups, vs diffing the view's two snapshots
+(issue 8).
+
+Two layouts of the fact: ``view_groupby`` has it clustered by the group key (as loaded by key,
+or after sorting), and the update touches a contiguous 1% of the groups (e.g. the latest ones):
+the change scan reads the files holding them, and the regroup reads only the files whose key
+statistics may hold a touched group. ``view_groupby_spread`` scatters every group over every
+file and updates every 100th group, so the update touches every file: the change scan and the
+regroup read the whole fact once each, the floor without a stored copy of the view.
 
 changelake regroups only the groups the fact's changes touch (each such group at the start as a
 DELETE and at the end as an INSERT, matched into updates by ROW_ID = the group key), or
@@ -20,25 +28,37 @@ GROUPS = 100_000
 
 
 def run(ctx: Context) -> Result:
+    return measure(ctx, spread=False)
+
+
+def measure(ctx: Context, *, spread: bool) -> Result:
     session = ctx.session
     rows = ctx.rows()
     groups = max(1, min(GROUPS, rows // 100))
+    per_group = max(1, rows // groups)
+    fact, view = (
+        ("bench_vgs_fact", "bench_vgs_view") if spread else ("bench_vg_fact", "bench_vg_view")
+    )
+    g = f"id % {groups}" if spread else f"id DIV {per_group}"
+    # 1% of the groups, and a tenth of the rows of each
+    if spread:
+        touched = f"{g} % 100 = 5 AND (id DIV {groups}) % 10 = 3"
+    else:
+        touched = f"{g} < {max(1, groups // 100)} AND id % 10 = 3"
+    files = 8 if spread else 40  # clustered: files of 250k rows, each a range of groups
     session.sql(
-        f"CREATE OR REPLACE TABLE bench_vg_fact AS SELECT id, id % {groups} AS g,"
-        f" CAST(id % 1000003 AS INT) AS v FROM range(0, {rows}, 1, 8)"
+        f"CREATE OR REPLACE TABLE {fact} AS SELECT id, {g} AS g,"
+        f" CAST(id % 1000003 AS INT) AS v FROM range(0, {rows}, 1, {files})"
     )
     session.sql(
-        "CREATE OR REPLACE VIEW bench_vg_view AS SELECT g, COUNT(*) AS n, SUM(v) AS total,"
-        " MIN(v) AS lo, MAX(v) AS hi"
-        " FROM bench_vg_fact GROUP BY g"
+        f"CREATE OR REPLACE VIEW {view} AS SELECT g, COUNT(*) AS n, SUM(v) AS total,"
+        f" MIN(v) AS lo, MAX(v) AS hi FROM {fact} GROUP BY g"
     )
     start = dt.datetime.now().isoformat(sep=" ")
-    session.sql(
-        f"UPDATE bench_vg_fact SET v = v + 1 WHERE g % 100 = 5 AND (id DIV {groups}) % 10 = 0"
-    )
+    session.sql(f"UPDATE {fact} SET v = v + 1 WHERE {touched}")
     end = dt.datetime.now().isoformat(sep=" ")
     query = (
-        f"SELECT * FROM bench_vg_view CHANGES (INFORMATION => DEFAULT)"
+        f"SELECT * FROM {view} CHANGES (INFORMATION => DEFAULT)"
         f" AT (TIMESTAMP => '{start}') END (TIMESTAMP => '{end}')"
     )
 
@@ -46,8 +66,8 @@ def run(ctx: Context) -> Result:
         session.sql(query).write.format("noop").mode("overwrite").save()
 
     def baseline() -> None:
-        before = session.sql(f"SELECT * FROM bench_vg_view AT (TIMESTAMP => '{start}')")
-        after = session.sql(f"SELECT * FROM bench_vg_view AT (TIMESTAMP => '{end}')")
+        before = session.sql(f"SELECT * FROM {view} AT (TIMESTAMP => '{start}')")
+        after = session.sql(f"SELECT * FROM {view} AT (TIMESTAMP => '{end}')")
         diff = after.exceptAll(before).unionByName(before.exceptAll(after))
         diff.write.format("noop").mode("overwrite").save()
 
@@ -55,10 +75,11 @@ def run(ctx: Context) -> Result:
     plan = view_plan(session, query)
     jobs = spark_jobs(ctx.spark, changelake)
     ours_m, theirs_m = alternate(ctx, changelake, baseline)
+    layout = "spread over all files" if spread else "clustered by key"
     return compared(
-        NAME,
-        f"DEFAULT changes of a GROUP BY view ({groups} groups, COUNT and SUM) after UPDATE of a"
-        " tenth of the rows of 1% of the groups",
+        NAME + ("_spread" if spread else ""),
+        f"DEFAULT changes of a GROUP BY view ({groups} groups, COUNT/SUM/MIN/MAX; fact {layout})"
+        " after UPDATE of a tenth of the rows of 1% of the groups",
         ours_m,
         theirs_m,
         baseline="the view at both versions, both EXCEPT ALLs",
