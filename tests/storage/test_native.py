@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from changelake.storage import native
+from changelake.storage import deletion, native
 from changelake.storage.local import local_dataframe
 from changelake.storage.spark_private import physical_plan_lines
 
@@ -125,6 +125,23 @@ def test_reads_with_and_without_the_expressions_agree(spark, session):
     assert len(results["true"][0]) == sum(
         1 for i in range(450) if i % 11 and (i >= 400 or i % 9 != 2)
     )
+
+
+def test_many_deleted_positions_are_joined_without_a_broadcast(spark, session, monkeypatch):
+    """Past BROADCAST_POSITIONS (and DRIVER_POSITIONS) the positions are read by Spark and
+    joined by a shuffle: a broadcast of millions of them would not fit in memory."""
+    _history(session)
+    expected = [sorted(map(tuple, session.sql(q).collect())) for q in QUERIES]
+    monkeypatch.setattr(deletion, "DRIVER_POSITIONS", 0)
+    monkeypatch.setattr(deletion, "BROADCAST_POSITIONS", 0)
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        plan = physical_plan_lines(session.sql(QUERIES[0]))
+        (anti,) = [line for line in plan if "LeftAnti" in line]
+        assert "SortMergeJoin" in anti
+        assert [sorted(map(tuple, session.sql(q).collect())) for q in QUERIES] == expected
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
 
 
 def test_a_persisted_read_through_the_expressions_is_reused(spark):

@@ -26,7 +26,7 @@ from changelake.storage.deletion import (
     TAG,
     has_images,
     image_schema,
-    positions,
+    join_side,
     read_registered,
 )
 from changelake.storage.local import local_dataframe
@@ -98,9 +98,9 @@ def _deleted(
     if plain:
         files = list({data.path: data for _, data, _ in plain}.values())
         df = scan_files(spark, wh, physical, files, positions=True)
-        dv = positions(spark, wh, plain, tagged=True)
+        dv = join_side(spark, wh, plain, tagged=True)
         cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
-        df = with_identity(df.join(F.broadcast(dv), cond, "inner"), files)
+        df = with_identity(df.join(dv, cond, "inner"), files)
         frames.append(df.select(*_columns(schema, F.col(TAG))))
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 

@@ -20,7 +20,6 @@ people@start ⋈ Δitems
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
 from changelake.plan.ir import (
@@ -42,6 +41,7 @@ from changelake.plan.ir import (
     Window,
     at,
     children,
+    referenced,
     scans,
     source_column,
 )
@@ -222,8 +222,8 @@ def _bounded(node: Aggregate | Window, child: Node) -> tuple[int, str] | None:
     keys = node.key_expressions if isinstance(node, Aggregate) else node.partition
     changed = {d.scan.table_id for d in _deltas(child)}
     for key in keys:
-        named = re.fullmatch(r"`(_v\d+)`", key)
-        found = source_column(node.child, named[1]) if named else None
+        named = referenced(key)
+        found = source_column(node.child, named) if named else None
         if found is None:
             continue
         scan, column = found

@@ -269,6 +269,12 @@ def at(node: Node, end: End) -> Node:
     return node
 
 
+def referenced(expression: str) -> str | None:
+    """The column id ``expression`` is when it is nothing but a reference to one column."""
+    found = re.fullmatch(r"`(_v\d+)`", expression)
+    return found[1] if found else None
+
+
 def source_column(node: Node, col_id: str) -> tuple[Scan, str] | None:
     """The base-table scan and column whose value column ``col_id`` of ``node`` is on every row
     (through filters, renaming projections and the row-preserving side of joins), or None."""
@@ -280,8 +286,8 @@ def source_column(node: Node, col_id: str) -> tuple[Scan, str] | None:
     if isinstance(node, Project):
         for col, expression in zip(node.outputs, node.expressions, strict=True):
             if col.id == col_id:
-                renamed = re.fullmatch(r"`(_v\d+)`", expression)
-                return source_column(node.child, renamed[1]) if renamed else None
+                renamed = referenced(expression)
+                return source_column(node.child, renamed) if renamed else None
         return None
     if isinstance(node, Join):
         left = node.kind in (JoinKind.INNER, JoinKind.CROSS, JoinKind.LEFT, JoinKind.SEMI)
@@ -313,7 +319,6 @@ def describe(node: Node, indent: int = 0) -> list[str]:
         head = f"Scan {node.table}" + (f" AS {node.alias}" if node.alias != node.table else "")
     elif isinstance(node, At):
         head = f"{node.scan.alias} at the {node.end.value}"
-        head += f" (files that may hold the touched {node.key})" if node.key else ""
     elif isinstance(node, Delta):
         head = f"changes of {node.scan.alias}"
     elif isinstance(node, Filter):

@@ -35,6 +35,8 @@ DV_POS = "pos"
 KEY = "_cl_key"
 TAG = "_cl_tag"
 DRIVER_POSITIONS = 2_000_000  # ~50 MB of (name, position) pairs in the driver at most
+# Past this many positions a join with them shuffles: a broadcast would not fit in memory.
+BROADCAST_POSITIONS = 1_000_000
 POSITIONS = StructType([StructField(DV_FILE, StringType()), StructField(DV_POS, LongType())])
 
 _ARROW = {DV_FILE: pa.string(), DV_POS: pa.int64(), KEY: pa.int64(), TAG: pa.int64()}
@@ -89,6 +91,15 @@ def read_positions(warehouse: Warehouse, parts: Sequence[Part]) -> list[pa.Array
         rows = table.filter(pc.equal(table[DV_FILE], _name(data.path)))
         found.append(rows[DV_POS].combine_chunks().cast(pa.int64()))
     return found
+
+
+def join_side(
+    spark: SparkSession, warehouse: Warehouse, parts: Sequence[Part], *, tagged: bool = False
+) -> DataFrame:
+    """``positions``, hinted to be broadcast to a join when there are few enough of them."""
+    found = positions(spark, warehouse, parts, tagged=tagged)
+    few = _rows(warehouse, sorted({dv for dv, _, _ in parts})) <= BROADCAST_POSITIONS
+    return F.broadcast(found) if few else found
 
 
 def positions(

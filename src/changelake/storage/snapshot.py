@@ -30,7 +30,7 @@ from changelake.storage.deletion import (
     KEY,
     Part,
     address_key,
-    positions,
+    join_side,
     read_positions,
 )
 from changelake.storage.local import equal_unhashed, lookup
@@ -109,13 +109,13 @@ def same_address(
 def without_deleted(df: DataFrame, warehouse: Warehouse, parts: Sequence[Part]) -> DataFrame:
     """Rows of ``df`` (with the address columns) that the deletion vectors of ``parts`` do not
     delete: a filter on changelake's own expression where it is available and the positions
-    fit on the driver, else one broadcast anti-join on the row's address."""
+    fit on the driver, else one anti-join on the row's address (broadcast if they are few)."""
     spark = df.sparkSession
     found = read_positions(warehouse, parts) if native.available(spark) else None
     if found is None:
-        dv = positions(spark, warehouse, parts)
+        dv = join_side(spark, warehouse, parts)
         cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
-        return df.join(F.broadcast(dv), cond, "left_anti")
+        return df.join(dv, cond, "left_anti")
     by_file: dict[str, list[pa.Array]] = {}
     for (_, data, _), pos in zip(parts, found, strict=True):
         by_file.setdefault(file_name(data.path), []).append(pos)
