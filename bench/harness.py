@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import statistics
 import time
@@ -222,3 +223,34 @@ def view_plan(session: Session, query: str) -> str:
             if line.strip().startswith("plan: "):
                 return line.strip().removeprefix("plan: ")
     return "unknown"
+
+
+@dataclass(frozen=True)
+class ViewChange:
+    """A view's DEFAULT changes over one statement, and the two ways to compute them."""
+
+    query: str  # changelake's CHANGES query over the interval
+    changelake: Callable[[], None]
+    baseline: Callable[[], None]  # the view at both points, both EXCEPT ALLs
+
+
+def view_change(session: Session, view: str, statement: str) -> ViewChange:
+    """Run ``statement`` between two timestamps; the changes of ``view`` between them."""
+    start = dt.datetime.now().isoformat(sep=" ")
+    session.sql(statement)
+    end = dt.datetime.now().isoformat(sep=" ")
+    query = (
+        f"SELECT * FROM {view} CHANGES (INFORMATION => DEFAULT)"
+        f" AT (TIMESTAMP => '{start}') END (TIMESTAMP => '{end}')"
+    )
+
+    def changelake() -> None:
+        session.sql(query).write.format("noop").mode("overwrite").save()
+
+    def baseline() -> None:
+        before = session.sql(f"SELECT * FROM {view} AT (TIMESTAMP => '{start}')")
+        after = session.sql(f"SELECT * FROM {view} AT (TIMESTAMP => '{end}')")
+        diff = after.exceptAll(before).unionByName(before.exceptAll(after))
+        diff.write.format("noop").mode("overwrite").save()
+
+    return ViewChange(query, changelake, baseline)

@@ -10,9 +10,7 @@ both EXCEPT ALLs, which is what a user without view changes would write.
 
 from __future__ import annotations
 
-import datetime as dt
-
-from bench.harness import Context, Result, alternate, compared, spark_jobs, view_plan
+from bench.harness import Context, Result, alternate, compared, spark_jobs, view_change, view_plan
 
 NAME = "view_dimension"
 TARGET = 5.0
@@ -35,22 +33,12 @@ def run(ctx: Context) -> Result:
         "CREATE OR REPLACE VIEW bench_vd_view AS SELECT f.id, f.v, d.label FROM bench_vd_fact f"
         " JOIN bench_vd_dim d ON f.dim = d.dim"
     )
-    start = dt.datetime.now().isoformat(sep=" ")
-    session.sql("UPDATE bench_vd_dim SET label = concat(label, 'x') WHERE dim % 100 = 3")
-    end = dt.datetime.now().isoformat(sep=" ")
-    query = (
-        f"SELECT * FROM bench_vd_view CHANGES (INFORMATION => DEFAULT)"
-        f" AT (TIMESTAMP => '{start}') END (TIMESTAMP => '{end}')"
+    change = view_change(
+        session,
+        "bench_vd_view",
+        "UPDATE bench_vd_dim SET label = concat(label, 'x') WHERE dim % 100 = 3",
     )
-
-    def changelake() -> None:
-        session.sql(query).write.format("noop").mode("overwrite").save()
-
-    def baseline() -> None:
-        before = session.sql(f"SELECT * FROM bench_vd_view AT (TIMESTAMP => '{start}')")
-        after = session.sql(f"SELECT * FROM bench_vd_view AT (TIMESTAMP => '{end}')")
-        diff = after.exceptAll(before).unionByName(before.exceptAll(after))
-        diff.write.format("noop").mode("overwrite").save()
+    query, changelake, baseline = change.query, change.changelake, change.baseline
 
     changed = session.sql(query).count()
     plan = view_plan(session, query)

@@ -18,9 +18,7 @@ would write.
 
 from __future__ import annotations
 
-import datetime as dt
-
-from bench.harness import Context, Result, alternate, compared, spark_jobs, view_plan
+from bench.harness import Context, Result, alternate, compared, spark_jobs, view_change, view_plan
 
 NAME = "view_groupby"
 TARGET = 10.0
@@ -54,22 +52,8 @@ def measure(ctx: Context, *, spread: bool) -> Result:
         f"CREATE OR REPLACE VIEW {view} AS SELECT g, COUNT(*) AS n, SUM(v) AS total,"
         f" MIN(v) AS lo, MAX(v) AS hi FROM {fact} GROUP BY g"
     )
-    start = dt.datetime.now().isoformat(sep=" ")
-    session.sql(f"UPDATE {fact} SET v = v + 1 WHERE {touched}")
-    end = dt.datetime.now().isoformat(sep=" ")
-    query = (
-        f"SELECT * FROM {view} CHANGES (INFORMATION => DEFAULT)"
-        f" AT (TIMESTAMP => '{start}') END (TIMESTAMP => '{end}')"
-    )
-
-    def changelake() -> None:
-        session.sql(query).write.format("noop").mode("overwrite").save()
-
-    def baseline() -> None:
-        before = session.sql(f"SELECT * FROM {view} AT (TIMESTAMP => '{start}')")
-        after = session.sql(f"SELECT * FROM {view} AT (TIMESTAMP => '{end}')")
-        diff = after.exceptAll(before).unionByName(before.exceptAll(after))
-        diff.write.format("noop").mode("overwrite").save()
+    change = view_change(session, view, f"UPDATE {fact} SET v = v + 1 WHERE {touched}")
+    query, changelake, baseline = change.query, change.changelake, change.baseline
 
     changed = session.sql(query).count()
     plan = view_plan(session, query)

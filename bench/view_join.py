@@ -8,9 +8,7 @@ versions and takes both EXCEPT ALLs, which is what a user without view changes w
 
 from __future__ import annotations
 
-import datetime as dt
-
-from bench.harness import Context, Result, alternate, compared, spark_jobs
+from bench.harness import Context, Result, alternate, compared, spark_jobs, view_change
 
 NAME = "view_join"
 TARGET = 10.0
@@ -33,22 +31,10 @@ def run(ctx: Context) -> Result:
         "CREATE OR REPLACE VIEW bench_fact_dim AS SELECT f.id, f.v, d.label FROM bench_fact f"
         " JOIN bench_dim d ON f.dim = d.dim"
     )
-    start = dt.datetime.now().isoformat(sep=" ")
-    session.sql("UPDATE bench_fact SET v = v + 1 WHERE id % 1000 = 7")
-    end = dt.datetime.now().isoformat(sep=" ")
-    query = (
-        f"SELECT * FROM bench_fact_dim CHANGES (INFORMATION => DEFAULT)"
-        f" AT (TIMESTAMP => '{start}') END (TIMESTAMP => '{end}')"
+    change = view_change(
+        session, "bench_fact_dim", "UPDATE bench_fact SET v = v + 1 WHERE id % 1000 = 7"
     )
-
-    def changelake() -> None:
-        session.sql(query).write.format("noop").mode("overwrite").save()
-
-    def baseline() -> None:
-        before = session.sql(f"SELECT * FROM bench_fact_dim AT (TIMESTAMP => '{start}')")
-        after = session.sql(f"SELECT * FROM bench_fact_dim AT (TIMESTAMP => '{end}')")
-        diff = after.exceptAll(before).unionByName(before.exceptAll(after))
-        diff.write.format("noop").mode("overwrite").save()
+    query, changelake, baseline = change.query, change.changelake, change.baseline
 
     changed = session.sql(query).count()
     jobs = spark_jobs(ctx.spark, changelake)
