@@ -13,7 +13,7 @@ import datetime as dt
 import functools
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
@@ -301,12 +301,17 @@ def _redo(
                 F.lit(ordinal).alias("_cl_step"),
             )
         )
-    _, whole = changes_over(
-        ctx, spark, warehouse, name, tree, versions, information=Information.DEFAULT
+    leaves = _Leaves(ctx, spark, warehouse, versions, None)
+    plan = ViewPlan(
+        name,
+        tree,
+        {info.name: (a, b) for info, a, b in versions.values()},
+        derive(tree, changed=leaves.changed),
+        "REDO",
+        f"{len(steps)} commits, each its own minimum delta",
     )
-    plan = replace(whole, chosen="REDO", reason=f"{len(steps)} commits, each its own minimum delta")
     if not parts:
-        empty = _empty(spark, tree, _Leaves(ctx, spark, warehouse, versions, None))
+        empty = _empty(spark, tree, leaves)
         return empty.select(
             "*",
             F.lit(None).cast("bigint").alias(COMMIT_VERSION),
