@@ -109,6 +109,35 @@ class StreamConsumedError(ConflictError):
     """A stream was consumed by another transaction first."""
 
 
+class ChannelNotFoundError(ObjectNotFoundError):
+    """An ingest channel that does not exist (or was dropped)."""
+
+
+class ChannelFencedError(ConflictError):
+    """An ingest channel was reopened (or dropped) elsewhere: this holder may no longer commit."""
+
+
+class ChannelClosedError(ChangelakeError, RuntimeError):
+    """An ingest channel used after ``close()``, or invalidated by a failed commit."""
+
+
+class BackpressureError(ChangelakeError, RuntimeError):
+    """The ingest client's buffers are full; retry the insert after a flush catches up."""
+
+
+class IngestTimeoutError(ChangelakeError, TimeoutError):
+    """An offset token was not committed within the time given."""
+
+
+class InsertRejectedError(ChangelakeError, ValueError):
+    """An insert into an ingest channel with ON_ERROR=ABORT had a bad row: nothing of the call
+    was buffered. ``errors`` lists every bad value found (row index, column, value, message)."""
+
+    def __init__(self, message: str, errors: tuple = ()):
+        super().__init__(message)
+        self.errors = errors
+
+
 def closest(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate closest to ``name``, or None when nothing is close."""
     found = difflib.get_close_matches(
@@ -124,3 +153,8 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """' Did you mean X?' or '' — to append to a not-found message."""
     match = closest(name, list(candidates))
     return f" Did you mean {match}?" if match else ""
+
+
+class IngestValidationError(ChangelakeError, ValueError):
+    """An insert call whose data does not fit the table as a whole (unknown or missing columns,
+    a column type that can never convert), so no row of it was accepted."""

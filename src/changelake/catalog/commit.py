@@ -9,16 +9,19 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from changelake.catalog import file_repo, stream_repo, table_repo, view_repo
+from changelake.catalog import channel_repo, file_repo, stream_repo, table_repo, view_repo
 from changelake.catalog.requests import (
     AddDeletes,
     AddFiles,
+    AdvanceChannel,
     AdvanceStream,
+    ChannelHeld,
     CommitRequest,
     CommitResult,
     CreateStream,
     CreateTable,
     CreateView,
+    DropChannel,
     DropStream,
     DropTable,
     DropView,
@@ -26,6 +29,7 @@ from changelake.catalog.requests import (
     ForgetFiles,
     FrontierAt,
     IfExists,
+    OpenChannel,
     RemoveFiles,
     RenameTable,
     ReserveRowIds,
@@ -33,7 +37,12 @@ from changelake.catalog.requests import (
     SetSchema,
     TableLive,
 )
-from changelake.errors import StreamNotFoundError, TableNotFoundError, did_you_mean
+from changelake.errors import (
+    ChannelNotFoundError,
+    StreamNotFoundError,
+    TableNotFoundError,
+    did_you_mean,
+)
 
 
 @dataclass
@@ -53,6 +62,7 @@ class _Commit:
     versions: dict[int, list[int]] = field(default_factory=dict)
     tables: dict[str, Any] = field(default_factory=dict)
     row_id_bases: dict[int, int] = field(default_factory=dict)
+    channels: dict[tuple[int, str], Any] = field(default_factory=dict)
     request: CommitRequest | None = None  # being applied
     pending: dict[int, _Version] = field(default_factory=dict)  # versions it makes
     next_row_ids: dict[int, int] = field(default_factory=dict)  # the one row-id counter per table
@@ -105,6 +115,7 @@ def commit(
         versions=state.versions,
         tables=_infos(state),
         row_id_bases=state.row_id_bases,
+        channels=state.channels,
     )
 
 
@@ -197,10 +208,15 @@ def _frontier_at(state: _Commit, r: FrontierAt) -> None:
     )
 
 
+def _channel_held(state: _Commit, r: ChannelHeld) -> None:
+    channel_repo.check_held(state.conn, r.table_id, r.table, r.name, r.epoch, r.offset_token)
+
+
 _CHECKS: dict[type, Callable[[_Commit, Any], None]] = {
     TableLive: _table_live,
     FilesUntouched: _files_untouched,
     FrontierAt: _frontier_at,
+    ChannelHeld: _channel_held,
 }
 
 # -- updates --------------------------------------------------------------------------------------
@@ -241,6 +257,7 @@ def _drop_table(state: _Commit, u: DropTable) -> None:
     table_repo.check_no_dependents(state.conn, row.name, action="drop")
     table_repo.drop(state.conn, u.table_id, now=state.now)
     stream_repo.drop_on_table(state.conn, u.table_id, now=state.now)
+    channel_repo.drop_on_table(state.conn, u.table_id)
 
 
 def _rename_table(state: _Commit, u: RenameTable) -> None:
@@ -349,6 +366,40 @@ def _advance_stream(state: _Commit, u: AdvanceStream) -> None:
     stream_repo.advance(state.conn, u.stream_id, u.frontiers, now=state.now)
 
 
+def _open_channel(state: _Commit, u: OpenChannel) -> None:
+    state.lock(u.table_id)
+    state.channels[(u.table_id, u.name)] = channel_repo.open_(
+        state.conn,
+        u.table_id,
+        u.name,
+        now=state.now,
+        offset_token=u.offset_token,
+        reset_token=u.reset_token,
+    )
+
+
+def _advance_channel(state: _Commit, u: AdvanceChannel) -> None:
+    made = state.pending.get(u.table_id)
+    channel_repo.advance(
+        state.conn,
+        u.table_id,
+        u.name,
+        u.offset_token,
+        version=made.version if made else None,
+        now=state.now,
+    )
+
+
+def _drop_channel(state: _Commit, u: DropChannel) -> None:
+    row = state.lock(u.table_id)
+    if not channel_repo.drop(state.conn, u.table_id, u.name):
+        known = [c.name for c in channel_repo.list_on(state.conn, u.table_id)]
+        raise ChannelNotFoundError(
+            f"Ingest channel {u.name!r} does not exist on table {row.name}."
+            f"{did_you_mean(u.name, known)}"
+        )
+
+
 _APPLY: dict[type, Callable[[_Commit, Any], None]] = {
     CreateTable: _create_table,
     DropTable: _drop_table,
@@ -365,4 +416,7 @@ _APPLY: dict[type, Callable[[_Commit, Any], None]] = {
     CreateStream: _create_stream,
     DropStream: _drop_stream,
     AdvanceStream: _advance_stream,
+    OpenChannel: _open_channel,
+    AdvanceChannel: _advance_channel,
+    DropChannel: _drop_channel,
 }

@@ -122,6 +122,7 @@ def _upgrade(conn: Connection, found: int) -> None:
         for column, kind in (("view_name", "VARCHAR(255)"), ("view_definition", "TEXT")):
             if column not in present:
                 conn.execute(text(f"ALTER TABLE cl_streams ADD COLUMN {column} {kind}"))
+    # Version 4 adds ingest channels (cl_channels), which create_all has made.
     conn.execute(
         t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION))
     )

@@ -149,3 +149,16 @@ class StreamInfo:
     @property
     def mode(self) -> str:
         return "APPEND_ONLY" if self.append_only else "DEFAULT"
+
+
+@dataclass(frozen=True)
+class ChannelInfo:
+    """An ingest channel as committed: who holds it (``epoch``) and how far its rows are in."""
+
+    table_id: int
+    name: str
+    epoch: int
+    offset_token: str | None
+    committed_version: int | None  # the table version that committed ``offset_token``
+    created_at: float
+    updated_at: float

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from changelake.catalog.model import DataFile, NewDeletes, TableInfo
+from changelake.catalog.model import ChannelInfo, DataFile, NewDeletes, TableInfo
 from changelake.schema import TableSchema
 
 
@@ -151,6 +151,32 @@ class AdvanceStream:
     frontiers: tuple[tuple[int, int], ...]
 
 
+@dataclass(frozen=True)
+class OpenChannel:
+    """Open (or reopen) ingest channel ``name`` on a table: its epoch grows by one, fencing any
+    earlier holder. ``offset_token`` given: the channel restarts from that token."""
+
+    table_id: int
+    name: str
+    offset_token: str | None = None
+    reset_token: bool = False
+
+
+@dataclass(frozen=True)
+class AdvanceChannel:
+    """Record ``offset_token`` as the channel's committed token; pair it with ``ChannelHeld``."""
+
+    table_id: int
+    name: str
+    offset_token: str | None
+
+
+@dataclass(frozen=True)
+class DropChannel:
+    table_id: int
+    name: str
+
+
 Update = (
     CreateTable
     | DropTable
@@ -167,6 +193,9 @@ Update = (
     | CreateStream
     | DropStream
     | AdvanceStream
+    | OpenChannel
+    | AdvanceChannel
+    | DropChannel
 )
 
 # -- requirements ---------------------------------------------------------------------------------
@@ -201,7 +230,19 @@ class FrontierAt:
     initial_consumed: bool
 
 
-Requirement = TableLive | FilesUntouched | FrontierAt
+@dataclass(frozen=True)
+class ChannelHeld:
+    """The channel is still at ``epoch`` (not reopened or dropped since this holder opened it) and
+    its committed token is still ``offset_token`` (else ChannelFencedError)."""
+
+    table_id: int
+    table: str
+    name: str
+    epoch: int
+    offset_token: str | None
+
+
+Requirement = TableLive | FilesUntouched | FrontierAt | ChannelHeld
 
 
 @dataclass(frozen=True)
@@ -232,12 +273,14 @@ class CommitRequest:
 @dataclass(frozen=True)
 class CommitResult:
     """What a commit made: new versions per table id, tables created (or kept, for IF NOT
-    EXISTS) by name, the first of the row ids reserved per table id."""
+    EXISTS) by name, the first of the row ids reserved per table id, channels opened by
+    (table id, name)."""
 
     applied: bool = True
     versions: dict[int, list[int]] = field(default_factory=dict)
     tables: dict[str, TableInfo] = field(default_factory=dict)
     row_id_bases: dict[int, int] = field(default_factory=dict)
+    channels: dict[tuple[int, str], ChannelInfo] = field(default_factory=dict)
 
     def version_of(self, table_id: int) -> int | None:
         made = self.versions.get(table_id)

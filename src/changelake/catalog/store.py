@@ -8,11 +8,12 @@ from collections.abc import Sequence
 
 from sqlalchemy import select
 
+from changelake.catalog import channel_repo, file_repo, stream_repo, table_repo, view_repo
 from changelake.catalog import commit as commit_path
-from changelake.catalog import file_repo, stream_repo, table_repo, view_repo
 from changelake.catalog import tables as t
 from changelake.catalog.db import engine_for, migrate, reading, retrying, writing
 from changelake.catalog.model import (
+    ChannelInfo,
     LiveFile,
     StreamInfo,
     TableInfo,
@@ -194,3 +195,13 @@ class Catalog:
     def list_views(self) -> list[tuple[str, str, float]]:
         with reading(self.engine) as conn:
             return view_repo.list_live(conn)
+
+    # -- ingest channels ----------------------------------------------------------------------
+
+    def find_channel(self, table_id: int, name: str) -> ChannelInfo | None:
+        with reading(self.engine) as conn:
+            return channel_repo.find(conn, table_id, name)
+
+    def list_channels(self, table_id: int) -> list[ChannelInfo]:
+        with reading(self.engine) as conn:
+            return channel_repo.list_on(conn, table_id)

@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = MetaData()
 
@@ -158,4 +158,19 @@ stream_frontiers = Table(
     Column("stream_id", Integer, primary_key=True),
     Column("table_id", Integer, primary_key=True),
     Column("version", BigInteger, nullable=False),
+)
+
+# An ingest channel: a named, ordered producer of rows into one table. ``epoch`` grows on every
+# open, so a commit from an older holder is refused; ``offset_token`` is the last token committed
+# with the channel's rows (NULL: none yet).
+channels = Table(
+    "cl_channels",
+    metadata,
+    Column("table_id", Integer, primary_key=True),
+    Column("name", String(255), primary_key=True),
+    Column("epoch", BigInteger, nullable=False),
+    Column("offset_token", Text),
+    Column("committed_version", BigInteger),
+    Column("created_at", Float, nullable=False),
+    Column("updated_at", Float, nullable=False),
 )

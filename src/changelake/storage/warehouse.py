@@ -8,6 +8,8 @@ from functools import cached_property
 
 import pyarrow.fs as pafs
 
+from changelake.errors import ConfigurationError
+
 
 @dataclass(frozen=True)
 class Warehouse:
@@ -21,6 +23,17 @@ class Warehouse:
             location = os.path.abspath(location)
             os.makedirs(location, exist_ok=True)
         return Warehouse(location.rstrip("/"))
+
+    def catalog_url(self, catalog: str | None) -> str:
+        """``catalog``, or by default the URL of a SQLite catalog inside a local warehouse."""
+        if catalog is not None:
+            return catalog
+        if not self.is_local:
+            raise ConfigurationError(
+                f"Warehouse {self.root} is not a local directory, so the default SQLite catalog"
+                " cannot live in it; pass catalog='postgresql://...'."
+            )
+        return f"sqlite:///{self.root.removeprefix('file://')}/catalog.db"
 
     @property
     def is_local(self) -> bool:
