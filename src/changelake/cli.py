@@ -19,6 +19,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import TokenType
 
 import changelake
+from changelake import server
 from changelake.errors import ChangelakeError, SqlSyntaxError
 from changelake.storage.spark_errors import spark_errors
 
@@ -136,6 +137,79 @@ def history(target: _Target, table: str, max_rows: int) -> None:
 def describe(target: _Target, table: str, max_rows: int) -> None:
     """Show the columns of TABLE."""
     _run(target, f"DESCRIBE TABLE {table}", max_rows=max_rows)
+
+
+@main.command()
+@click.argument("warehouse", type=click.Path(file_okay=False))
+@click.option(
+    "--catalog",
+    "catalog_url",
+    default=None,
+    help="Catalog database URL (default: the one before the command, else SQLite in WAREHOUSE).",
+)
+@click.option(
+    "--host",
+    default=server.DEFAULT_HOST,
+    show_default=True,
+    help="Address to listen on; any but a loopback address needs --token.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=server.DEFAULT_PORT,
+    show_default=True,
+    help="Port to listen on (0: any free port).",
+)
+@click.option(
+    "--token",
+    envvar=server.TOKEN_ENV,
+    default=None,
+    help=f"Bearer token every request must carry. Env: {server.TOKEN_ENV}.",
+)
+@click.option(
+    "--max-client-lag",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Seconds a row may wait in a buffer before it is committed.",
+)
+@click.option(
+    "--max-request-bytes",
+    type=click.IntRange(min=1),
+    default=server.DEFAULT_MAX_REQUEST_BYTES,
+    show_default=True,
+    help="Largest request body accepted (413 past it).",
+)
+@click.pass_obj
+def serve(
+    target: _Target,
+    warehouse: str,
+    catalog_url: str | None,
+    host: str,
+    port: int,
+    token: str | None,
+    max_client_lag: float,
+    max_request_bytes: int,
+) -> None:
+    """Serve the ingest channels of WAREHOUSE over HTTP until Ctrl-C or SIGTERM; buffered rows
+    are committed before it exits. The API is described at /openapi.json."""
+    err = Console(stderr=True, soft_wrap=True)
+    try:
+        server.serve(
+            warehouse,
+            catalog=catalog_url or target.catalog,
+            host=host,
+            port=port,
+            token=token,
+            max_client_lag=max_client_lag,
+            max_request_bytes=max_request_bytes,
+            announce=lambda url: err.print(Text(f"changelake serve: listening on {url}")),
+        )
+    except ChangelakeError as e:
+        err.print(Text(f"error: {e}", style="red"))
+        raise click.exceptions.Exit(1) from e
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(130) from None
 
 
 def _run(target: _Target, text: str, *, max_rows: int) -> None:

@@ -1,0 +1,243 @@
+"""The HTTP API of ``changelake serve``: ingest channels of one ``changelake.ingest.Client``, for
+producers that are not Python processes on this machine.
+
+Every call of the SDK that may block (catalog queries, flushes, waiting for a commit, validating a
+request's rows) runs in a worker thread, so the event loop keeps serving other requests.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from functools import partial
+from typing import Annotated, Any
+
+import anyio
+import anyio.to_thread
+from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
+from starlette.concurrency import run_in_threadpool
+
+from changelake.errors import ChannelFencedError
+from changelake.ingest import Channel, ChannelStatus, Client, InsertResponse
+from changelake.server import problems
+from changelake.server.auth import bearer_auth
+from changelake.server.body import RowFormat, arrow_table, json_rows, read_body, row_format
+from changelake.server.channels import OpenChannels
+from changelake.server.models import (
+    ClosedChannel,
+    ErrorBody,
+    Flushed,
+    Health,
+    InsertResult,
+    OffsetToken,
+    OpenChannelRequest,
+    OpenedChannel,
+    RowError,
+)
+
+MiB = 1 << 20
+DEFAULT_MAX_REQUEST_BYTES = 64 * MiB
+MAX_WAIT_SECONDS = 3600.0
+# Waits hold a thread each; they get their own pool so they never starve inserts of threads.
+MAX_CONCURRENT_WAITS = 64
+
+CHANNEL = "/v1/tables/{table}/channels/{channel}"
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    return {status: {"model": ErrorBody} for status in (400, 401, *statuses)}
+
+
+_ROWS_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            RowFormat.JSON_LINES.value: {
+                "schema": {"type": "string"},
+                "example": '{"id": 1, "amount": 12.50, "ts": "2026-01-01T00:00:00Z"}\n',
+            },
+            RowFormat.ARROW_STREAM.value: {"schema": {"type": "string", "format": "binary"}},
+        },
+    }
+}
+
+
+def create_app(
+    client: Client, *, token: str | None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+) -> FastAPI:
+    """The ASGI app serving ``client``'s channels. The app owns the client: it closes it (which
+    commits every buffered row) when the server shuts down. With ``token`` every request but
+    ``/v1/health`` and the OpenAPI description must carry ``Authorization: Bearer <token>``."""
+    channels = OpenChannels()
+    waits: list[anyio.CapacityLimiter] = []  # made inside the event loop, by the lifespan
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        waits.append(anyio.CapacityLimiter(MAX_CONCURRENT_WAITS))
+        try:
+            yield
+        finally:
+            await run_in_threadpool(client.close)
+
+    app = FastAPI(
+        title="changelake ingest",
+        version=importlib.metadata.version("changelake"),
+        description="Stream rows into changelake tables through channels with offset tokens.",
+        lifespan=lifespan,
+    )
+    problems.install(app, retry_after_seconds=client.max_client_lag)
+    api = APIRouter(dependencies=[Depends(bearer_auth(token))])
+
+    @app.get("/v1/health", summary="Whether the service is up (no token needed)")
+    async def health() -> Health:
+        return Health()
+
+    @api.put(CHANNEL, summary="Open (or reopen) a channel", responses=_errors(404))
+    async def open_channel(
+        table: str, channel: str, options: Annotated[OpenChannelRequest | None, Body()] = None
+    ) -> OpenedChannel:
+        """Opens the channel in this service, creating it on first open. Every open bumps the
+        channel's epoch, so any earlier holder (this service's or another client's) can no longer
+        commit. Resend the rows after `committed_offset_token`."""
+        options = options or OpenChannelRequest()
+        opened = await run_in_threadpool(
+            client.open_channel,
+            channel,
+            table=table,
+            on_error=options.on_error,
+            offset_token=options.offset_token,
+            error_table=options.error_table,
+        )
+        channels.add(opened)
+        return OpenedChannel(
+            table=opened.table,
+            channel=opened.name,
+            epoch=opened.epoch,
+            committed_offset_token=opened.status().committed_offset_token,
+        )
+
+    @api.post(
+        f"{CHANNEL}/rows",
+        summary="Insert rows (JSON lines or an Arrow IPC stream)",
+        responses=_errors(404, 409, 413, 415, 422, 503),
+        openapi_extra=_ROWS_BODY,
+    )
+    async def insert_rows(
+        table: str,
+        channel: str,
+        request: Request,
+        start_offset_token: Annotated[
+            str | None, Query(description="The first row's token (kept with rejected rows).")
+        ] = None,
+        end_offset_token: Annotated[
+            str | None, Query(description="The last row's token; committed with the rows.")
+        ] = None,
+    ) -> InsertResult:
+        """Validates the rows and buffers them in the channel; a flush (every max client lag, or
+        POST /v1/flush) commits them with `end_offset_token`. Bad rows are reported per value;
+        with on_error=abort one bad row rejects the request (422)."""
+        handle = channels.get(table, channel)
+        kind = row_format(request)
+        body = await read_body(request, limit=max_request_bytes)
+        response = await run_in_threadpool(
+            _insert, handle, kind, body, start=start_offset_token, end=end_offset_token
+        )
+        return InsertResult(
+            rows_inserted=response.rows_inserted,
+            rows_errored=response.rows_errored,
+            errors=[RowError(**item) for item in problems.error_items(response.errors)],
+        )
+
+    @api.get(
+        f"{CHANNEL}/offset", summary="The channel's committed offset token", responses=_errors(404)
+    )
+    async def offset(table: str, channel: str) -> OffsetToken:
+        """From the catalog: the token of the last row committed by any holder of the channel,
+        whether or not it is open in this service."""
+        handle = channels.find(table, channel)
+        if handle is not None:
+            token = await run_in_threadpool(handle.latest_committed_offset_token)
+        else:
+            tokens = await run_in_threadpool(
+                client.latest_committed_offset_tokens, [channel], table=table
+            )
+            token = tokens[channel]
+        return OffsetToken(committed_offset_token=token)
+
+    @api.get(
+        f"{CHANNEL}/status", summary="The channel's state in this service", responses=_errors(404)
+    )
+    async def status(table: str, channel: str) -> ChannelStatus:
+        """Rows inserted, errored and buffered, tokens, the last error, and whether the channel
+        is still valid (false once it was reopened elsewhere)."""
+        return channels.get(table, channel).status()
+
+    @api.post(
+        f"{CHANNEL}/wait",
+        summary="Wait until an offset token is committed",
+        responses=_errors(404, 409, 504),
+    )
+    async def wait(
+        table: str,
+        channel: str,
+        offset_token: Annotated[
+            str, Query(description="Wait until the committed token is at or past it.")
+        ],
+        timeout: Annotated[
+            float, Query(gt=0, le=MAX_WAIT_SECONDS, description="Seconds; 504 after.")
+        ] = 30.0,
+    ) -> OffsetToken:
+        """Returns once the channel's committed token is at or past `offset_token` (tokens
+        compare as integers when both are, else as strings)."""
+        handle = channels.get(table, channel)
+        await anyio.to_thread.run_sync(
+            partial(handle.wait_for_commit, offset_token, timeout=timeout), limiter=waits[0]
+        )
+        return OffsetToken(committed_offset_token=handle.status().committed_offset_token)
+
+    @api.post("/v1/flush", summary="Commit every buffered row now", responses=_errors(409))
+    async def flush() -> Flushed:
+        """Returns when the rows buffered in every channel are committed. 409 when a channel lost
+        its rows because it was reopened (or dropped) elsewhere."""
+        before = [c for c in channels.all() if c.is_valid]
+        await run_in_threadpool(client.flush)
+        fenced = [s for c in before if not (s := c.status()).valid]
+        if fenced:
+            raise ChannelFencedError(" ".join(s.last_error or "" for s in fenced))
+        return Flushed(channels=len(before))
+
+    @api.delete(CHANNEL, summary="Close (or drop) a channel", responses=_errors(404, 409))
+    async def close_channel(
+        table: str,
+        channel: str,
+        drop: Annotated[bool, Query(description="Also remove the channel and its token.")] = False,
+    ) -> ClosedChannel:
+        """Commits the channel's buffered rows and closes it here. With `drop=true` the channel
+        and its committed token are removed from the catalog too (also when it is not open in
+        this service); any holder can no longer commit."""
+        handle = channels.find(table, channel)
+        if handle is None:
+            if not drop:
+                channels.get(table, channel)  # raises: not open here
+            await run_in_threadpool(client.drop_channel, channel, table=table)
+            return ClosedChannel(table=table.lower(), channel=channel, dropped=True)
+        try:
+            await run_in_threadpool(partial(handle.close, drop=drop))
+        finally:
+            if not handle.is_valid:
+                channels.remove(handle)
+        return ClosedChannel(table=handle.table, channel=channel, dropped=drop)
+
+    app.include_router(api)
+    return app
+
+
+def _insert(
+    channel: Channel, kind: RowFormat, body: bytes, *, start: str | None, end: str | None
+) -> InsertResponse:
+    if kind is RowFormat.ARROW_STREAM:
+        return channel.insert_arrow(
+            arrow_table(body), start_offset_token=start, end_offset_token=end
+        )
+    return channel.insert_rows(json_rows(body), start_offset_token=start, end_offset_token=end)
