@@ -14,7 +14,7 @@ from changelake.changes.plan import ChangePlan, Information
 from changelake.changes.query import changes_between, plan_interval, resolve_interval
 from changelake.clock import Clock, SystemClock
 from changelake.dml.append import append
-from changelake.errors import ConfigurationError
+from changelake.ingest.spark_sink import SparkSink
 from changelake.plan.streams import has_data
 from changelake.plan.views import view_changes
 from changelake.sql.execute import execute
@@ -123,6 +123,11 @@ class Session:
         result = append(self._context(), self.spark, self.warehouse, name, data)
         return result.to_dataframe(self.spark)
 
+    def sink(self, table: str, *, channel: str) -> SparkSink:
+        """A ``foreachBatch`` sink landing each micro-batch in ``table`` exactly once, through
+        ingest channel ``channel`` (one per checkpoint location; opening it fences older sinks)."""
+        return SparkSink(self.catalog, self.warehouse, self.clock, table=table, channel=channel)
+
     def close(self) -> None:
         """Release the catalog connection (the SparkSession stays up for others)."""
         self.catalog.close()
@@ -159,12 +164,6 @@ def connect(
     default a local one is started. ``clock`` replaces the wall clock (tests).
     """
     wh = Warehouse.at(warehouse)
-    if catalog is None:
-        if not wh.is_local:
-            raise ConfigurationError(
-                f"Warehouse {warehouse} is not a local directory, so the default SQLite catalog"
-                " cannot live in it; pass catalog='postgresql://...'."
-            )
-        catalog = f"sqlite:///{wh.root.removeprefix('file://')}/catalog.db"
+    url = wh.catalog_url(catalog)
     quiet_query_context_loggers()
-    return Session(spark or default_spark(), Catalog(catalog), wh, clock or SystemClock())
+    return Session(spark or default_spark(), Catalog(url), wh, clock or SystemClock())
