@@ -8,7 +8,7 @@ from sqlalchemy import Connection, delete, select, update
 
 from changelake.catalog import tables as t
 from changelake.catalog.model import ChannelInfo
-from changelake.errors import ChannelFencedError
+from changelake.errors import ChannelFencedError, ChannelNotFoundError
 
 _C = t.channels.c
 
@@ -107,9 +107,14 @@ def advance(
     values: dict[str, Any] = {"offset_token": token, "updated_at": now}
     if version is not None:
         values["committed_version"] = version
-    conn.execute(
+    moved = conn.execute(
         update(t.channels).where(_C.table_id == table_id, _C.name == name).values(**values)
     )
+    if moved.rowcount == 0:
+        raise ChannelNotFoundError(
+            f"Ingest channel {name!r} does not exist (it was dropped, or its table was); open"
+            " it again."
+        )
 
 
 def drop(conn: Connection, table_id: int, name: str) -> bool:

@@ -379,7 +379,13 @@ def _open_channel(state: _Commit, u: OpenChannel) -> None:
 
 
 def _advance_channel(state: _Commit, u: AdvanceChannel) -> None:
-    made = state.pending.get(u.table_id)
+    assert state.request is not None
+    adds_files = any(
+        isinstance(x, AddFiles) and x.table_id == u.table_id and x.files
+        for x in state.request.updates
+    )
+    # The token is committed by the version this request makes, if it makes one.
+    made = state.version_of(u.table_id) if adds_files else state.pending.get(u.table_id)
     channel_repo.advance(
         state.conn,
         u.table_id,
