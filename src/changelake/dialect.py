@@ -35,9 +35,10 @@ class Vacuum(exp.Expression):
 
 
 class ShowObjects(exp.Expression):
-    """``SHOW [TERSE] TABLES | VIEWS | STREAMS``; ``kind`` is the plural, upper case."""
+    """``SHOW [TERSE] TABLES | VIEWS | STREAMS | CHANNELS [IN [TABLE] t]``; ``kind`` is the plural,
+    upper case."""
 
-    arg_types = {"kind": True, "terse": False}
+    arg_types = {"kind": True, "terse": False, "this": False}
 
 
 class DescribeStream(exp.Expression):
@@ -138,9 +139,14 @@ class Changelake(Spark):
         def _parse_show_objects(self) -> exp.Expression:
             self._advance()
             terse = self._match_text_seq("TERSE")
-            if not self._match_texts(("TABLES", "VIEWS", "STREAMS")):
-                self.raise_error("Expected SHOW TABLES, SHOW VIEWS or SHOW STREAMS")
-            return self.expression(ShowObjects(kind=self._prev.text.upper(), terse=terse))
+            if not self._match_texts(("TABLES", "VIEWS", "STREAMS", "CHANNELS")):
+                self.raise_error("Expected SHOW TABLES, VIEWS, STREAMS or CHANNELS")
+            kind = self._prev.text.upper()
+            table = None
+            if kind == "CHANNELS" and self._match(TokenType.IN):
+                self._match(TokenType.TABLE)
+                table = self._object_name("table")
+            return self.expression(ShowObjects(kind=kind, terse=terse, this=table))
 
         def _parse_describe_stream(self) -> exp.Expression:
             self._advance(2)

@@ -9,6 +9,7 @@ import decimal
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import pyarrow as pa
@@ -298,3 +299,40 @@ print("OK")
     )
     assert out.stdout.strip() == "OK", out.stderr
     assert session.sql(f"SELECT count(*) FROM {table}").collect()[0][0] == 10
+
+
+def test_threads_share_a_client_and_a_channel(session, table, client):
+    own = [client.open_channel(f"t{i}", table=table) for i in range(3)]
+    shared = client.open_channel("shared", table=table)
+
+    def produce(k: int) -> None:
+        for first in range(0, 200, 20):
+            ids = [k * 1000 + i for i in range(first, first + 20)]
+            own[k].insert_rows([{"id": i} for i in ids], end_offset_token=str(first + 19))
+            shared.insert_rows([{"id": -1 - i} for i in ids])
+
+    threads = [threading.Thread(target=produce, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    client.flush()
+    got = [r[0] for r in session.sql(f"SELECT id FROM {table}").collect()]
+    want = [k * 1000 + i for k in range(3) for i in range(200)]
+    assert sorted(got) == sorted(want + [-1 - i for i in want])
+    shown = {
+        r["name"]: r["offset_token"] for r in session.sql("SHOW CHANNELS IN TABLE orders").collect()
+    }
+    assert shown == {"t0": "199", "t1": "199", "t2": "199", "shared": None}
+
+
+def test_ingest_files_carry_statistics_that_prune_reads(session, table, client):
+    channel = client.open_channel("c", table=table)
+    for first in (0, 1000, 2000):
+        channel.insert_rows(
+            [{"id": i} for i in range(first, first + 100)], end_offset_token=str(first)
+        )
+        client.flush()
+    df = session.sql(f"SELECT id FROM {table} WHERE id BETWEEN 1010 AND 1020")
+    assert len(df.inputFiles()) == 1
+    assert sorted(r[0] for r in df.collect()) == list(range(1010, 1021))

@@ -133,10 +133,11 @@ def _vacuum(env: Env, stmt: s.Vacuum) -> StatementResult:
     )
 
 
-_SHOW: dict[str, Callable[[Env], DataFrame]] = {
-    "TABLES": lambda env: show.show_tables(env.ctx, env.spark),
-    "VIEWS": lambda env: show.show_views(env.ctx, env.spark),
-    "STREAMS": lambda env: show_streams(env.ctx, env.spark),
+_SHOW: dict[str, Callable[[Env, s.Show], DataFrame]] = {
+    "TABLES": lambda env, _: show.show_tables(env.ctx, env.spark),
+    "VIEWS": lambda env, _: show.show_views(env.ctx, env.spark),
+    "STREAMS": lambda env, _: show_streams(env.ctx, env.spark),
+    "CHANNELS": lambda env, st: show.show_channels(env.ctx, env.spark, st.table),
 }
 
 HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
@@ -166,7 +167,7 @@ HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
     s.DescribeTable: lambda env, st: show.describe_table(env.ctx, env.spark, st.table),
     s.DescribeHistory: lambda env, st: show.describe_history(env.ctx, env.spark, st.table),
     s.DescribeStream: lambda env, st: describe_stream(env.ctx, env.spark, st.stream),
-    s.Show: lambda env, st: _SHOW[st.kind](env),
+    s.Show: lambda env, st: _SHOW[st.kind](env, st),
     s.Begin: _begin,
     s.Commit: _commit,
     s.Rollback: _rollback,

@@ -68,3 +68,27 @@ def show_tables(ctx: StatementContext, spark: SparkSession) -> DataFrame:
 def show_views(ctx: StatementContext, spark: SparkSession) -> DataFrame:
     rows = [(name, _ts(created), sql) for name, sql, created in ctx.catalog.list_views()]
     return spark.createDataFrame(rows, "name string, created_at timestamp, text string")
+
+
+def show_channels(ctx: StatementContext, spark: SparkSession, table: str | None) -> DataFrame:
+    """The ingest channels of ``table`` (every table's without): who holds each (epoch) and the
+    offset token committed, with the version that committed it."""
+    tables = [ctx.table(table)] if table is not None else ctx.catalog.list_tables()
+    rows = [
+        (
+            c.name,
+            info.name,
+            c.epoch,
+            c.offset_token,
+            c.committed_version,
+            _ts(c.created_at),
+            _ts(c.updated_at),
+        )
+        for info in tables
+        for c in ctx.catalog.list_channels(info.table_id)
+    ]
+    return spark.createDataFrame(
+        rows,
+        "name string, table_name string, epoch bigint, offset_token string,"
+        " committed_version bigint, created_at timestamp, updated_at timestamp",
+    )

@@ -117,7 +117,8 @@ class DescribeStream:
 
 @dataclass(frozen=True)
 class Show:
-    kind: str  # TABLES | VIEWS | STREAMS
+    kind: str  # TABLES | VIEWS | STREAMS | CHANNELS
+    table: str | None = None  # SHOW CHANNELS IN TABLE t
 
 
 @dataclass(frozen=True)
@@ -288,7 +289,7 @@ _BUILDERS: dict[type, Callable[..., Statement]] = {
     d.CreateStream: _create_stream,
     d.DropStream: lambda t: Drop("STREAM", t.this.name, bool(t.args.get("exists"))),
     d.DescribeStream: lambda t: DescribeStream(t.this.name),
-    d.ShowObjects: lambda t: Show(str(t.args["kind"]).upper()),
+    d.ShowObjects: lambda t: Show(str(t.args["kind"]).upper(), t.this.name if t.this else None),
     d.Optimize: lambda t: Optimize(t.this.name),
     d.Vacuum: lambda t: Vacuum(t.this.name),
     d.Explain: lambda t: Explain(t.this),
