@@ -41,6 +41,20 @@ class ShowObjects(exp.Expression):
     arg_types = {"kind": True, "terse": False, "this": False}
 
 
+class ChangesClause(exp.Changes):
+    """``CHANGES ([INFORMATION => DEFAULT | APPEND_ONLY | REDO] [, FORMAT => f]
+    [, KEYS => (c1, ...)])`` followed by ``AT | BEFORE (...) [END (...)]``; options in any
+    order."""
+
+    arg_types = {
+        "information": False,
+        "at_before": False,
+        "end": False,
+        "format": False,
+        "keys": False,
+    }
+
+
 class DescribeStream(exp.Expression):
     """``DESCRIBE | DESC STREAM name``"""
 
@@ -124,6 +138,36 @@ class Changelake(Spark):
                 if self._peek(*words):
                     return parse
             return None
+
+        def _parse_changes(self) -> exp.Changes | None:
+            if not self._match_text_seq("CHANGES", "("):
+                return None
+            options: dict[str, exp.Expression] = {}
+            while True:
+                word = self._curr.text.upper() if self._curr else ""
+                if word not in ("INFORMATION", "FORMAT", "KEYS") or word.lower() in options:
+                    self.raise_error(
+                        "Expected INFORMATION => ..., FORMAT => ... or KEYS => (...) in CHANGES"
+                    )
+                self._advance()
+                if not self._match(TokenType.FARROW):
+                    self.raise_error(f"Expected => after {word}")
+                if word == "KEYS":
+                    options["keys"] = exp.Tuple(
+                        expressions=self._parse_wrapped_csv(self._parse_id_var)
+                    )
+                else:
+                    options[word.lower()] = self._parse_var(any_token=True)
+                if not self._match(TokenType.COMMA):
+                    break
+            self._match_r_paren()
+            return self.expression(
+                ChangesClause(
+                    **options,
+                    at_before=self._parse_historical_data(),
+                    end=self._parse_historical_data(),
+                )
+            )
 
         def _object_name(self, what: str) -> exp.Table:
             name = self._parse_id_var(any_token=False)

@@ -4,12 +4,14 @@ transaction; every statement runs in a fresh statement context."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
+from changelake.changes.formats import Commit, Format, Rendering, render, stamp
 from changelake.changes.plan import ChangePlan, Information
 from changelake.changes.query import changes_between, plan_interval, resolve_interval
 from changelake.clock import Clock, SystemClock
@@ -71,14 +73,18 @@ class Session:
         end: Point | None = None,
         information: str = "default",
         before: bool = False,
+        format: str | None = None,
+        keys: Sequence[str] = (),
     ) -> DataFrame:
         """The changes of table or view ``name`` after ``start`` up to ``end`` (default: now).
 
         Points are a version (int), a timestamp (datetime) or a statement id (str); ``before``
         starts just before the point. ``information`` is "default" (minimum delta),
-        "append_only" or "redo". Same result as the SQL ``CHANGES`` clause.
+        "append_only" or "redo"; ``format`` ("odf", "flink", "debezium", "retract", "upsert"
+        with ``keys``) renders them as a changelog. Same result as the SQL ``CHANGES`` clause.
         """
         ctx = self._context()
+        rendering = Rendering(Format.parse(format), tuple(keys)) if format else None
         if self.catalog.view_sql(name) is not None:
             df, _ = view_changes(
                 ctx,
@@ -89,11 +95,14 @@ class Session:
                 end=point_from_python(end, Edge.END) if end is not None else None,
                 information=Information.parse(information),
             )
-            return df
+            return render(df, rendering, Commit(name.lower())) if rendering else df
         info, first, last, kind = self._interval(name, start, end, information, before)
-        return changes_between(
+        df = changes_between(
             self.catalog, self.spark, self.warehouse, info, start=first, end=last, information=kind
         )
+        if rendering is None:
+            return df
+        return render(df, rendering, stamp(self.catalog, info, last))
 
     def change_plan(
         self,

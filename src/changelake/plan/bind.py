@@ -12,6 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
 from changelake.catalog.model import TableInfo
+from changelake.changes.formats import Commit, render, stamp
+from changelake.changes.plan import Shape
 from changelake.changes.query import changes_between, resolve_interval
 from changelake.dialect import parse_one, to_spark
 from changelake.errors import (
@@ -19,7 +21,7 @@ from changelake.errors import (
     TableNotFoundError,
     did_you_mean,
 )
-from changelake.plan.points import changes_clause, point_of
+from changelake.plan.points import changes_clause, point_of, rendering_of
 from changelake.plan.pushdown import pushable_conjuncts
 from changelake.plan.streams import has_data, read_stream
 from changelake.plan.views import view_at, view_changes
@@ -114,6 +116,9 @@ class Binder:
                     end=end,
                     information=information,
                 )
+                rendering = rendering_of(changes)
+                if rendering is not None:
+                    df = render(df, rendering, Commit(name.lower()))
                 self._replace(table, df, alias, label=name)
                 return
             if when is not None:
@@ -130,12 +135,19 @@ class Binder:
             )
             return
         if catalog.find_stream(name) is not None:
-            if table.args.get("when") or table.args.get("changes"):
+            changes = table.args.get("changes")
+            rendering = rendering_of(changes) if changes is not None else None
+            if table.args.get("when") or (changes is not None and _reads_interval(changes)):
                 raise InvalidStatementError(
-                    f"{name} is a stream: it reads its own interval; drop AT/BEFORE/CHANGES."
+                    f"{name} is a stream: it reads its own interval; drop AT/BEFORE and"
+                    " INFORMATION (CHANGES (FORMAT => ...) alone renders it as a changelog)."
                 )
             df, read = read_stream(self.ctx, self.spark, self.warehouse, name)
             self.stream_reads.setdefault(read.stream.stream_id, read)
+            if rendering is not None:
+                df = render(
+                    df, rendering, self._stamp(read.stream.view or read.stream.table_id, read)
+                )
             self._replace(table, df, alias, label=name)
             return
         if self.spark.catalog.tableExists(name):
@@ -152,7 +164,7 @@ class Binder:
         if changes is not None:
             information, start, end = changes_clause(self.spark, changes)
             first, last = resolve_interval(self.ctx, info, start=start, end=end)
-            return changes_between(
+            df = changes_between(
                 self.ctx.catalog,
                 self.spark,
                 self.warehouse,
@@ -161,6 +173,10 @@ class Binder:
                 end=last,
                 information=information,
             )
+            rendering = rendering_of(changes)
+            if rendering is None:
+                return df
+            return render(df, rendering, stamp(self.ctx.catalog, info, last))
         when = table.args.get("when")
         version = resolve(self.ctx, info, point_of(self.spark, when)) if when else None
         state = self.ctx.state(info, version)
@@ -168,6 +184,16 @@ class Binder:
         if conjuncts:
             state = state.with_files(prune(state.files, state.schema, conjuncts))
         return read_state(self.spark, self.warehouse, state)
+
+    def _stamp(self, source: str | int, read: StreamRead) -> Commit:
+        """What a stream read's changes are stamped with: for a stream on a table, the version
+        it reads up to and that version's commit time."""
+        if isinstance(source, str):
+            return Commit(source)
+        info = self.ctx.catalog.table_by_id(source)
+        (_, version), *_ = read.ends
+        initial = read.plan is not None and read.plan.shape is Shape.INITIAL_ROWS
+        return stamp(self.ctx.catalog, info, version, initial_rows=initial)
 
     def target(self, state: TableState, label: str) -> str:
         """Bind ``state`` of a write statement's target with its hidden address columns."""
@@ -200,3 +226,7 @@ class Binder:
         if not any(is_call(n) for n in tree.find_all(exp.Anonymous)):
             return tree
         return tree.transform(fold, copy=False)
+
+
+def _reads_interval(changes: exp.Changes) -> bool:
+    return any(changes.args.get(k) is not None for k in ("information", "at_before", "end"))

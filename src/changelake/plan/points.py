@@ -7,6 +7,7 @@ import datetime as dt
 from pyspark.sql import SparkSession
 from sqlglot import exp
 
+from changelake.changes.formats import Format, Rendering
 from changelake.changes.plan import Information
 from changelake.dialect import to_spark
 from changelake.errors import InvalidStatementError
@@ -89,10 +90,23 @@ def changes_clause(
     spark: SparkSession, changes: exp.Changes
 ) -> tuple[Information, Point | None, Point | None]:
     """``CHANGES (INFORMATION => ...) AT|BEFORE (...) [END (...)]`` as values."""
-    information = Information.parse(changes.args["information"].name)
+    given = changes.args.get("information")
+    information = Information.parse(given.name) if given is not None else Information.DEFAULT
     start, end = changes.args.get("at_before"), changes.args.get("end")
     return (
         information,
         point_of(spark, start) if start is not None else None,
         point_of(spark, end) if end is not None else None,
     )
+
+
+def rendering_of(changes: exp.Changes) -> Rendering | None:
+    """The changelog ``FORMAT => f [, KEYS => (...)]`` a CHANGES clause asks for, if any."""
+    given = changes.args.get("format")
+    keys = changes.args.get("keys")
+    if given is None:
+        if keys is not None:
+            raise InvalidStatementError("KEYS => (...) goes with FORMAT => ...: add the format.")
+        return None
+    names = tuple(k.name for k in keys.expressions) if keys is not None else ()
+    return Rendering(Format.parse(given.name), names)
