@@ -158,7 +158,7 @@ def _ordered(df: DataFrame) -> DataFrame:
     """``df`` sorted in changelog order, with ``offset`` numbering it from 0."""
     order = [F.col(_V).asc_nulls_first(), F.col(_ID), F.col(_RANK), F.col(ROW_ID)]
     numbered = df.withColumn(OFFSET, F.row_number().over(Window.orderBy(*order)) - 1)
-    return numbered.orderBy(OFFSET)
+    return numbered.sortWithinPartitions(OFFSET)  # one partition, in order already
 
 
 def _trailer() -> list[Column]:
@@ -242,6 +242,6 @@ def _debezium(df: DataFrame, columns: list[str], commit: Commit) -> DataFrame:
         F.col(ROW_ID).alias("row_id"),
         F.col(OFFSET).cast("bigint").alias(OFFSET),
     )
-    return numbered.orderBy(OFFSET).select(
+    return numbered.sortWithinPartitions(OFFSET).select(
         op.alias(OP), "before", "after", source.alias("source"), ts_ms.alias("ts_ms")
     )
