@@ -16,8 +16,14 @@ from pathlib import Path
 from bench import (
     append_only,
     changes_delta,
+    changes_odf,
     consume,
     delete,
+    ingest_arrow,
+    ingest_dicts,
+    ingest_http,
+    ingest_latency,
+    ingest_vs_pyarrow,
     insert,
     report,
     scaling,
@@ -51,6 +57,12 @@ BENCHMARKS = {
         view_groupby_spread,
         view_cost,
         view_stream,
+        ingest_arrow,
+        ingest_vs_pyarrow,
+        ingest_dicts,
+        ingest_latency,
+        ingest_http,
+        changes_odf,
     )
 }
 MASTER = "local[2]"

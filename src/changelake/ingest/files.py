@@ -40,28 +40,27 @@ def write_file(
     table = data.append_column(_HIDDEN.field(0), identity[0]).append_column(
         _HIDDEN.field(1), identity[1]
     )
-    sink = pa.BufferOutputStream()
-    pq.write_table(
-        table,
-        sink,
-        compression="snappy",
-        write_statistics=trusted_statistics(table),
-        row_group_size=max(1, table.num_rows),
-    )
-    payload = sink.getvalue()
-    metadata = pq.read_metadata(pa.BufferReader(payload))
     # Readers tell files apart by base name, so it is unique (as Spark's are).
     path = f"{directory}/part-{part:05d}-{uuid.uuid4().hex}.parquet"
     warehouse.fs.create_dir(warehouse.fs_path(directory), recursive=True)
+    collected: list[pq.FileMetaData] = []
     with warehouse.fs.open_output_stream(warehouse.fs_path(path)) as out:
-        out.write(payload)
+        pq.write_table(
+            table,
+            out,
+            compression="snappy",
+            write_statistics=trusted_statistics(table),
+            row_group_size=max(1, table.num_rows),
+            metadata_collector=collected,
+        )
+        size = out.tell()
     return DataFile(
         path=path,
         row_count=table.num_rows,
-        size_bytes=payload.size,
+        size_bytes=size,
         base_row_id=None,
         begin_version=None,
-        stats=file_stats(metadata),
+        stats=file_stats(collected[0]),
     )
 
 
