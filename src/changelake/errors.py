@@ -138,6 +138,10 @@ class InsertRejectedError(ChangelakeError, ValueError):
         self.errors = errors
 
 
+class ExportError(ChangelakeError, OSError):
+    """An export could not write its files (a bad location, no permission, ...)."""
+
+
 def closest(name: str, candidates: Iterable[str]) -> str | None:
     """The candidate closest to ``name``, or None when nothing is close."""
     found = difflib.get_close_matches(

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
+from changelake.changelog.apply import ApplyOptions, apply_python  # APPLY CHANGES
+from changelake.changelog.export import ExportResult, export_sql
+from changelake.changelog.files import read_changelog  # APPLY CHANGES
 from changelake.changes.formats import Commit, Format, Rendering, render, stamp
 from changelake.changes.plan import ChangePlan, Information
 from changelake.changes.query import changes_between, plan_interval, resolve_interval
@@ -26,6 +29,9 @@ from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Edge, point_from_python
 from changelake.txn.transaction import Transaction, TransactionSlot
+
+if TYPE_CHECKING:
+    from typing import Unpack  # APPLY CHANGES
 
 Point = int | dt.datetime | str
 
@@ -137,6 +143,27 @@ class Session:
         ingest channel ``channel`` (one per checkpoint location; opening it fences older sinks)."""
         return SparkSink(self.catalog, self.warehouse, self.clock, table=table, channel=channel)
 
+    def export(self, query: str, path: str, *, file_format: str = "parquet") -> ExportResult:
+        """COPY INTO ``path`` FROM (``query``): its rows as ``file_format`` ("parquet" or "json")
+        files in a new directory under ``path``, consuming the streams it reads exactly once."""
+        return export_sql(
+            self._context(), self.spark, self.warehouse, query, path=path, file_format=file_format
+        )
+
+    # -- APPLY CHANGES --
+    def apply_changes(self, target: str, source: Any, **options: Unpack[ApplyOptions]) -> DataFrame:
+        """APPLY CHANGES INTO ``target`` FROM ``source`` (a DataFrame, a table, view or stream
+        name, or a query); ``options`` as in ``changelake.changelog.apply.apply_python``."""
+        done = apply_python(self._context(), self.spark, self.warehouse, target, source, **options)
+        return done.to_dataframe(self.spark)
+
+    def read_changelog(
+        self, path: str, *, format: str = "odf", table: str | None = None
+    ) -> DataFrame:
+        """An ODF Parquet or Debezium JSON-lines changelog file (images typed as ``table``)."""
+        return read_changelog(self._context(), self.spark, path, format=format, table=table)
+
+    # -- end APPLY CHANGES --
     def close(self) -> None:
         """Release the catalog connection (the SparkSession stays up for others)."""
         self.catalog.close()

@@ -42,6 +42,7 @@ TABLE_PROPERTIES = {
     "change_tracking": "bool",
     "before_images": "bool",
     "comment": "text",
+    "apply_tombstone_retention_days": "days",  # APPLY CHANGES (changelog/state.py)
 }
 
 

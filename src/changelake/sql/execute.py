@@ -12,6 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
 from changelake.catalog import Catalog
+from changelake.changelog.apply import apply_statement  # APPLY CHANGES
+from changelake.changelog.export import FileFormat, export  # export (COPY INTO)
 from changelake.clock import Clock
 from changelake.dialect import parse_one
 from changelake.dml.insert import insert
@@ -174,4 +176,10 @@ HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
     s.Optimize: _optimize,
     s.Vacuum: _vacuum,
     s.Explain: lambda env, st: explain(*env.io, st.tree),
+    s.ApplyChanges: lambda env, st: apply_statement(*env.io, st.spec, st.source),  # APPLY CHANGES
+    # -- export (COPY INTO) --
+    s.Export: lambda env, st: export(
+        *env.io, st.query, path=st.path, file_format=FileFormat.parse(st.file_format)
+    ).to_dataframe(env.spark),
+    # -- end export --
 }

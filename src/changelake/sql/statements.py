@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from changelake import dialect as d
+from changelake.changelog.spec import ApplySpec, OpFormat  # APPLY CHANGES
 from changelake.errors import InvalidStatementError, UnsupportedError
 
 
@@ -151,6 +152,85 @@ class Explain:
     tree: exp.Expression
 
 
+# -- export (changelog/export.py) --
+
+
+@dataclass(frozen=True)
+class Export:
+    """``COPY INTO '<directory>' FROM (query) [FILE_FORMAT = (TYPE = PARQUET | JSON)]``"""
+
+    path: str
+    query: exp.Expression
+    file_format: str  # PARQUET | JSON, as written
+
+
+def _export(tree: exp.Copy) -> Export:
+    target, sources = tree.this, tree.args.get("files") or []
+    if not isinstance(target, exp.Table) or not target.this.args.get("quoted"):
+        raise UnsupportedError(
+            "COPY INTO <table> (loading files) is not supported; COPY INTO '<directory>' FROM"
+            " (query) exports a query's rows as files."
+        )
+    if not tree.args.get("kind") or len(sources) != 1 or not isinstance(sources[0], exp.Subquery):
+        raise InvalidStatementError(
+            f"COPY INTO '{target.name}' exports a query: write FROM (SELECT ...), e.g. FROM"
+            " (SELECT * FROM s CHANGES (FORMAT => ODF))."
+        )
+    file_format = "PARQUET"
+    for param in tree.args.get("params") or []:
+        options = [o for o in param.expressions if isinstance(o, exp.Property)]
+        if param.name.upper() != "FILE_FORMAT" or [o.name.upper() for o in options] != ["TYPE"]:
+            raise InvalidStatementError(
+                f"COPY INTO '{target.name}': the only option is FILE_FORMAT = (TYPE = PARQUET |"
+                f" JSON), got {param.sql(dialect=d.Changelake)}."
+            )
+        file_format = options[0].args["value"].name.upper()
+    return Export(target.name, sources[0].this, file_format)
+
+
+# -- end export --
+
+
+# -- APPLY CHANGES (changelog/) --
+
+
+@dataclass(frozen=True)
+class ApplyChanges:
+    """``APPLY CHANGES INTO ... FROM source ...``: what to apply, and the source reference
+    (a table, view or stream, or a subquery)."""
+
+    spec: ApplySpec
+    source: exp.Expression
+
+
+def _apply_changes(tree: d.ApplyChanges) -> ApplyChanges:
+    def names(key: str) -> tuple[str, ...] | None:
+        found = tree.args.get(key)
+        return tuple(e.name for e in found.expressions) if found is not None else None
+
+    def path(key: str) -> tuple[str, ...] | None:
+        found = tree.args.get(key)
+        return tuple(p.name for p in found.parts) if found is not None else None
+
+    op_format = tree.args.get("op_format")
+    spec = ApplySpec(
+        target=tree.this.name,
+        keys=names("keys") or (),
+        sequence_by=path("sequence") or (),
+        op_column=path("op_column"),
+        op_format=OpFormat.parse(op_format.name) if op_format is not None else None,
+        delete_when=tree.args.get("delete_when"),
+        ignore_null_updates=bool(tree.args.get("ignore_null_updates")),
+        columns=names("columns"),
+        except_columns=names("except_columns"),
+        scd_type=tree.args.get("scd_type") or 1,
+    )
+    return ApplyChanges(spec, tree.args["source"])
+
+
+# -- end APPLY CHANGES --
+
+
 Statement = (
     Query
     | Insert
@@ -173,6 +253,8 @@ Statement = (
     | Optimize
     | Vacuum
     | Explain
+    | ApplyChanges
+    | Export
 )
 
 
@@ -293,6 +375,8 @@ _BUILDERS: dict[type, Callable[..., Statement]] = {
     d.Optimize: lambda t: Optimize(t.this.name),
     d.Vacuum: lambda t: Vacuum(t.this.name),
     d.Explain: lambda t: Explain(t.this),
+    d.ApplyChanges: _apply_changes,
+    exp.Copy: _export,
 }
 
 

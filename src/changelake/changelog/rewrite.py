@@ -1,0 +1,138 @@
+"""Writing what an apply decided, with the two phases of ``dml/matches.py`` (as MERGE does).
+
+Phase 1 is the caller's DataFrame ``found``: one row per target row to change (its address)
+or to insert (address NULL), with ``_cl_action`` (U update, R replace, D delete, I insert) and
+the new values under ``new(physical)``. Phase 2 reads the matched rows once: they get DV entries
+(with before-images), updated rows are written again keeping their identity, inserted rows are
+written new. The result is the updates and requirements of one table, for a commit request the
+caller makes (an apply changes two tables in one commit).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from changelake.catalog.requests import (
+    AddDeletes,
+    AddFiles,
+    FilesUntouched,
+    RemoveFiles,
+    Requirement,
+    RowCounts,
+    TableLive,
+    Update,
+)
+from changelake.dml.common import Target, record_deletes
+from changelake.dml.matches import find_matches, full_rows, new, persisted
+from changelake.storage.snapshot import RID
+from changelake.storage.warehouse import Warehouse
+from changelake.storage.writer import partitions_for, write_data
+from changelake.txn.context import StatementContext
+
+ACTION = "_cl_action"
+# U: update, keeping the old value of ``keep_old`` columns whose new value is NULL; R: update
+# with the new values only; D: delete; I: insert.
+UPDATE, REPLACE, REMOVE, INSERT = "U", "R", "D", "I"
+
+
+@dataclass(frozen=True)
+class TableWrite:
+    """One table's part of a commit request."""
+
+    updates: tuple[Update, ...]
+    requirements: tuple[Requirement, ...]
+    counts: RowCounts
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.updates)
+
+
+def rewrite(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    target: Target,
+    found: DataFrame,
+    *,
+    keep_old: Collection[str] = (),
+    part: str = "",
+) -> TableWrite:
+    """Apply ``found`` (phase 1, see the module docstring) to ``target``; files go to the
+    statement's directories suffixed with ``part``."""
+    schema, name = target.state.schema, target.info.name
+    kind = F.col(ACTION)
+    kept = {c.lower() for c in keep_old}
+    with find_matches(
+        found, target=target, operation="APPLY CHANGES", kind=kind, kinds=(UPDATE, REPLACE, REMOVE, INSERT)
+    ) as matches:  # fmt: skip
+        counts = matches.per_kind
+        updated = counts[UPDATE] + counts[REPLACE]
+        removed, deletes, files, written = (), (), [], []
+        with persisted(full_rows(spark, warehouse, target, matches)) as rows:
+            if matches.matched:
+                removed, deletes, _ = record_deletes(
+                    warehouse,
+                    target,
+                    rows,
+                    counts=matches.per_file,
+                    statement_id=ctx.statement_id + part,
+                )
+            if updated:
+                values = []
+                for c in schema.columns:
+                    value = F.col(new(c.physical))
+                    if c.name.lower() in kept:
+                        old = F.col(f"`{c.name}`")
+                        value = F.when(kind == UPDATE, F.coalesce(value, old)).otherwise(value)
+                    values.append(value.alias(c.name))
+                written.append(rows.where(kind.isin(UPDATE, REPLACE)).select(*values, RID))
+            if counts[INSERT]:
+                inserted = [F.col(new(c.physical)).alias(c.name) for c in schema.columns]
+                written.append(
+                    matches.rows.where(kind == INSERT).select(*inserted, F.lit(None).alias(RID))
+                )
+            if written:
+                files = write_data(
+                    warehouse,
+                    functools.reduce(DataFrame.unionByName, written),
+                    schema=schema,
+                    table=name,
+                    directory=warehouse.data_dir(ctx.statement_id, part),
+                    row_id=RID,
+                    partitions=partitions_for(updated + counts[INSERT]),
+                )
+    table_id = target.info.table_id
+    updates: list[Update] = []
+    if files:
+        updates.append(AddFiles(table_id, tuple(files)))
+    if removed:
+        updates.append(RemoveFiles(table_id, removed))
+    if deletes:
+        updates.append(AddDeletes(table_id, deletes))
+    touched = removed + tuple(d.file_path for d in deletes)
+    requirements: list[Requirement] = [TableLive(table_id, name)]
+    if touched:
+        requirements.append(FilesUntouched(table_id, name, touched, target.state.version))
+    return TableWrite(
+        tuple(updates),
+        tuple(requirements),
+        RowCounts(table_id, counts[INSERT], updated, counts[REMOVE]),
+    )
+
+
+def found_columns(target: Target, values: dict[str, object]) -> list:
+    """``new(physical)`` columns for every target column: ``values`` (column name -> Spark
+    column) where given, else NULL of the column's type."""
+    by_lower = {k.lower(): v for k, v in values.items()}
+    out = []
+    for c in target.state.schema.columns:
+        value = by_lower.get(c.name.lower())
+        value = F.lit(None).cast(c.type) if value is None else value
+        out.append(value.alias(new(c.physical)))
+    return out

@@ -1,0 +1,108 @@
+"""SCD TYPE 1: the target holds the current image per key.
+
+Events are ordered per key by (sequence, delete before upsert, value hash): the greatest wins.
+An event not greater than the state's last applied one for its key (a live tombstone included)
+changes nothing, so old events arriving late and duplicates are ignored; equal sequences with
+different values resolve the same way whatever the arrival order (a delete wins; between
+upserts, the greater hash of the values). With IGNORE NULL UPDATES an upsert's NULL values keep
+the current ones: within one apply the upserts of a key after its last delete are folded in
+sequence order (latest non-NULL value per column), then NULLs keep the target's value.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from changelake.changelog.events import DELETE, HASH, SEQ, Events
+from changelake.changelog.rewrite import ACTION, INSERT, REMOVE, REPLACE, UPDATE, found_columns
+from changelake.changelog.state import STATE_DELETED, STATE_HASH, STATE_SEQ
+from changelake.dml.common import Target
+from changelake.storage.snapshot import ADDRESS, FILE
+
+FRESH = "_cl_fresh"  # the key's upserts follow a delete of this apply: no old values to keep
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def newer(seq: Column, delete: Column, digest: Column, prefix: str) -> Column:
+    """Whether an event is greater than the state row (columns ``prefix`` + state names) in
+    the (sequence, delete, hash) order, or there is no state row."""
+    s_seq, s_del, s_hash = (F.col(prefix + c) for c in (STATE_SEQ, STATE_DELETED, STATE_HASH))
+    d, sd = delete.cast("int"), s_del.cast("int")
+    return (
+        s_seq.isNull()
+        | (seq > s_seq)
+        | ((seq == s_seq) & ((d > sd) | ((d == sd) & (digest > s_hash))))
+    )
+
+
+def against_state(events: Events, state: DataFrame) -> DataFrame:
+    """The events greater than their key's state (``state``: keys and the state columns of the
+    live rows)."""
+    s = state.select(
+        *[F.col(_q(k)).alias(f"_s_{i}") for i, k in enumerate(events.keys)],
+        *[F.col(c).alias(f"_s{c}") for c in (STATE_SEQ, STATE_DELETED, STATE_HASH)],
+    )
+    df = events.df.where(F.col(DELETE).isNotNull())
+    on = [df[_q(k)] == s[f"_s_{i}"] for i, k in enumerate(events.keys)]
+    joined = df.join(s, on, "left")
+    keep = newer(F.col(SEQ), F.col(DELETE), F.col(HASH), "_s")
+    return joined.where(keep).select(*[df[_q(c)] for c in df.columns])
+
+
+def winners(events: Events, applicable: DataFrame, *, fold: bool) -> DataFrame:
+    """Per key the greatest event (keys, values, SEQ, DELETE, HASH, FRESH); with ``fold``, its
+    values folded over the key's upserts after its last delete."""
+    by_key = Window.partitionBy(*[_q(k) for k in events.keys])
+    order = [F.col(SEQ).desc(), F.col(DELETE).desc(), F.col(HASH).desc()]
+    df = applicable.withColumn(
+        "_cl_last_del", F.max(F.when(F.col(DELETE), F.col(SEQ))).over(by_key)
+    )
+    fresh = F.col("_cl_last_del").isNotNull()
+    if fold and events.values:
+        after = ~F.col(DELETE) & (~fresh | (F.col(SEQ) > F.col("_cl_last_del")))
+        ascending = by_key.orderBy(F.col(SEQ), F.col(DELETE), F.col(HASH)).rowsBetween(
+            Window.unboundedPreceding, Window.unboundedFollowing
+        )
+        folded = {
+            v: F.last(F.when(after, F.col(_q(v))), ignorenulls=True).over(ascending)
+            for v in events.values
+        }
+        df = df.select(
+            *[F.col(_q(k)) for k in events.keys],
+            *[folded[v].alias(v) for v in events.values],
+            SEQ,
+            DELETE,
+            HASH,
+            "_cl_last_del",
+        )
+    ranked = df.withColumn("_cl_n", F.row_number().over(by_key.orderBy(*order)))
+    return ranked.where(F.col("_cl_n") == 1).select(
+        *[F.col(_q(c)) for c in (*events.keys, *events.values)],
+        SEQ,
+        DELETE,
+        HASH,
+        fresh.alias(FRESH),
+    )
+
+
+def target_found(events: Events, won: DataFrame, target: DataFrame, into: Target) -> DataFrame:
+    """Phase 1 of the target write: the winners joined to the target rows of their keys
+    (``target``: keys and address columns)."""
+    t = target.select(*[F.col(_q(k)).alias(f"_t_{i}") for i, k in enumerate(events.keys)], *ADDRESS)
+    on = [won[_q(k)] == t[f"_t_{i}"] for i, k in enumerate(events.keys)]
+    joined = won.join(t, on, "left")
+    matched = F.col(FILE).isNotNull()
+    action = (
+        F.when(F.col(DELETE), F.when(matched, F.lit(REMOVE)))
+        .when(matched & F.col(FRESH), F.lit(REPLACE))
+        .when(matched, F.lit(UPDATE))
+        .otherwise(F.lit(INSERT))
+    )
+    values = {c: F.col(_q(c)) for c in (*events.keys, *events.values)}
+    return joined.select(action.alias(ACTION), *ADDRESS, *found_columns(into, values)).where(
+        F.col(ACTION).isNotNull()
+    )

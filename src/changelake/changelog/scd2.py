@@ -1,0 +1,196 @@
+"""SCD TYPE 2: the target keeps the history of each key as rows valid from ``__START_AT``
+(inclusive) to ``__END_AT`` (exclusive; NULL: the current row), in sequence values.
+
+The history of every key an apply touches is computed again from its existing rows (an upsert at
+each ``__START_AT``; a delete at an ``__END_AT`` no row starts at), its tombstone, and the new
+events, so a late event lands at its place in the history: per key and sequence one event (a
+delete beats an upsert, then the greater value hash), in sequence order; an upsert opens a row
+and closes the open one, unless its values equal the open row's (then nothing happens); a delete
+closes the open row. Only rows that differ from the existing ones are written: a closed row is
+an update keeping its identity, a new row an insert, a row no longer in the history a delete.
+Columns not written by the apply (not in COLUMNS), and with IGNORE NULL UPDATES every NULL
+value, carry the value of the key's previous row since its last delete.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from changelake.changelog.events import DELETE, HASH, SEQ, Events, value_hash
+from changelake.changelog.rewrite import ACTION, INSERT, REMOVE, REPLACE, found_columns
+from changelake.changelog.state import STATE_DELETED, STATE_SEQ
+from changelake.dml.common import Target
+from changelake.errors import InvalidStatementError
+from changelake.schema import TableSchema
+from changelake.storage.snapshot import ADDRESS, FILE
+
+START, END = "__START_AT", "__END_AT"
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def validity_columns(
+    schema: TableSchema, *, table: str, seq_type: str, seq_name: str
+) -> tuple[str, str]:
+    """The target's names of ``__START_AT`` / ``__END_AT``, checked to have the sequence's type."""
+    found = []
+    for wanted in (START, END):
+        column = schema.find(wanted)
+        if column is None or column.type != seq_type:
+            has = f"; it has {wanted} {column.type.upper()}" if column is not None else ""
+            raise InvalidStatementError(
+                f"APPLY CHANGES INTO {table} STORED AS SCD TYPE 2 needs columns {START} and {END}"
+                f" of the SEQUENCE BY column's type ({seq_name} is {seq_type.upper()}){has}."
+                f" Add them: ALTER TABLE {table} ADD COLUMNS ({START} {seq_type.upper()},"
+                f" {END} {seq_type.upper()})."
+            )
+        found.append(column.name)
+    return found[0], found[1]
+
+
+def history(
+    events: Events,
+    applicable: DataFrame,
+    old: DataFrame,
+    tombstones: DataFrame,
+    *,
+    image: list[str],
+    start: str,
+    end: str,
+    fold: bool,
+) -> tuple[DataFrame, DataFrame]:
+    """(the touched keys' history rows: keys, ``image``, start, end; per touched key its
+    greatest event: keys, SEQ, DELETE, HASH).
+
+    ``old``: the target rows of touched keys; ``tombstones``: keys and ``__seq`` of their live
+    tombstones; ``image``: the target's columns besides keys and validity."""
+    keys = list(events.keys)
+    nulls = {c: F.lit(None).cast(old.schema[c].dataType) for c in image}
+
+    def shaped(df: DataFrame, values: dict[str, Column], seq: Column, delete: bool) -> DataFrame:
+        return df.select(
+            *[F.col(_q(k)) for k in keys],
+            *[values.get(c, nulls[c]).alias(c) for c in image],
+            seq.alias(SEQ),
+            F.lit(delete).alias(DELETE),
+        )
+
+    given = {c: F.col(_q(c)) for c in events.values}
+    by_key = Window.partitionBy(*[_q(k) for k in keys])
+    next_start = F.lead(F.col(_q(start))).over(by_key.orderBy(F.col(_q(start))))
+    nxt = F.col("_cl_next")
+    closed = old.withColumn("_cl_next", next_start).where(
+        F.col(_q(end)).isNotNull() & (nxt.isNull() | (nxt != F.col(_q(end))))
+    )
+    everything = functools_union(
+        [
+            shaped(applicable.where(~F.col(DELETE)), given, F.col(SEQ), False),
+            shaped(applicable.where(F.col(DELETE)), {}, F.col(SEQ), True),
+            shaped(old, {c: F.col(_q(c)) for c in image}, F.col(_q(start)), False),
+            shaped(closed, {}, F.col(_q(end)), True),
+            shaped(tombstones, {}, F.col(STATE_SEQ), True),
+        ]
+    )
+    hashed = [F.col(_q(c)) for c in events.values]
+    everything = everything.withColumn(
+        HASH, F.when(F.col(DELETE), F.lit(0).cast("bigint")).otherwise(value_hash(hashed))
+    )
+    per_seq = Window.partitionBy(*[_q(k) for k in keys], SEQ).orderBy(
+        F.col(DELETE).desc(), F.col(HASH).desc()
+    )
+    one = everything.withColumn("_cl_n", F.row_number().over(per_seq)).where(F.col("_cl_n") == 1)
+    greatest = _greatest(one, keys)
+    ordered = by_key.orderBy(SEQ)
+    carried = [c for c in image if fold or c not in events.values]
+    if carried:
+        segment = F.sum(F.col(DELETE).cast("int")).over(
+            ordered.rowsBetween(Window.unboundedPreceding, 0)
+        )
+        one = one.withColumn("_cl_segment", segment)
+        in_segment = Window.partitionBy(*[_q(k) for k in keys], "_cl_segment").orderBy(SEQ)
+        running = in_segment.rowsBetween(Window.unboundedPreceding, 0)
+        one = one.select(
+            *[
+                F.last(F.col(_q(c)), ignorenulls=True).over(running).alias(c)
+                if c in carried
+                else F.col(_q(c))
+                for c in (*keys, *image)
+            ],
+            SEQ,
+            DELETE,
+        )
+    previous_delete = F.lag(F.col(DELETE)).over(ordered)
+    same = F.lit(True)
+    for c in image:
+        same = same & F.lag(F.col(_q(c))).over(ordered).eqNullSafe(F.col(_q(c)))
+    after_upsert = F.coalesce(~previous_delete, F.lit(False))
+    keep = F.when(F.col(DELETE), after_upsert).otherwise(~(after_upsert & same))
+    kept = one.withColumn("_cl_keep", keep).where(F.col("_cl_keep"))
+    rows = kept.withColumn("_cl_end", F.lead(F.col(SEQ)).over(ordered)).where(~F.col(DELETE))
+    rows = rows.select(
+        *[F.col(_q(c)) for c in (*keys, *image)],
+        F.col(SEQ).alias(start),
+        F.col("_cl_end").alias(end),
+    )
+    return rows, greatest
+
+
+def functools_union(frames: list[DataFrame]) -> DataFrame:
+    out = frames[0]
+    for df in frames[1:]:
+        out = out.unionByName(df)
+    return out
+
+
+def _greatest(df: DataFrame, keys: list[str]) -> DataFrame:
+    order = Window.partitionBy(*[_q(k) for k in keys]).orderBy(
+        F.col(SEQ).desc(), F.col(DELETE).desc(), F.col(HASH).desc()
+    )
+    ranked = df.withColumn("_cl_g", F.row_number().over(order)).where(F.col("_cl_g") == 1)
+    return ranked.select(*[F.col(_q(k)) for k in keys], SEQ, DELETE, HASH)
+
+
+def target_found(
+    rows: DataFrame,
+    old: DataFrame,
+    into: Target,
+    *,
+    keys: list[str],
+    image: list[str],
+    start: str,
+    end: str,
+) -> DataFrame:
+    """Phase 1 of the target write: the new history rows against the old ones, by key and
+    ``start``: new rows are inserted, changed ones updated, missing ones deleted."""
+    o = old.select(
+        *[F.col(_q(c)).alias(f"_o_{i}") for i, c in enumerate((*keys, start, end, *image))],
+        *ADDRESS,
+    )
+    names = (*keys, start, end, *image)
+    on = [rows[_q(c)] == o[f"_o_{i}"] for i, c in enumerate((*keys, start))]
+    joined = rows.join(o, on, "full_outer")
+    same = F.lit(True)
+    for i, c in enumerate(names):
+        same = same & F.col(_q(c)).eqNullSafe(F.col(f"_o_{i}"))
+    is_new = F.col(_q(start)).isNotNull()
+    matched = F.col(FILE).isNotNull()
+    action = (
+        F.when(~is_new, F.lit(REMOVE)).when(~matched, F.lit(INSERT)).when(~same, F.lit(REPLACE))
+    )
+    values = {c: F.col(_q(c)) for c in names}
+    return joined.select(action.alias(ACTION), *ADDRESS, *found_columns(into, values)).where(
+        F.col(ACTION).isNotNull()
+    )
+
+
+def touched_tombstones(
+    state: DataFrame, expired: Column, touched: DataFrame, keys: list[str]
+) -> DataFrame:
+    """Keys and ``__seq`` of the live tombstones of the touched keys."""
+    live = state.where(F.col(STATE_DELETED) & ~expired)
+    return live.join(touched, keys, "left_semi").select(
+        *[F.col(_q(k)) for k in keys], F.col(STATE_SEQ)
+    )
