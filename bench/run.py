@@ -15,6 +15,7 @@ from pathlib import Path
 
 from bench import (
     append_only,
+    apply_changes,
     changes_delta,
     changes_odf,
     consume,
@@ -63,6 +64,7 @@ BENCHMARKS = {
         ingest_latency,
         ingest_http,
         changes_odf,
+        apply_changes,
     )
 }
 MASTER = "local[2]"
