@@ -43,7 +43,7 @@ from changelake.changelog.state import (
     state_table,
 )
 from changelake.dialect import parse_one
-from changelake.dml.common import Target, stream_consumption
+from changelake.dml.common import Target, outcome, stream_consumption
 from changelake.dml.matches import persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
@@ -298,11 +298,5 @@ def _commit(
         rows_inserted=counts.inserted,
         rows_updated=counts.updated,
         rows_deleted=counts.deleted,
-        message=(
-            "committed"
-            if made is not None
-            else "staged in the open transaction"
-            if ctx.transaction is not None
-            else "no rows changed"
-        ),
+        message=outcome(ctx, made),
     )

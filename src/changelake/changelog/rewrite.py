@@ -10,7 +10,6 @@ caller makes (an apply changes two tables in one commit).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -27,11 +26,10 @@ from changelake.catalog.requests import (
     TableLive,
     Update,
 )
-from changelake.dml.common import Target, record_deletes
+from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import find_matches, full_rows, new, persisted
 from changelake.storage.snapshot import RID
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import partitions_for, write_data
 from changelake.txn.context import StatementContext
 
 ACTION = "_cl_action"
@@ -97,16 +95,14 @@ def rewrite(
                 written.append(
                     matches.rows.where(kind == INSERT).select(*inserted, F.lit(None).alias(RID))
                 )
-            if written:
-                files = write_data(
-                    warehouse,
-                    functools.reduce(DataFrame.unionByName, written),
-                    schema=schema,
-                    table=name,
-                    directory=warehouse.data_dir(ctx.statement_id, part),
-                    row_id=RID,
-                    partitions=partitions_for(updated + counts[INSERT]),
-                )
+            files = write_rows(
+                warehouse,
+                written,
+                schema=schema,
+                table=name,
+                directory=warehouse.data_dir(ctx.statement_id, part),
+                rows=updated + counts[INSERT],
+            )
     table_id = target.info.table_id
     updates: list[Update] = []
     if files:

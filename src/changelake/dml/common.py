@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -21,9 +22,10 @@ from changelake.catalog.requests import (
     Update,
 )
 from changelake.dml.result import StatementResult
-from changelake.storage.snapshot import file_name
+from changelake.schema import TableSchema
+from changelake.storage.snapshot import RID, file_name
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import write_deletes
+from changelake.storage.writer import partitions_for, write_data, write_deletes
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
 from changelake.txn.snapshot import TableState
@@ -147,13 +149,38 @@ def commit_one(
         rows_inserted=rows_inserted,
         rows_updated=rows_updated,
         rows_deleted=rows_deleted,
-        message=(
-            "committed"
-            if made is not None
-            else "staged in the open transaction"
-            if ctx.transaction is not None
-            else "no rows changed"
-        ),
+        message=outcome(ctx, made),
+    )
+
+
+def outcome(ctx: StatementContext, made: int | None) -> str:
+    """What a write statement's result says it did with its commit."""
+    if made is not None:
+        return "committed"
+    return "staged in the open transaction" if ctx.transaction is not None else "no rows changed"
+
+
+def write_rows(
+    warehouse: Warehouse,
+    parts: list[DataFrame],
+    *,
+    schema: TableSchema,
+    table: str,
+    directory: str,
+    rows: int,
+) -> list[DataFile]:
+    """Write the union of ``parts`` (the table's columns, then RID: the identity a rewritten row
+    keeps, NULL for a new row) as new data files of ``table``; ``rows`` sizes the files."""
+    if not parts:
+        return []
+    return write_data(
+        warehouse,
+        functools.reduce(DataFrame.unionByName, parts),
+        schema=schema,
+        table=table,
+        directory=directory,
+        row_id=RID,
+        partitions=partitions_for(rows),
     )
 
 

@@ -7,15 +7,14 @@ written once. Updated rows keep their identity.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.dml.common import Target, commit_one, record_deletes
+from changelake.dml.common import Target, commit_one, record_deletes, write_rows
 from changelake.dml.matches import address, find_matches, full_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
@@ -23,7 +22,6 @@ from changelake.plan.bind import Binder
 from changelake.schema import TableSchema
 from changelake.storage.snapshot import POS, RID
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import partitions_for, write_data
 from changelake.txn.context import StatementContext
 
 ACTION = "_cl_action"
@@ -172,16 +170,14 @@ def merge(
                 written.append(
                     matches.rows.where(kind == INSERT).select(*inserted, F.lit(None).alias(RID))
                 )
-            if written:
-                files = write_data(
-                    warehouse,
-                    functools.reduce(DataFrame.unionByName, written),
-                    schema=schema,
-                    table=name,
-                    directory=warehouse.data_dir(ctx.statement_id),
-                    row_id=RID,
-                    partitions=partitions_for(by_kind[UPDATE] + by_kind[INSERT]),
-                )
+            files = write_rows(
+                warehouse,
+                written,
+                schema=schema,
+                table=name,
+                directory=warehouse.data_dir(ctx.statement_id),
+                rows=by_kind[UPDATE] + by_kind[INSERT],
+            )
     return commit_one(
         ctx,
         target,

@@ -189,19 +189,18 @@ class Client:
     ) -> dict[str, str | None]:
         """The committed offset token of each named channel, from the catalog. With ``table``
         any channel of that table may be named; without it, this client's open channels."""
+        if table is None:
+            return {name: self.channel(name).latest_committed_offset_token() for name in names}
+        info = self._catalog.table(table)
+        committed = {c.name: c.offset_token for c in self._catalog.list_channels(info.table_id)}
         found: dict[str, str | None] = {}
         for name in names:
-            if table is not None:
-                info = self._catalog.table(table)
-                channel_info = self._catalog.find_channel(info.table_id, name)
-                if channel_info is None:
-                    raise ChannelNotFoundError(
-                        f"Table {info.name} has no ingest channel {name!r}."
-                        f"{did_you_mean(name, [c.name for c in self._catalog.list_channels(info.table_id)])}"
-                    )
-                found[name] = channel_info.offset_token
-            else:
-                found[name] = self.channel(name).latest_committed_offset_token()
+            if name not in committed:
+                raise ChannelNotFoundError(
+                    f"Table {info.name} has no ingest channel {name!r}."
+                    f"{did_you_mean(name, committed)}"
+                )
+            found[name] = committed[name]
         return found
 
     def drop_channel(self, name: str, *, table: str | None = None) -> None:
