@@ -14,7 +14,7 @@ from changelake.catalog.model import TableInfo
 from changelake.changelog.apply import ApplyOptions, apply_python  # APPLY CHANGES
 from changelake.changelog.export import ExportResult, export_sql
 from changelake.changelog.files import read_changelog  # APPLY CHANGES
-from changelake.changes.formats import Commit, Format, Rendering, render, stamp
+from changelake.changes.formats import Commit, Format, Rendering, render
 from changelake.changes.plan import ChangePlan, Information
 from changelake.changes.query import changes_between, plan_interval, resolve_interval
 from changelake.clock import Clock, SystemClock
@@ -103,12 +103,8 @@ class Session:
             )
             return render(df, rendering, Commit(name.lower())) if rendering else df
         info, first, last, kind = self._interval(name, start, end, information, before)
-        df = changes_between(
-            self.catalog, self.spark, self.warehouse, info, start=first, end=last, information=kind
-        )
-        if rendering is None:
-            return df
-        return render(df, rendering, stamp(self.catalog, info, last))
+        between = {"start": first, "end": last, "information": kind, "rendering": rendering}
+        return changes_between(self.catalog, self.spark, self.warehouse, info, **between)
 
     def change_plan(
         self,

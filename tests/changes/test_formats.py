@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import rows
 
+from changelake.changes import scan
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, SqlSyntaxError
 
 LEADERBOARD = (
@@ -89,6 +90,52 @@ def _history(session, seed: int) -> None:
             session.sql(f"DELETE FROM t WHERE id = {rng.randrange(next_id)}")
 
 
+def _assert_changelog_order(odf: list) -> None:
+    """Rows come out by commit version, then ROW_ID, the -C of a pair directly before its +C,
+    and ``offset`` increases strictly along that order."""
+    offsets = [r.offset for r in odf]
+    assert offsets == sorted(set(offsets))
+    keys = [(r["METADATA$COMMIT_VERSION"], r["METADATA$ROW_ID"]) for r in odf]
+    assert keys == sorted(keys)
+    ops = [ODF_OPS[r.op] for r in odf]
+    for i, op in enumerate(ops):
+        if op == "-C":
+            assert ops[i + 1] == "+C" and keys[i] == keys[i + 1]
+        if op == "+C":
+            assert ops[i - 1] == "-C"
+        if i and keys[i - 1] == keys[i]:
+            assert (ops[i - 1], op) == ("-C", "+C")
+
+
+def test_odf_order_holds_across_many_partitions(session, monkeypatch):
+    """A change scan in changelog order spreads rows over partitions by ROW_ID range; with a
+    partition per 2 rows, a DEFAULT result spans several partitions (offsets skip between
+    them) and still comes out ordered, with the same rows as the plain format."""
+    monkeypatch.setattr(scan, "ROWS_PER_PARTITION", 2)
+    session.sql("CREATE TABLE t (id INT, v STRING)")
+    session.sql("INSERT INTO t SELECT id, CAST(id AS STRING) FROM range(0, 200)")
+    session.sql("INSERT INTO t SELECT id, CAST(id AS STRING) FROM range(200, 300)")
+    session.sql("UPDATE t SET v = 'u' WHERE id % 3 = 0")
+    session.sql("DELETE FROM t WHERE id % 7 = 0")
+    session.sql("UPDATE t SET v = v WHERE id % 5 = 0")  # no-op pairs are not changes
+    for start, information in ((1, "DEFAULT"), (0, "DEFAULT"), (1, "APPEND_ONLY"), (3, "DEFAULT")):
+        clause = f"CHANGES (INFORMATION => {information}{{}}) AT (VERSION => {start})"
+        odf = session.sql(f"SELECT * FROM t {clause.format(', FORMAT => ODF')}").collect()
+        _assert_changelog_order(odf)
+        assert len({r.offset >> 33 for r in odf}) > 1
+        plain = session.sql(f"SELECT * FROM t {clause.format('')}").collect()
+        as_plain = {"+A": "INSERT", "-R": "DELETE", "-C": "DELETE", "+C": "INSERT"}
+        assert Counter(
+            (r.id, r.v, as_plain[ODF_OPS[r.op]], r["METADATA$ROW_ID"]) for r in odf
+        ) == Counter((r.id, r.v, r["METADATA$ACTION"], r["METADATA$ROW_ID"]) for r in plain)
+    session.sql("CREATE STREAM s ON TABLE t AT (VERSION => 1)")
+    plain = session.sql("SELECT * FROM t CHANGES (INFORMATION => DEFAULT) AT (VERSION => 1)")
+    flink = session.sql("SELECT * FROM s CHANGES (FORMAT => FLINK)").collect()
+    ids = [r["METADATA$ROW_ID"] for r in flink]
+    assert ids == sorted(ids) and len(flink) == plain.count()
+    assert len({r.offset >> 33 for r in flink}) > 1
+
+
 def _replay(start: list[tuple], events: list[tuple[str, tuple]]) -> Counter:
     state = Counter(start)
     for op, row in events:
@@ -108,14 +155,9 @@ def test_every_format_replays_the_start_state_into_the_end_state(session, inform
         before = rows(session.sql(f"SELECT id, v FROM t AT (VERSION => {start})"))
         after = Counter(rows(session.sql(f"SELECT id, v FROM t AT (VERSION => {end})")))
         clause = f"CHANGES (INFORMATION => {information}, FORMAT => {{}}) AT (VERSION => {start})"
-        odf = session.sql(f"SELECT offset, op, id, v FROM t {clause.format('ODF')}").collect()
-        assert [r.offset for r in odf] == list(range(len(odf)))
+        odf = session.sql(f"SELECT * FROM t {clause.format('ODF')}").collect()
+        _assert_changelog_order(odf)
         ops = [ODF_OPS[r.op] for r in odf]
-        for i, op in enumerate(ops):  # -C directly before its +C
-            if op == "-C":
-                assert ops[i + 1] == "+C" and odf[i].id == odf[i + 1].id
-            if op == "+C":
-                assert ops[i - 1] == "-C"
         assert _replay(before, [(ODF_OPS[r.op], (r.id, r.v)) for r in odf]) == after
         flink = session.sql(f"SELECT op, op_code, id, v FROM t {clause.format('FLINK')}").collect()
         assert [(r.op, r.op_code) for r in flink] == [

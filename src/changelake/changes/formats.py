@@ -3,7 +3,10 @@
 Input: a change result with the user's columns and ``METADATA$ACTION``, ``METADATA$ISUPDATE``,
 ``METADATA$ROW_ID`` (plus ``METADATA$COMMIT_VERSION`` / ``_TIMESTAMP`` for REDO). Output order is
 defined: by commit version, then ROW_ID, the deleting half of an update before its inserting
-half; an ``offset`` column (0, 1, 2, ...) carries that order through files. With ``KEYS => (...)``
+half; an ``offset`` column carries that order through files: unique and increasing in that
+order, but not dense (each Spark partition numbers its rows from ``partition * 2**33``),
+so that no step has to see every row. ODF's own offsets are assigned by the dataset that ingests
+the changelog; this one only has to order it. With ``KEYS => (...)``
 rows are identified by those columns instead of ROW_ID: a key that one commit deletes and inserts
 is corrected (-C/+C, -U/+U, one Debezium "u"), whichever rows held it, and the order is by key.
 
@@ -78,6 +81,12 @@ class Rendering:
                 "FORMAT => UPSERT needs the columns that identify a row: add KEYS => (c1, ...)."
             )
 
+    @property
+    def row_by_row(self) -> bool:
+        """Whether the changes come out one row per change row, identified by ROW_ID: then a
+        change scan in changelog order (``execute_plan(ordered=True)``) needs no sort here."""
+        return not self.keys and self.format in (Format.ODF, Format.FLINK, Format.RETRACT)
+
 
 @dataclass(frozen=True)
 class Commit:
@@ -96,8 +105,13 @@ def stamp(catalog: Catalog, info: TableInfo, version: int, *, initial_rows: bool
     return Commit(info.name, version, done.committed_at if done else None, initial_rows)
 
 
-def render(df: DataFrame, rendering: Rendering, commit: Commit) -> DataFrame:
-    """``df`` (a change result) as the changelog ``rendering`` asks for, in changelog order."""
+def render(
+    df: DataFrame, rendering: Rendering, commit: Commit, *, ordered: bool = False
+) -> DataFrame:
+    """``df`` (a change result) as the changelog ``rendering`` asks for, in changelog order.
+
+    ``ordered``: ``df`` is in changelog order already, partition after partition.
+    """
     columns = [c for c in df.columns if c not in META]
     keys = [_column(k, columns, commit.source) for k in rendering.keys]
     staged = _stamped(df, commit, keys)
@@ -107,7 +121,9 @@ def render(df: DataFrame, rendering: Rendering, commit: Commit) -> DataFrame:
         staged = _upserts(staged)
     op = _OPS[rendering.format]()
     out = [F.col(OFFSET).cast("bigint").alias(OFFSET), *op, *[F.col(_q(c)) for c in columns]]
-    return _ordered(staged).select(*out, *_trailer())
+    if not (ordered and rendering.row_by_row):
+        staged = staged.orderBy(*_order())
+    return _numbered(staged).select(*out, *_trailer())
 
 
 # -- the pieces -----------------------------------------------------------------------------------
@@ -154,11 +170,13 @@ def _stamped(df: DataFrame, commit: Commit, keys: list[str]) -> DataFrame:
     return staged.withColumn(_UPDATE, both)
 
 
-def _ordered(df: DataFrame) -> DataFrame:
-    """``df`` sorted in changelog order, with ``offset`` numbering it from 0."""
-    order = [F.col(_V).asc_nulls_first(), F.col(_ID), F.col(_RANK), F.col(ROW_ID)]
-    numbered = df.withColumn(OFFSET, F.row_number().over(Window.orderBy(*order)) - 1)
-    return numbered.sortWithinPartitions(OFFSET)  # one partition, in order already
+def _order() -> list[Column]:
+    return [F.col(_V).asc_nulls_first(), F.col(_ID), F.col(_RANK), F.col(ROW_ID)]
+
+
+def _numbered(df: DataFrame) -> DataFrame:
+    """``df`` (in changelog order) with ``offset``: no job sees every row."""
+    return df.withColumn(OFFSET, F.monotonically_increasing_id())
 
 
 def _trailer() -> list[Column]:
@@ -233,8 +251,7 @@ def _debezium(df: DataFrame, columns: list[str], commit: Commit) -> DataFrame:
     created = "r" if commit.initial_rows else "c"
     op = F.when(F.col("before").isNull(), created).when(F.col("after").isNull(), "d").otherwise("u")
     ts_ms = (F.unix_micros(F.col(_TS)) / 1000).cast("bigint")
-    order = Window.orderBy(F.col(_V).asc_nulls_first(), F.col(_ID))
-    numbered = changes.withColumn(OFFSET, F.row_number().over(order) - 1)
+    numbered = _numbered(changes.orderBy(F.col(_V).asc_nulls_first(), F.col(_ID)))
     source = F.struct(
         F.lit(commit.source).alias("table"),
         F.col(_V).alias("version"),
@@ -242,6 +259,6 @@ def _debezium(df: DataFrame, columns: list[str], commit: Commit) -> DataFrame:
         F.col(ROW_ID).alias("row_id"),
         F.col(OFFSET).cast("bigint").alias(OFFSET),
     )
-    return numbered.sortWithinPartitions(OFFSET).select(
+    return numbered.select(
         op.alias(OP), "before", "after", source.alias("source"), ts_ms.alias("ts_ms")
     )

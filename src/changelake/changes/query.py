@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
+from changelake.changes.formats import Rendering, render, stamp
 from changelake.changes.plan import ChangePlan, Information, plan_changes
 from changelake.changes.scan import execute_plan
 from changelake.errors import InvalidStatementError
@@ -58,7 +59,14 @@ def changes_between(
     start: int,
     end: int,
     information: Information,
+    rendering: Rendering | None = None,
 ) -> DataFrame:
-    """The changes of ``info`` in versions ``(start, end]`` as a lazy DataFrame."""
+    """The changes of ``info`` in versions ``(start, end]`` as a lazy DataFrame, rendered as a
+    changelog when ``rendering`` is given."""
     plan = plan_interval(catalog, info, start=start, end=end, information=information)
-    return execute_plan(spark, warehouse, catalog, plan, catalog.schema_at(info.table_id, end))
+    schema = catalog.schema_at(info.table_id, end)
+    ordered = rendering is not None and rendering.row_by_row
+    df = execute_plan(spark, warehouse, catalog, plan, schema, ordered=ordered)
+    if rendering is None:
+        return df
+    return render(df, rendering, stamp(catalog, info, end), ordered=ordered)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -56,8 +57,17 @@ def row_id(table_id: int, rid: SparkColumn) -> SparkColumn:
     sign bit is set, so that ``hex`` alone always prints 16 digits: one cheap expression per
     row, which a large APPEND_ONLY read can afford, unlike a cryptographic hash.
     """
-    mask = (table_id * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0x7FFFFFFFFFFFFFFF
-    return F.hex(rid.bitwiseXOR(F.lit(mask - 2**63)))
+    return F.hex(_scrambled(table_id, rid))
+
+
+def _mask(table_id: int) -> int:
+    return ((table_id * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0x7FFFFFFFFFFFFFFF) - 2**63
+
+
+def _scrambled(table_id: int, rid: SparkColumn) -> SparkColumn:
+    """The long whose hex is the ROW_ID. Every such long is negative, so their order as longs
+    is the order of the ROW_ID strings."""
+    return rid.bitwiseXOR(F.lit(_mask(table_id)))
 
 
 def _columns(
@@ -124,7 +134,56 @@ def _side(
     return out
 
 
-def _labelled(df: DataFrame, schema: TableSchema, action: str, table_id: int) -> DataFrame:
+ROWS_PER_PARTITION = 250_000
+_X, _P = "_cl_x", "_cl_part"  # the scrambled identity (the ROW_ID as a long), its partition
+
+
+@dataclass(frozen=True)
+class RowOrder:
+    """Partitions change rows so that they come out in ROW_ID order with no global sort:
+    partition ``i`` holds only smaller ROW_IDs than partition ``i + 1``, and each partition is
+    sorted (by the merge join that pairs the two sides, or by a local sort).
+
+    Every row identity of the files read is below ``2**width`` (a file's rows have ids below
+    its base row id plus its row count: the base is taken from the table's counter after every
+    id its rows carry). Above that width all scrambled ids share the mask's bits, so the top
+    ``bits`` bits below it order the partitions.
+    """
+
+    width: int
+    bits: int
+
+    @staticmethod
+    def for_plan(plan: ChangePlan, most: int) -> RowOrder:
+        """One partition per ``ROWS_PER_PARTITION`` rows read, at most ``most``, times two (the
+        scramble can leave half of the id space empty). Without a bound (a file with no base row id yet: not seen in practice)
+        the order still holds, in one partition."""
+        files = plan.before_files.files + plan.before_deleted.files + plan.after_files.files
+        ends = [f.base_row_id + f.row_count for f in files if f.base_row_id is not None]
+        width = max(ends, default=1).bit_length() if len(ends) == len(files) else 63
+        rows = plan.before_rows + plan.after_files.rows
+        partitions = min(most, -(-rows // ROWS_PER_PARTITION))
+        bits = 0 if partitions <= 1 else (partitions - 1).bit_length() + 1
+        return RowOrder(width, min(width, bits))
+
+    @property
+    def partitions(self) -> int:
+        return 1 << self.bits
+
+    def spread(self, df: DataFrame, table_id: int) -> DataFrame:
+        """``df`` (with ``RID``) plus ``_X`` and ``_P``, partitioned by ``_P``."""
+        x = _scrambled(table_id, F.col(RID))
+        low = x.bitwiseAND(F.lit((1 << self.width) - 1))
+        part = F.shiftright(low, self.width - self.bits).cast("int")
+        out = df.select("*", x.alias(_X), part.alias(_P))
+        return out.repartitionById(self.partitions, F.col(_P))
+
+
+def _labelled(
+    df: DataFrame, schema: TableSchema, action: str, table_id: int, order: RowOrder | None
+) -> DataFrame:
+    if order is not None:
+        df = order.spread(df, table_id).sortWithinPartitions(_X)
     return df.select(
         *[F.col(f"`{c.name}`") for c in schema.columns],
         F.lit(action).alias(ACTION),
@@ -134,11 +193,27 @@ def _labelled(df: DataFrame, schema: TableSchema, action: str, table_id: int) ->
     )
 
 
-def _minimize(before: DataFrame, after: DataFrame, schema: TableSchema, table_id: int) -> DataFrame:
+def _minimize(
+    before: DataFrame,
+    after: DataFrame,
+    schema: TableSchema,
+    table_id: int,
+    order: RowOrder | None,
+) -> DataFrame:
+    """Pairs the two sides by identity, in one merge join: its output is sorted by (tag, ROW_ID)
+    in each partition, and each pair yields its DELETE half first."""
     cols = [F.col(f"`{c.name}`") for c in schema.columns]
-    b = before.select(F.col(TAG), F.col(RID), F.struct(*cols).alias("_b"))
-    a = after.select(F.col(TAG), F.col(RID), F.struct(*cols).alias("_a"))
-    joined = b.join(a, [TAG, RID], "full_outer").where(~F.col("_b").eqNullSafe(F.col("_a")))
+
+    def side(df: DataFrame, image: str) -> DataFrame:
+        if order is not None:
+            df = order.spread(df, table_id)
+        else:
+            df = df.select("*", _scrambled(table_id, F.col(RID)).alias(_X), F.lit(0).alias(_P))
+        return df.select(F.col(TAG), F.col(_X), F.col(_P), F.struct(*cols).alias(image))
+
+    keys = [TAG, _X, _P]
+    joined = side(before, "_b").join(side(after, "_a"), keys, "full_outer")
+    changed = joined.where(~F.col("_b").eqNullSafe(F.col("_a")))
     has_b, has_a = F.col("_b").isNotNull(), F.col("_a").isNotNull()
     event = F.explode(
         F.array(
@@ -152,12 +227,12 @@ def _minimize(before: DataFrame, after: DataFrame, schema: TableSchema, table_id
             ),
         )
     )
-    events = joined.select(F.col(TAG), F.col(RID), event.alias("_e")).where(F.col("_e").isNotNull())
-    return events.select(
+    events = changed.select(F.col(TAG), F.col(_X), event.alias("_e"))
+    return events.where(F.col("_e").isNotNull()).select(
         *[F.col("_e").getField("v").getField(c.name).alias(c.name) for c in schema.columns],
         F.col("_e").getField("a").alias(ACTION),
         F.col("_e").getField("u").alias(ISUPDATE),
-        row_id(table_id, F.col(RID)).alias(ROW_ID),
+        F.hex(F.col(_X)).alias(ROW_ID),
         F.col(TAG),
     )
 
@@ -177,17 +252,30 @@ def output_schema(schema: TableSchema, information: Information) -> StructType:
 
 
 def execute_plan(
-    spark: SparkSession, wh: Warehouse, catalog: Catalog, plan: ChangePlan, schema: TableSchema
+    spark: SparkSession,
+    wh: Warehouse,
+    catalog: Catalog,
+    plan: ChangePlan,
+    schema: TableSchema,
+    *,
+    ordered: bool = False,
 ) -> DataFrame:
-    """The changes ``plan`` describes, as a lazy DataFrame (``catalog``: commit times for REDO)."""
+    """The changes ``plan`` describes, as a lazy DataFrame (``catalog``: commit times for REDO).
+
+    ``ordered``: in changelog order, partition after partition (``is_ordered`` says whether it
+    could be): by commit version (REDO), then ROW_ID, the DELETE half of an update first.
+    """
     before = _side(spark, wh, schema, [plan.before_files, plan.before_deleted])
     after = _side(spark, wh, schema, [plan.after_files])
+    order = None
+    if ordered and plan.information is not Information.REDO:  # REDO is sorted below anyway
+        order = RowOrder.for_plan(plan, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
     if before is not None and after is not None:
-        df = _minimize(before, after, schema, plan.table_id)
+        df = _minimize(before, after, schema, plan.table_id, order)
     elif after is not None:
-        df = _labelled(after, schema, "INSERT", plan.table_id)
+        df = _labelled(after, schema, "INSERT", plan.table_id, order)
     elif before is not None:
-        df = _labelled(before, schema, "DELETE", plan.table_id)
+        df = _labelled(before, schema, "DELETE", plan.table_id, order)
     else:
         empty = StructType(list(logical_schema(schema).fields) + [StructField(TAG, LongType())])
         df = _labelled(
@@ -195,6 +283,7 @@ def execute_plan(
             schema,
             "INSERT",
             plan.table_id,
+            None,
         )
     if plan.information is Information.REDO:
         return _with_commit_info(spark, catalog, plan, df)

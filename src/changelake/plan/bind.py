@@ -134,20 +134,21 @@ class Binder:
                 exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias)))
             )
             return
-        if catalog.find_stream(name) is not None:
+        stream = catalog.find_stream(name)
+        if stream is not None:
             changes = table.args.get("changes")
             rendering = rendering_of(changes) if changes is not None else None
+            ordered = rendering is not None and rendering.row_by_row and not stream.on_view
             if table.args.get("when") or (changes is not None and _reads_interval(changes)):
                 raise InvalidStatementError(
                     f"{name} is a stream: it reads its own interval; drop AT/BEFORE and"
                     " INFORMATION (CHANGES (FORMAT => ...) alone renders it as a changelog)."
                 )
-            df, read = read_stream(self.ctx, self.spark, self.warehouse, name)
+            df, read = read_stream(self.ctx, self.spark, self.warehouse, name, ordered=ordered)
             self.stream_reads.setdefault(read.stream.stream_id, read)
             if rendering is not None:
-                df = render(
-                    df, rendering, self._stamp(read.stream.view or read.stream.table_id, read)
-                )
+                stamped = self._stamp(read.stream.view or read.stream.table_id, read)
+                df = render(df, rendering, stamped, ordered=ordered)
             self._replace(table, df, alias, label=name)
             return
         if self.spark.catalog.tableExists(name):
@@ -164,7 +165,7 @@ class Binder:
         if changes is not None:
             information, start, end = changes_clause(self.spark, changes)
             first, last = resolve_interval(self.ctx, info, start=start, end=end)
-            df = changes_between(
+            return changes_between(
                 self.ctx.catalog,
                 self.spark,
                 self.warehouse,
@@ -172,11 +173,8 @@ class Binder:
                 start=first,
                 end=last,
                 information=information,
+                rendering=rendering_of(changes),
             )
-            rendering = rendering_of(changes)
-            if rendering is None:
-                return df
-            return render(df, rendering, stamp(self.ctx.catalog, info, last))
         when = table.args.get("when")
         version = resolve(self.ctx, info, point_of(self.spark, when)) if when else None
         state = self.ctx.state(info, version)

@@ -62,13 +62,18 @@ def view_stream_source(
 
 
 def read_stream(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    name: str,
+    *,
+    ordered: bool = False,
 ) -> tuple[DataFrame, StreamRead]:
     """The pending changes of stream ``name`` (on a table or a view), and the frontier move that
-    consumes them."""
+    consumes them. ``ordered`` (table streams only): in changelog order, see ``execute_plan``."""
     stream = ctx.stream(name)
     if not stream.on_view:
-        return frontier.read_stream(ctx, spark, warehouse, name)
+        return frontier.read_stream(ctx, spark, warehouse, name, ordered=ordered)
     df, _, read = _read_view_stream(ctx, spark, warehouse, stream)
     return df, read
 

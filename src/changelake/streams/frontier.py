@@ -69,14 +69,20 @@ def stream_plan(ctx: StatementContext, name: str) -> StreamRead:
 
 
 def read_stream(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    name: str,
+    *,
+    ordered: bool = False,
 ) -> tuple[DataFrame, StreamRead]:
-    """The stream's pending changes, and the frontier move that consumes them."""
+    """The stream's pending changes (``ordered``: in changelog order, see ``execute_plan``),
+    and the frontier move that consumes them."""
     read = stream_plan(ctx, name)
     plan = read.plan
     assert plan is not None
     schema = ctx.catalog.schema_at(plan.table_id, plan.end_version)
-    return execute_plan(spark, warehouse, ctx.catalog, plan, schema), read
+    return execute_plan(spark, warehouse, ctx.catalog, plan, schema, ordered=ordered), read
 
 
 def has_data(ctx: StatementContext, name: str) -> bool:
