@@ -168,6 +168,23 @@ def _events_df(session, events):
     return session.spark.createDataFrame(events, EVENTS)
 
 
+def test_scd2_remembers_a_delete_that_closed_no_row(session):
+    """Found by the property test above: a delete arriving while the key has no open row leaves
+    no trace in the target, yet an upsert older than it, arriving later, must end at it."""
+    session.sql("CREATE TABLE h (id INT, v STRING, __START_AT BIGINT, __END_AT BIGINT)")
+    for batch in ([(2, "y", 17, "D"), (2, "y", 20, "U")], [(2, None, 2, "U")], [(2, "z", 9, "D")]):
+        session.apply_changes(
+            "h",
+            session.spark.createDataFrame(batch, EVENTS),
+            keys=["id"],
+            sequence_by="seq",
+            delete_when="op = 'D'",
+            scd_type=2,
+        )
+    got = sorted((tuple(r) for r in session.sql("SELECT * FROM h").collect()), key=lambda r: r[2])
+    assert got == [(2, None, 2, 9), (2, "y", 20, None)]
+
+
 def test_ordered_and_shuffled_applies_agree_and_equal_sequences_are_deterministic(session):
     events = [(1, "a", 1, "U"), (1, "b", 2, "U"), (3, "d", 5, "U"), (3, "e", 5, "U"),
               (4, "f", 2, "U"), (4, None, 2, "D")]  # fmt: skip

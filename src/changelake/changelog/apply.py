@@ -1,8 +1,8 @@
 """APPLY CHANGES as Spark jobs, and the commit that changes the target and its state together.
 
-The pipeline, whatever the number of keys: normalize the source rows into events and find the
-first bad one (one query, LIMIT 1; the normalized events are persisted, so the source is read
-once); compare with the state table; per key keep the winning event (SCD TYPE 1) or compute the
+The pipeline, whatever the number of keys: normalize the source rows into events, which fail
+the first job that reads them at a bad row (``events.checked``: no query of its own); compare
+with the state table; per key keep the winning event (SCD TYPE 1) or compute the
 history again (SCD TYPE 2) with window functions; then write both tables in MERGE's two phases
 and commit them, with the frontiers of the streams read, in one catalog transaction (or stage
 them in the open BEGIN ... COMMIT). Nothing reaches the driver but counts and the first bad row.
@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from changelake.catalog.requests import CommitRequest, CreateTable, IfExists, RowCounts
 from changelake.changelog import scd1, scd2
-from changelake.changelog.events import DELETE, HASH, SEQ, chosen_columns, first_problem, normalize
+from changelake.changelog.events import DELETE, HASH, SEQ, checked, chosen_columns, normalize
 from changelake.changelog.rewrite import (
     ACTION,
     INSERT,
@@ -35,6 +35,7 @@ from changelake.changelog.spec import ApplySpec, OpFormat, path_of
 from changelake.changelog.state import (
     STATE_AT,
     STATE_DELETED,
+    STATE_DELETES,
     STATE_HASH,
     STATE_SEQ,
     StateTable,
@@ -152,7 +153,7 @@ def apply_changes(
     schema = target.state.schema
     validity = {scd2.START.lower(), scd2.END.lower()} if spec.scd_type == 2 else set()
     chosen = chosen_columns(spec, schema, validity)
-    events = normalize(source, spec, schema, chosen)
+    events = checked(normalize(source, spec, schema, chosen), spec=spec)
     keys = list(events.keys)
     if spec.scd_type == 2:
         start, end = scd2.validity_columns(
@@ -167,24 +168,34 @@ def apply_changes(
     )
     now = ctx.now()
     unchosen = [c for c in schema.names if c not in chosen and c.lower() not in validity]
-    with persisted(events.df) as df:
-        events = replace(events, df=df)
-        first_problem(events, spec=spec)
-        state_df, expired = read_live(
-            spark, warehouse, state, expired_before=now - retention_seconds(target.info)
+    state_df, expired = read_live(
+        spark, warehouse, state, expired_before=now - retention_seconds(target.info)
+    )
+    rows = read_state(spark, warehouse, target.state, address=True)
+
+    def write_state(greatest: DataFrame) -> TableWrite:
+        return _write_state(ctx, spark, warehouse, state, greatest, state_df, expired, keys, now)
+
+    if spec.scd_type == 1:
+        # The source is read once, by the job that finds the target rows: the winners are not
+        # persisted; the state rows come from the found rows, which are.
+        live = state_df.where(~expired) if state.target is not None else None
+        applicable = scd1.against_state(events, live)
+        kept = unchosen + (list(events.values) if spec.ignore_null_updates else [])
+        won = scd1.winners(events, applicable, fold=spec.ignore_null_updates, fresh=bool(kept))
+        found = scd1.target_found(events, won, rows.select(*keys, *ADDRESS), target)
+        written, state_written = rewrite(
+            ctx,
+            spark,
+            warehouse,
+            target,
+            found,
+            keep_old=kept,
+            also=lambda f: write_state(scd1.greatest(f, events.keys, target)),
         )
-        rows = read_state(spark, warehouse, target.state, address=True)
-        if spec.scd_type == 1:
-            applicable = scd1.against_state(events, state_df.where(~expired))
-            with persisted(scd1.winners(events, applicable, fold=spec.ignore_null_updates)) as won:
-                found = scd1.target_found(events, won, rows.select(*keys, *ADDRESS), target)
-                kept = unchosen + (list(events.values) if spec.ignore_null_updates else [])
-                written = rewrite(ctx, spark, warehouse, target, found, keep_old=kept)
-                greatest = won.select(*keys, SEQ, DELETE, HASH)
-                state_written = _write_state(
-                    ctx, spark, warehouse, state, greatest, state_df, expired, keys, now
-                )
-        else:
+    else:
+        with persisted(events.df) as df:
+            events = replace(events, df=df)
             applicable = df.where(F.col(DELETE).isNotNull())
             touched = applicable.select(*keys).distinct()
             image = [c for c in schema.names if c not in keys and c.lower() not in validity]
@@ -202,10 +213,9 @@ def apply_changes(
                 found = scd2.target_found(
                     history, old, target, keys=keys, image=image, start=start, end=end
                 )
-                written = rewrite(ctx, spark, warehouse, target, found)
-                state_written = _write_state(
-                    ctx, spark, warehouse, state, greatest, state_df, expired, keys, now
-                )
+                written, _ = rewrite(ctx, spark, warehouse, target, found)
+                state_written = write_state(greatest)
+    assert state_written is not None
     return _commit(ctx, target, written, state_written, stream_reads)
 
 
@@ -228,6 +238,9 @@ def _write_state(
         STATE_DELETED: F.col(DELETE),
         STATE_HASH: F.col(HASH),
         STATE_AT: F.lit(now).cast("double"),
+        STATE_DELETES: F.col(STATE_DELETES)
+        if STATE_DELETES in greatest.columns
+        else F.lit(None).cast("string"),
     }
     if state.target is None:
         rows = greatest.select(*[v.alias(k) for k, v in values.items()])
@@ -248,7 +261,7 @@ def _write_state(
         return TableWrite((create,), (), RowCounts(-1))
     s = state_df.select(
         *[F.col(_q(k)).alias(f"_s_{i}") for i, k in enumerate(keys)],
-        *[F.col(c).alias(f"_s{c}") for c in (STATE_SEQ, STATE_DELETED, STATE_HASH)],
+        *[F.col(c).alias(f"_s{c}") for c in (STATE_SEQ, STATE_DELETED, STATE_HASH, STATE_DELETES)],
         expired.alias("_s_expired"),
         *ADDRESS,
     )
@@ -258,6 +271,7 @@ def _write_state(
         (F.col(SEQ) == F.col(f"_s{STATE_SEQ}"))
         & (F.col(DELETE) == F.col(f"_s{STATE_DELETED}"))
         & (F.col(HASH) == F.col(f"_s{STATE_HASH}"))
+        & values[STATE_DELETES].eqNullSafe(F.col(f"_s{STATE_DELETES}"))
         & ~F.col("_s_expired")
     )
     action = F.when(F.col(FILE).isNull(), F.lit(INSERT)).when(~same, F.lit(REPLACE))
@@ -267,7 +281,8 @@ def _write_state(
     )
     purged = gone.select(F.lit(REMOVE).alias(ACTION), *ADDRESS, *found_columns(state.target, {}))
     found = changed.unionByName(purged).where(F.col(ACTION).isNotNull())
-    return rewrite(ctx, spark, warehouse, state.target, found, part="-state")
+    write, _ = rewrite(ctx, spark, warehouse, state.target, found, part="-state")
+    return write
 
 
 def _commit(

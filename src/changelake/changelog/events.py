@@ -16,7 +16,7 @@ Without an OP COLUMN every row is an upsert. ``APPLY AS DELETE WHEN cond`` makes
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -26,6 +26,7 @@ from pyspark.sql.types import (
     DataType,
     MapType,
     NullType,
+    StringType,
     StructField,
     StructType,
 )
@@ -34,6 +35,7 @@ from changelake.changelog.spec import ApplySpec, OpFormat
 from changelake.dialect import to_spark
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
 from changelake.schema import TableSchema
+from changelake.storage.spark_errors import invalid_input
 from changelake.storage.writer import check_assignable
 
 SEQ = "_cl_seq"
@@ -283,22 +285,25 @@ def _unpaired(
     )
 
 
-def first_problem(events: Events, *, spec: ApplySpec) -> None:
-    """Raise InvalidStatementError naming the first bad row (one Spark query, LIMIT 1)."""
-    bad = events.df.where(F.col(PROBLEM).isNotNull()).select(*events.keys, SEQ, PROBLEM)
-    found = bad.limit(1).collect()
-    if not found:
-        return
-    row = found[0]
-    shown = ", ".join(
-        [f"{k}={_shown(row[k])}" for k in events.keys]
-        + [f"{spec.sequence_name}={_shown(row[SEQ])}"]
+def checked(events: Events, *, spec: ApplySpec) -> Events:
+    """``events`` that fail the Spark job reading them at a bad row, naming it (an
+    InvalidStatementError once translated): the check runs inside the apply's own jobs, before
+    anything is written, not in a query of its own. It must stay the first filter on the
+    events: filters added later are combined after it, so every row meets it."""
+    types = {f.name: f.dataType for f in events.df.schema.fields}
+    named = [(k, k) for k in events.keys] + [(spec.sequence_name, SEQ)]
+    parts: list[Column] = []
+    for shown, column in named:
+        text = F.col(_q(column)).cast("string")
+        if isinstance(types[column], StringType):
+            text = F.concat(F.lit("'"), text, F.lit("'"))
+        parts += [F.lit(f", {shown}=" if parts else f"{shown}="), F.coalesce(text, F.lit("NULL"))]
+    message = F.concat(
+        F.lit(f"APPLY CHANGES INTO {spec.target}: row with "),
+        *parts,
+        F.lit(": "),
+        F.col(PROBLEM),
+        F.lit(". Nothing was applied; fix or filter the source rows."),
     )
-    raise InvalidStatementError(
-        f"APPLY CHANGES INTO {spec.target}: row with {shown}: {row[PROBLEM]}. Nothing was"
-        " applied; fix or filter the source rows."
-    )
-
-
-def _shown(value: object) -> str:
-    return "NULL" if value is None else repr(value) if isinstance(value, str) else str(value)
+    guard = F.when(F.col(PROBLEM).isNotNull(), invalid_input(message)).isNull()
+    return replace(events, df=events.df.where(guard).drop(PROBLEM))

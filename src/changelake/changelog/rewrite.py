@@ -10,8 +10,9 @@ caller makes (an apply changes two tables in one commit).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -32,10 +33,11 @@ from changelake.storage.snapshot import RID
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
+T = TypeVar("T")
 ACTION = "_cl_action"
 # U: update, keeping the old value of ``keep_old`` columns whose new value is NULL; R: update
-# with the new values only; D: delete; I: insert.
-UPDATE, REPLACE, REMOVE, INSERT = "U", "R", "D", "I"
+# with the new values only; D: delete; I: insert; N: nothing (a row only ``also`` reads).
+UPDATE, REPLACE, REMOVE, INSERT, NOTHING = "U", "R", "D", "I", "N"
 
 
 @dataclass(frozen=True)
@@ -60,9 +62,12 @@ def rewrite(
     *,
     keep_old: Collection[str] = (),
     part: str = "",
-) -> TableWrite:
+    also: Callable[[DataFrame], T] | None = None,
+) -> tuple[TableWrite, T | None]:
     """Apply ``found`` (phase 1, see the module docstring) to ``target``; files go to the
-    statement's directories suffixed with ``part``."""
+    statement's directories suffixed with ``part``. ``also`` is called with the found rows
+    while they are still persisted, after the target's files are written; its result is
+    returned beside the table write."""
     schema, name = target.state.schema, target.info.name
     kind = F.col(ACTION)
     kept = {c.lower() for c in keep_old}
@@ -103,6 +108,7 @@ def rewrite(
                 directory=warehouse.data_dir(ctx.statement_id, part),
                 rows=updated + counts[INSERT],
             )
+        extra = also(matches.rows) if also is not None else None
     table_id = target.info.table_id
     updates: list[Update] = []
     if files:
@@ -115,11 +121,12 @@ def rewrite(
     requirements: list[Requirement] = [TableLive(table_id, name)]
     if touched:
         requirements.append(FilesUntouched(table_id, name, touched, target.state.version))
-    return TableWrite(
+    write = TableWrite(
         tuple(updates),
         tuple(requirements),
         RowCounts(table_id, counts[INSERT], updated, counts[REMOVE]),
     )
+    return write, extra
 
 
 def found_columns(target: Target, values: dict[str, object]) -> list:

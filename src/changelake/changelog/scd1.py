@@ -15,9 +15,18 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
 from changelake.changelog.events import DELETE, HASH, SEQ, Events
-from changelake.changelog.rewrite import ACTION, INSERT, REMOVE, REPLACE, UPDATE, found_columns
+from changelake.changelog.rewrite import (
+    ACTION,
+    INSERT,
+    NOTHING,
+    REMOVE,
+    REPLACE,
+    UPDATE,
+    found_columns,
+)
 from changelake.changelog.state import STATE_DELETED, STATE_HASH, STATE_SEQ
 from changelake.dml.common import Target
+from changelake.dml.matches import new
 from changelake.storage.snapshot import ADDRESS, FILE
 
 FRESH = "_cl_fresh"  # the key's upserts follow a delete of this apply: no old values to keep
@@ -39,9 +48,11 @@ def newer(seq: Column, delete: Column, digest: Column, prefix: str) -> Column:
     )
 
 
-def against_state(events: Events, state: DataFrame) -> DataFrame:
+def against_state(events: Events, state: DataFrame | None) -> DataFrame:
     """The events greater than their key's state (``state``: keys and the state columns of the
-    live rows)."""
+    live rows; None when there is no state table yet)."""
+    if state is None:
+        return events.df.where(F.col(DELETE).isNotNull())
     s = state.select(
         *[F.col(_q(k)).alias(f"_s_{i}") for i, k in enumerate(events.keys)],
         *[F.col(c).alias(f"_s{c}") for c in (STATE_SEQ, STATE_DELETED, STATE_HASH)],
@@ -53,17 +64,28 @@ def against_state(events: Events, state: DataFrame) -> DataFrame:
     return joined.where(keep).select(*[df[_q(c)] for c in df.columns])
 
 
-def winners(events: Events, applicable: DataFrame, *, fold: bool) -> DataFrame:
+def winners(events: Events, applicable: DataFrame, *, fold: bool, fresh: bool) -> DataFrame:
     """Per key the greatest event (keys, values, SEQ, DELETE, HASH, FRESH); with ``fold``, its
-    values folded over the key's upserts after its last delete."""
+    values folded over the key's upserts after its last delete. FRESH (the key was deleted by
+    this apply) is only computed when ``fresh`` or ``fold`` asks for it, else False: it costs
+    a second pass over each key's events."""
     by_key = Window.partitionBy(*[_q(k) for k in events.keys])
     order = [F.col(SEQ).desc(), F.col(DELETE).desc(), F.col(HASH).desc()]
+    if not (fresh or fold):
+        ranked = applicable.withColumn("_cl_n", F.row_number().over(by_key.orderBy(*order)))
+        return ranked.where(F.col("_cl_n") == 1).select(
+            *[F.col(_q(c)) for c in (*events.keys, *events.values)],
+            SEQ,
+            DELETE,
+            HASH,
+            F.lit(False).alias(FRESH),
+        )
     df = applicable.withColumn(
         "_cl_last_del", F.max(F.when(F.col(DELETE), F.col(SEQ))).over(by_key)
     )
-    fresh = F.col("_cl_last_del").isNotNull()
+    fresh_key = F.col("_cl_last_del").isNotNull()
     if fold and events.values:
-        after = ~F.col(DELETE) & (~fresh | (F.col(SEQ) > F.col("_cl_last_del")))
+        after = ~F.col(DELETE) & (~fresh_key | (F.col(SEQ) > F.col("_cl_last_del")))
         ascending = by_key.orderBy(F.col(SEQ), F.col(DELETE), F.col(HASH)).rowsBetween(
             Window.unboundedPreceding, Window.unboundedFollowing
         )
@@ -85,24 +107,34 @@ def winners(events: Events, applicable: DataFrame, *, fold: bool) -> DataFrame:
         SEQ,
         DELETE,
         HASH,
-        fresh.alias(FRESH),
+        fresh_key.alias(FRESH),
     )
 
 
 def target_found(events: Events, won: DataFrame, target: DataFrame, into: Target) -> DataFrame:
     """Phase 1 of the target write: the winners joined to the target rows of their keys
-    (``target``: keys and address columns)."""
+    (``target``: keys and address columns), with their SEQ, DELETE and HASH for the state. A
+    delete of a key the target does not hold has the action NOTHING: it only leaves a
+    tombstone."""
     t = target.select(*[F.col(_q(k)).alias(f"_t_{i}") for i, k in enumerate(events.keys)], *ADDRESS)
     on = [won[_q(k)] == t[f"_t_{i}"] for i, k in enumerate(events.keys)]
     joined = won.join(t, on, "left")
     matched = F.col(FILE).isNotNull()
     action = (
-        F.when(F.col(DELETE), F.when(matched, F.lit(REMOVE)))
+        F.when(F.col(DELETE), F.when(matched, F.lit(REMOVE)).otherwise(F.lit(NOTHING)))
         .when(matched & F.col(FRESH), F.lit(REPLACE))
         .when(matched, F.lit(UPDATE))
         .otherwise(F.lit(INSERT))
     )
     values = {c: F.col(_q(c)) for c in (*events.keys, *events.values)}
-    return joined.select(action.alias(ACTION), *ADDRESS, *found_columns(into, values)).where(
-        F.col(ACTION).isNotNull()
+    return joined.select(
+        action.alias(ACTION), *ADDRESS, *found_columns(into, values), SEQ, DELETE, HASH
     )
+
+
+def greatest(found: DataFrame, keys: tuple[str, ...], into: Target) -> DataFrame:
+    """The state rows of the keys ``found`` (phase 1) holds: keys, SEQ, DELETE, HASH, once per
+    key even where the target holds a key twice."""
+    schema = into.state.schema
+    columns = [F.col(new(schema.column(k, table=into.info.name).physical)).alias(k) for k in keys]
+    return found.select(*columns, SEQ, DELETE, HASH).dropDuplicates(list(keys))

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, DataType
 
 from changelake.changelog.events import DELETE, HASH, SEQ, Events, value_hash
 from changelake.changelog.rewrite import ACTION, INSERT, REMOVE, REPLACE, found_columns
-from changelake.changelog.state import STATE_DELETED, STATE_SEQ
+from changelake.changelog.state import STATE_DELETED, STATE_DELETES, STATE_SEQ
 from changelake.dml.common import Target
 from changelake.errors import InvalidStatementError
 from changelake.schema import TableSchema
@@ -102,7 +103,7 @@ def history(
         F.col(DELETE).desc(), F.col(HASH).desc()
     )
     one = everything.withColumn("_cl_n", F.row_number().over(per_seq)).where(F.col("_cl_n") == 1)
-    greatest = _greatest(one, keys)
+    greatest = _greatest(one, keys, seq_type=old.schema[start].dataType)
     ordered = by_key.orderBy(SEQ)
     carried = [c for c in image if fold or c not in events.values]
     if carried:
@@ -145,12 +146,19 @@ def functools_union(frames: list[DataFrame]) -> DataFrame:
     return out
 
 
-def _greatest(df: DataFrame, keys: list[str]) -> DataFrame:
-    order = Window.partitionBy(*[_q(k) for k in keys]).orderBy(
-        F.col(SEQ).desc(), F.col(DELETE).desc(), F.col(HASH).desc()
+def _greatest(df: DataFrame, keys: list[str], *, seq_type: DataType) -> DataFrame:
+    """Per key the greatest event, and every delete's sequence (JSON) for the state."""
+    by_key = Window.partitionBy(*[_q(k) for k in keys])
+    order = by_key.orderBy(F.col(SEQ).desc(), F.col(DELETE).desc(), F.col(HASH).desc())
+    whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    deletes = F.array_sort(F.collect_set(F.when(F.col(DELETE), F.col(SEQ))).over(whole))
+    ranked = df.select(
+        "*",
+        F.row_number().over(order).alias("_cl_g"),
+        F.when(F.size(deletes) > 0, F.to_json(deletes)).alias(STATE_DELETES),
     )
-    ranked = df.withColumn("_cl_g", F.row_number().over(order)).where(F.col("_cl_g") == 1)
-    return ranked.select(*[F.col(_q(k)) for k in keys], SEQ, DELETE, HASH)
+    out = ranked.where(F.col("_cl_g") == 1)
+    return out.select(*[F.col(_q(k)) for k in keys], SEQ, DELETE, HASH, STATE_DELETES)
 
 
 def target_found(
@@ -189,8 +197,12 @@ def target_found(
 def touched_tombstones(
     state: DataFrame, expired: Column, touched: DataFrame, keys: list[str]
 ) -> DataFrame:
-    """Keys and ``__seq`` of the live tombstones of the touched keys."""
-    live = state.where(F.col(STATE_DELETED) & ~expired)
-    return live.join(touched, keys, "left_semi").select(
+    """Keys and ``__seq`` of the touched keys' live tombstones and recorded deletes."""
+    mine = state.where(~expired).join(touched, keys, "left_semi")
+    seq_type = mine.schema[STATE_SEQ].dataType
+    recorded = F.from_json(F.col(STATE_DELETES), ArrayType(seq_type))
+    tombstones = mine.where(F.col(STATE_DELETED)).select(
         *[F.col(_q(k)) for k in keys], F.col(STATE_SEQ)
     )
+    deletes = mine.select(*[F.col(_q(k)) for k in keys], F.explode(recorded).alias(STATE_SEQ))
+    return tombstones.unionByName(deletes)

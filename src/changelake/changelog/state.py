@@ -8,7 +8,10 @@ target by every later one. Per key it holds:
 - ``__deleted``: whether that event was a delete (a *tombstone*);
 - ``__hash``: a hash of that event's values, which breaks ties between events of equal
   sequence (a delete beats an upsert, then the greater hash wins);
-- ``__applied_at``: when (session clock, epoch seconds) it was applied.
+- ``__applied_at``: when (session clock, epoch seconds) it was applied;
+- ``__deletes`` (SCD TYPE 2): every delete's sequence seen for the key, as a JSON array: a
+  delete that closed no row (the key had none open) leaves no trace in the target, yet a late
+  upsert before it must end there.
 
 Tombstones are kept for the target's ``APPLY_TOMBSTONE_RETENTION_DAYS`` (default 7) after the
 delete was applied; an event older than a live tombstone is ignored. Once a tombstone expires the
@@ -36,6 +39,7 @@ from changelake.txn.context import StatementContext
 from changelake.txn.snapshot import TableState
 
 STATE_SEQ, STATE_DELETED, STATE_HASH, STATE_AT = "__seq", "__deleted", "__hash", "__applied_at"
+STATE_DELETES = "__deletes"
 RETENTION_PROPERTY = "apply_tombstone_retention_days"
 DEFAULT_RETENTION_DAYS = 7.0
 
@@ -74,6 +78,7 @@ def state_table(
         Column(n + 2, STATE_DELETED, "boolean"),
         Column(n + 3, STATE_HASH, "bigint"),
         Column(n + 4, STATE_AT, "double"),
+        Column(n + 5, STATE_DELETES, "string"),
     ]
     key_list = ",".join(k.name.lower() for k in keys)
     properties = (
@@ -85,7 +90,13 @@ def state_table(
     )
     schema = TableSchema(tuple(columns))
     info = ctx.catalog.find_table(name)
-    if info is None or info.properties.get("apply_target_id") != str(target.table_id):
+    current = info is not None and info.properties.get("apply_target_id") == str(target.table_id)
+    if (
+        current
+        and ctx.catalog.schema_at(info.table_id, info.current_version).find(STATE_DELETES) is None
+    ):  # type: ignore[union-attr]
+        current = False  # written before deletes were kept: started over
+    if not current:
         if ctx.transaction is not None:
             raise InvalidStatementError(
                 f"The first APPLY CHANGES INTO {target.name} creates its state table {name};"

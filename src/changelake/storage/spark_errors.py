@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 from py4j.protocol import Py4JError
 from pyspark.errors import AnalysisException, ParseException, PySparkException, QueryContextType
+from pyspark.sql import Column
+from pyspark.sql import functions as F
 
 from changelake.errors import (
     ChangelakeError,
@@ -31,6 +33,7 @@ from changelake.errors import (
 )
 
 _NOT_NULL_MARK = "CL_NOT_NULL_VIOLATION"
+_INVALID_MARK = "CL_INVALID_INPUT:"
 _NO_NAMES: Mapping[str, str] = {}
 
 # The statement of the innermost spark_errors block, so storage code deep inside a statement
@@ -92,6 +95,13 @@ def not_null_marker(column: str) -> str:
     return f"{_NOT_NULL_MARK}[{column}]"
 
 
+def invalid_input(message: Column) -> Column:
+    """An expression that fails its Spark job with ``message`` (a string column: what is wrong
+    with the row, and the fix); ``translate`` makes it an InvalidStatementError. Checks the rows
+    inside the job that reads them, instead of a query of its own."""
+    return F.raise_error(F.concat(F.lit(_INVALID_MARK), message))
+
+
 def current_statement() -> str | None:
     """The statement named by the innermost enclosing ``spark_errors`` block, if any."""
     return _statement.get()
@@ -122,6 +132,9 @@ def translate(
     """The changelake error for a runtime error of a user's expression; None for other errors."""
     condition = (e.getCondition() or "").split(".")[0]
     params = e.getMessageParameters() or {}
+    text = params.get("errorMessage") or str(e)
+    if _INVALID_MARK in text:
+        return InvalidStatementError(text.split(_INVALID_MARK, 1)[1].strip())
     marked = _not_null_column(e, params)
     if marked is not None:
         return NotNullViolationError(
