@@ -134,7 +134,7 @@ def _side(
     return out
 
 
-ROWS_PER_PARTITION = 250_000
+ROWS_PER_PARTITION = 500_000
 _X, _P = "_cl_x", "_cl_part"  # the scrambled identity (the ROW_ID as a long), its partition
 
 
