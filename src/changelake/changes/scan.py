@@ -156,8 +156,8 @@ class RowOrder:
     @staticmethod
     def for_plan(plan: ChangePlan, most: int) -> RowOrder:
         """One partition per ``ROWS_PER_PARTITION`` rows read, at most ``most``, times two (the
-        scramble can leave half of the id space empty). Without a bound (a file with no base row id yet: not seen in practice)
-        the order still holds, in one partition."""
+        scramble can leave half of the id space empty). Without a bound (a file with no base
+        row id yet: not seen in practice) the order still holds, in one partition."""
         files = plan.before_files.files + plan.before_deleted.files + plan.after_files.files
         ends = [f.base_row_id + f.row_count for f in files if f.base_row_id is not None]
         width = max(ends, default=1).bit_length() if len(ends) == len(files) else 63
@@ -262,8 +262,8 @@ def execute_plan(
 ) -> DataFrame:
     """The changes ``plan`` describes, as a lazy DataFrame (``catalog``: commit times for REDO).
 
-    ``ordered``: in changelog order, partition after partition (``is_ordered`` says whether it
-    could be): by commit version (REDO), then ROW_ID, the DELETE half of an update first.
+    ``ordered``: in changelog order, partition after partition: by commit version (REDO), then
+    ROW_ID, the DELETE half of an update first.
     """
     before = _side(spark, wh, schema, [plan.before_files, plan.before_deleted])
     after = _side(spark, wh, schema, [plan.after_files])
