@@ -238,9 +238,7 @@ def _write_state(
         STATE_DELETED: F.col(DELETE),
         STATE_HASH: F.col(HASH),
         STATE_AT: F.lit(now).cast("double"),
-        STATE_DELETES: F.col(STATE_DELETES)
-        if STATE_DELETES in greatest.columns
-        else F.lit(None).cast("string"),
+        STATE_DELETES: F.col(STATE_DELETES),
     }
     if state.target is None:
         rows = greatest.select(*[v.alias(k) for k, v in values.items()])

@@ -28,7 +28,7 @@ from changelake.catalog.requests import (
     Update,
 )
 from changelake.dml.common import Target, record_deletes, write_rows
-from changelake.dml.matches import find_matches, full_rows, new, persisted
+from changelake.dml.matches import find_matches, full_rows, inserted_rows, new, persisted
 from changelake.storage.snapshot import RID
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
@@ -96,10 +96,7 @@ def rewrite(
                     values.append(value.alias(c.name))
                 written.append(rows.where(kind.isin(UPDATE, REPLACE)).select(*values, RID))
             if counts[INSERT]:
-                inserted = [F.col(new(c.physical)).alias(c.name) for c in schema.columns]
-                written.append(
-                    matches.rows.where(kind == INSERT).select(*inserted, F.lit(None).alias(RID))
-                )
+                written.append(inserted_rows(matches.rows.where(kind == INSERT), schema))
             files = write_rows(
                 warehouse,
                 written,

@@ -24,7 +24,7 @@ from changelake.changelog.rewrite import (
     UPDATE,
     found_columns,
 )
-from changelake.changelog.state import STATE_DELETED, STATE_HASH, STATE_SEQ
+from changelake.changelog.state import STATE_DELETED, STATE_DELETES, STATE_HASH, STATE_SEQ
 from changelake.dml.common import Target
 from changelake.dml.matches import new
 from changelake.storage.snapshot import ADDRESS, FILE
@@ -133,8 +133,10 @@ def target_found(events: Events, won: DataFrame, target: DataFrame, into: Target
 
 
 def greatest(found: DataFrame, keys: tuple[str, ...], into: Target) -> DataFrame:
-    """The state rows of the keys ``found`` (phase 1) holds: keys, SEQ, DELETE, HASH, once per
-    key even where the target holds a key twice."""
+    """The state rows of the keys ``found`` (phase 1) holds: keys, SEQ, DELETE, HASH (and no
+    recorded deletes: SCD TYPE 1 needs only the greatest event), once per key even where the
+    target holds a key twice."""
     schema = into.state.schema
     columns = [F.col(new(schema.column(k, table=into.info.name).physical)).alias(k) for k in keys]
-    return found.select(*columns, SEQ, DELETE, HASH).dropDuplicates(list(keys))
+    deletes = F.lit(None).cast("string").alias(STATE_DELETES)
+    return found.select(*columns, SEQ, DELETE, HASH, deletes).dropDuplicates(list(keys))

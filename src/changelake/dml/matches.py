@@ -22,12 +22,14 @@ from sqlglot import exp
 
 from changelake.dml.common import Target
 from changelake.errors import DuplicateTargetRowError
+from changelake.schema import TableSchema
 from changelake.storage.deletion import KEY
 from changelake.storage.snapshot import (
     ADDRESS,
     FILE,
     IDENTITY,
     POS,
+    RID,
     file_name,
     physical_schema,
     same_address,
@@ -44,6 +46,13 @@ BROADCAST_MATCHES = 1_000_000
 def new(physical: str) -> str:
     """The column phase 1 names the new value of physical column ``physical``."""
     return f"_cl_new_{physical}"
+
+
+def inserted_rows(found: DataFrame, schema: TableSchema) -> DataFrame:
+    """Phase 1 rows ``found`` as new rows of a table of ``schema``: their new values under the
+    column names, and no identity (the commit gives them fresh row ids)."""
+    values = [F.col(new(c.physical)).alias(c.name) for c in schema.columns]
+    return found.select(*values, F.lit(None).alias(RID))
 
 
 @dataclass(frozen=True)

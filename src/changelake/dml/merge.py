@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.dml.common import Target, commit_one, record_deletes, write_rows
-from changelake.dml.matches import address, find_matches, full_rows, new, persisted
+from changelake.dml.matches import address, find_matches, full_rows, inserted_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
@@ -166,10 +166,7 @@ def merge(
             if by_kind[UPDATE]:
                 written.append(rows.where(kind == UPDATE).select(*_updated(clauses, schema), RID))
             if by_kind[INSERT]:
-                inserted = [F.col(new(c.physical)).alias(c.name) for c in schema.columns]
-                written.append(
-                    matches.rows.where(kind == INSERT).select(*inserted, F.lit(None).alias(RID))
-                )
+                written.append(inserted_rows(matches.rows.where(kind == INSERT), schema))
             files = write_rows(
                 warehouse,
                 written,
