@@ -168,21 +168,51 @@ def _events_df(session, events):
     return session.spark.createDataFrame(events, EVENTS)
 
 
-def test_scd2_remembers_a_delete_that_closed_no_row(session):
-    """Found by the property test above: a delete arriving while the key has no open row leaves
-    no trace in the target, yet an upsert older than it, arriving later, must end at it."""
-    session.sql("CREATE TABLE h (id INT, v STRING, __START_AT BIGINT, __END_AT BIGINT)")
-    for batch in ([(2, "y", 17, "D"), (2, "y", 20, "U")], [(2, None, 2, "U")], [(2, "z", 9, "D")]):
+_NO_TRACE = {
+    # a delete arriving while the key has no open row; an upsert older than it, arriving later,
+    # must end at it
+    "delete_that_closed_no_row": (
+        [[(2, "y", 17, "D"), (2, "y", 20, "U")], [(2, None, 2, "U")], [(2, "z", 9, "D")]],
+        [(2, None, 2, 9), (2, "y", 20, None)],
+    ),
+    # upserts equal to the open row open none; a late delete before them splits the row, and
+    # the first of them starts it again
+    "upserts_merged_into_the_open_row": (
+        [
+            [(0, "x", s, "U") for s in (4, 7, 8, 11, 27, 32, 37)],
+            [(0, "x", 2, "U"), (0, "x", 10, "U"), (0, "x", 34, "U"), (0, "y", 14, "D")],
+        ],
+        [(0, "x", 2, 14), (0, "x", 27, None)],
+    ),
+    "merged_upsert_before_a_closing_delete": (
+        [[(1, "x", 4, "U"), (1, "x", 7, "U"), (1, "x", 10, "D")], [(1, "x", 5, "D")]],
+        [(1, "x", 4, 5), (1, "x", 7, 10)],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_NO_TRACE))
+def test_scd2_remembers_events_that_left_no_trace_in_the_target(session, case):
+    """Found by the property test above: events that change no row of the target still decide
+    where rows start and end once late events arrive; each case's batches are also checked
+    against the model."""
+    batches, want = _NO_TRACE[case]
+    assert _scd2_model([e for batch in batches for e in batch]) == want
+    table = _name("h")
+    session.sql(f"CREATE TABLE {table} (id INT, v STRING, __START_AT BIGINT, __END_AT BIGINT)")
+    for batch in batches:
         session.apply_changes(
-            "h",
-            session.spark.createDataFrame(batch, EVENTS),
+            table,
+            _events_df(session, batch),
             keys=["id"],
             sequence_by="seq",
             delete_when="op = 'D'",
             scd_type=2,
         )
-    got = sorted((tuple(r) for r in session.sql("SELECT * FROM h").collect()), key=lambda r: r[2])
-    assert got == [(2, None, 2, 9), (2, "y", 20, None)]
+    got = sorted(
+        (tuple(r) for r in session.sql(f"SELECT * FROM {table}").collect()), key=lambda r: r[2]
+    )
+    assert got == want
 
 
 def test_ordered_and_shuffled_applies_agree_and_equal_sequences_are_deterministic(session):

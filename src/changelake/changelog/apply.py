@@ -33,9 +33,9 @@ from changelake.changelog.rewrite import (
 )
 from changelake.changelog.spec import ApplySpec, OpFormat, path_of
 from changelake.changelog.state import (
+    HISTORY_COLUMNS,
     STATE_AT,
     STATE_DELETED,
-    STATE_DELETES,
     STATE_HASH,
     STATE_SEQ,
     StateTable,
@@ -204,7 +204,7 @@ def apply_changes(
                     events,
                     applicable,
                     old,
-                    scd2.touched_tombstones(state_df, expired, touched, keys),
+                    scd2.remembered(state_df, expired, touched, keys),
                     image=image,
                     start=start,
                     end=end,
@@ -238,7 +238,7 @@ def _write_state(
         STATE_DELETED: F.col(DELETE),
         STATE_HASH: F.col(HASH),
         STATE_AT: F.lit(now).cast("double"),
-        STATE_DELETES: F.col(STATE_DELETES),
+        **{c: F.col(c) for c in HISTORY_COLUMNS},
     }
     if state.target is None:
         rows = greatest.select(*[v.alias(k) for k, v in values.items()])
@@ -259,7 +259,10 @@ def _write_state(
         return TableWrite((create,), (), RowCounts(-1))
     s = state_df.select(
         *[F.col(_q(k)).alias(f"_s_{i}") for i, k in enumerate(keys)],
-        *[F.col(c).alias(f"_s{c}") for c in (STATE_SEQ, STATE_DELETED, STATE_HASH, STATE_DELETES)],
+        *[
+            F.col(c).alias(f"_s{c}")
+            for c in (STATE_SEQ, STATE_DELETED, STATE_HASH, *HISTORY_COLUMNS)
+        ],
         expired.alias("_s_expired"),
         *ADDRESS,
     )
@@ -269,9 +272,10 @@ def _write_state(
         (F.col(SEQ) == F.col(f"_s{STATE_SEQ}"))
         & (F.col(DELETE) == F.col(f"_s{STATE_DELETED}"))
         & (F.col(HASH) == F.col(f"_s{STATE_HASH}"))
-        & values[STATE_DELETES].eqNullSafe(F.col(f"_s{STATE_DELETES}"))
         & ~F.col("_s_expired")
     )
+    for c in HISTORY_COLUMNS:
+        same = same & values[c].eqNullSafe(F.col(f"_s{c}"))
     action = F.when(F.col(FILE).isNull(), F.lit(INSERT)).when(~same, F.lit(REPLACE))
     changed = joined.select(action.alias(ACTION), *ADDRESS, *found_columns(state.target, values))
     gone = state_df.where(expired).join(

@@ -24,7 +24,7 @@ from changelake.changelog.rewrite import (
     UPDATE,
     found_columns,
 )
-from changelake.changelog.state import STATE_DELETED, STATE_DELETES, STATE_HASH, STATE_SEQ
+from changelake.changelog.state import HISTORY_COLUMNS, STATE_DELETED, STATE_HASH, STATE_SEQ
 from changelake.dml.common import Target
 from changelake.dml.matches import new
 from changelake.storage.snapshot import ADDRESS, FILE
@@ -134,9 +134,9 @@ def target_found(events: Events, won: DataFrame, target: DataFrame, into: Target
 
 def greatest(found: DataFrame, keys: tuple[str, ...], into: Target) -> DataFrame:
     """The state rows of the keys ``found`` (phase 1) holds: keys, SEQ, DELETE, HASH (and no
-    recorded deletes: SCD TYPE 1 needs only the greatest event), once per key even where the
+    recorded history: SCD TYPE 1 needs only the greatest event), once per key even where the
     target holds a key twice."""
     schema = into.state.schema
     columns = [F.col(new(schema.column(k, table=into.info.name).physical)).alias(k) for k in keys]
-    deletes = F.lit(None).cast("string").alias(STATE_DELETES)
-    return found.select(*columns, SEQ, DELETE, HASH, deletes).dropDuplicates(list(keys))
+    history = [F.lit(None).cast("string").alias(c) for c in HISTORY_COLUMNS]
+    return found.select(*columns, SEQ, DELETE, HASH, *history).dropDuplicates(list(keys))

@@ -2,25 +2,34 @@
 (inclusive) to ``__END_AT`` (exclusive; NULL: the current row), in sequence values.
 
 The history of every key an apply touches is computed again from its existing rows (an upsert at
-each ``__START_AT``; a delete at an ``__END_AT`` no row starts at), its tombstone, and the new
-events, so a late event lands at its place in the history: per key and sequence one event (a
-delete beats an upsert, then the greater value hash), in sequence order; an upsert opens a row
-and closes the open one, unless its values equal the open row's (then nothing happens); a delete
-closes the open row. Only rows that differ from the existing ones are written: a closed row is
-an update keeping its identity, a new row an insert, a row no longer in the history a delete.
-Columns not written by the apply (not in COLUMNS), and with IGNORE NULL UPDATES every NULL
-value, carry the value of the key's previous row since its last delete.
+each ``__START_AT``; a delete at an ``__END_AT`` no row starts at), the events the state table
+remembers (its tombstone, every delete, every upsert merged into an open row, which takes that
+row's values), and the new events, so a late event lands at its place in the history: per key
+and sequence one event (a delete beats an upsert, then the greater value hash), in sequence
+order; an upsert opens a row and closes the open one, unless its values equal the open row's
+(then nothing happens); a delete closes the open row. Only rows that differ from the existing
+ones are written: a closed row is an update keeping its identity, a new row an insert, a row no
+longer in the history a delete. Columns not written by the apply (not in COLUMNS), and with
+IGNORE NULL UPDATES every NULL value, carry the value of the key's previous row since its last
+delete (a merged upsert keeps its row's values even if a late delete now comes before it: the
+state does not remember which of its values were carried).
 """
 
 from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, DataType
+from pyspark.sql.types import ArrayType
 
 from changelake.changelog.events import DELETE, HASH, SEQ, Events, value_hash
 from changelake.changelog.rewrite import ACTION, INSERT, REMOVE, REPLACE, found_columns
-from changelake.changelog.state import STATE_DELETED, STATE_DELETES, STATE_SEQ
+from changelake.changelog.state import (
+    HISTORY_COLUMNS,
+    STATE_DELETED,
+    STATE_DELETES,
+    STATE_MERGED,
+    STATE_SEQ,
+)
 from changelake.dml.common import Target
 from changelake.errors import InvalidStatementError
 from changelake.schema import TableSchema
@@ -56,7 +65,7 @@ def history(
     events: Events,
     applicable: DataFrame,
     old: DataFrame,
-    tombstones: DataFrame,
+    remembered: DataFrame,
     *,
     image: list[str],
     start: str,
@@ -64,10 +73,11 @@ def history(
     fold: bool,
 ) -> tuple[DataFrame, DataFrame]:
     """(the touched keys' history rows: keys, ``image``, start, end; per touched key its
-    greatest event: keys, SEQ, DELETE, HASH).
+    greatest event: keys, SEQ, DELETE, HASH and the history columns of the state).
 
-    ``old``: the target rows of touched keys; ``tombstones``: keys and ``__seq`` of their live
-    tombstones; ``image``: the target's columns besides keys and validity."""
+    ``old``: the target rows of touched keys; ``remembered``: keys, ``__seq`` and DELETE of the
+    events the state remembers (tombstones, deletes, merged upserts; see ``remembered``);
+    ``image``: the target's columns besides keys and validity."""
     keys = list(events.keys)
     nulls = {c: F.lit(None).cast(old.schema[c].dataType) for c in image}
 
@@ -80,19 +90,22 @@ def history(
         )
 
     given = {c: F.col(_q(c)) for c in events.values}
+    old_values = {c: F.col(_q(c)) for c in image}
     by_key = Window.partitionBy(*[_q(k) for k in keys])
     next_start = F.lead(F.col(_q(start))).over(by_key.orderBy(F.col(_q(start))))
     nxt = F.col("_cl_next")
     closed = old.withColumn("_cl_next", next_start).where(
         F.col(_q(end)).isNotNull() & (nxt.isNull() | (nxt != F.col(_q(end))))
     )
+    merged = _merged_upserts(old, remembered.where(~F.col(DELETE)), keys, image, start, end)
     everything = functools_union(
         [
             shaped(applicable.where(~F.col(DELETE)), given, F.col(SEQ), False),
             shaped(applicable.where(F.col(DELETE)), {}, F.col(SEQ), True),
-            shaped(old, {c: F.col(_q(c)) for c in image}, F.col(_q(start)), False),
+            shaped(old, old_values, F.col(_q(start)), False),
+            shaped(merged, old_values, F.col(SEQ), False),
             shaped(closed, {}, F.col(_q(end)), True),
-            shaped(tombstones, {}, F.col(STATE_SEQ), True),
+            shaped(remembered.where(F.col(DELETE)), {}, F.col(STATE_SEQ), True),
         ]
     )
     hashed = [F.col(_q(c)) for c in events.values]
@@ -103,7 +116,6 @@ def history(
         F.col(DELETE).desc(), F.col(HASH).desc()
     )
     one = everything.withColumn("_cl_n", F.row_number().over(per_seq)).where(F.col("_cl_n") == 1)
-    greatest = _greatest(one, keys, seq_type=old.schema[start].dataType)
     ordered = by_key.orderBy(SEQ)
     carried = [c for c in image if fold or c not in events.values]
     if carried:
@@ -122,6 +134,7 @@ def history(
             ],
             SEQ,
             DELETE,
+            HASH,
         )
     previous_delete = F.lag(F.col(DELETE)).over(ordered)
     same = F.lit(True)
@@ -129,7 +142,9 @@ def history(
         same = same & F.lag(F.col(_q(c))).over(ordered).eqNullSafe(F.col(_q(c)))
     after_upsert = F.coalesce(~previous_delete, F.lit(False))
     keep = F.when(F.col(DELETE), after_upsert).otherwise(~(after_upsert & same))
-    kept = one.withColumn("_cl_keep", keep).where(F.col("_cl_keep"))
+    one = one.withColumn("_cl_keep", keep)
+    greatest = _greatest(one, keys)
+    kept = one.where(F.col("_cl_keep"))
     rows = kept.withColumn("_cl_end", F.lead(F.col(SEQ)).over(ordered)).where(~F.col(DELETE))
     rows = rows.select(
         *[F.col(_q(c)) for c in (*keys, *image)],
@@ -139,6 +154,37 @@ def history(
     return rows, greatest
 
 
+def _merged_upserts(
+    old: DataFrame, merged: DataFrame, keys: list[str], image: list[str], start: str, end: str
+) -> DataFrame:
+    """The remembered merged upserts (keys, ``__seq``) as keys, ``image`` and SEQ: each with the
+    values of the old row it was merged into (the row starting last before it, if it has not
+    ended); one no old row holds (the target was written by other statements) is dropped."""
+    row = F.struct(*[F.col(_q(c)) for c in image], F.col(_q(end)).alias("_cl_end"))
+    starts = old.select(
+        *[F.col(_q(k)) for k in keys], F.col(_q(start)).alias(SEQ), row.alias("_cl_row")
+    )
+    no_row = F.lit(None).cast(starts.schema["_cl_row"].dataType)
+    inside = merged.select(
+        *[F.col(_q(k)) for k in keys], F.col(STATE_SEQ).alias(SEQ), no_row.alias("_cl_row")
+    )
+    by_key = Window.partitionBy(*[_q(k) for k in keys]).orderBy(SEQ, F.col("_cl_row").isNull())
+    holder = F.last(F.col("_cl_row"), ignorenulls=True).over(
+        by_key.rowsBetween(Window.unboundedPreceding, 0)
+    )
+    both = starts.unionByName(inside).withColumn("_cl_holder", holder)
+    held = (
+        F.col("_cl_row").isNull()
+        & F.col("_cl_holder").isNotNull()
+        & (F.col("_cl_holder._cl_end").isNull() | (F.col(SEQ) < F.col("_cl_holder._cl_end")))
+    )
+    return both.where(held).select(
+        *[F.col(_q(k)) for k in keys],
+        *[F.col("_cl_holder")[c].alias(c) for c in image],
+        SEQ,
+    )
+
+
 def functools_union(frames: list[DataFrame]) -> DataFrame:
     out = frames[0]
     for df in frames[1:]:
@@ -146,19 +192,25 @@ def functools_union(frames: list[DataFrame]) -> DataFrame:
     return out
 
 
-def _greatest(df: DataFrame, keys: list[str], *, seq_type: DataType) -> DataFrame:
-    """Per key the greatest event, and every delete's sequence (JSON) for the state."""
+def _greatest(df: DataFrame, keys: list[str]) -> DataFrame:
+    """Per key the greatest event, and for the state (as JSON) the sequence of every delete
+    and of every upsert merged into the open row (not kept)."""
     by_key = Window.partitionBy(*[_q(k) for k in keys])
     order = by_key.orderBy(F.col(SEQ).desc(), F.col(DELETE).desc(), F.col(HASH).desc())
     whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    deletes = F.array_sort(F.collect_set(F.when(F.col(DELETE), F.col(SEQ))).over(whole))
+
+    def recorded(which: Column, name: str) -> Column:
+        seqs = F.array_sort(F.collect_set(F.when(which, F.col(SEQ))).over(whole))
+        return F.when(F.size(seqs) > 0, F.to_json(seqs)).alias(name)
+
     ranked = df.select(
         "*",
         F.row_number().over(order).alias("_cl_g"),
-        F.when(F.size(deletes) > 0, F.to_json(deletes)).alias(STATE_DELETES),
+        recorded(F.col(DELETE), STATE_DELETES),
+        recorded(~F.col(DELETE) & ~F.col("_cl_keep"), STATE_MERGED),
     )
     out = ranked.where(F.col("_cl_g") == 1)
-    return out.select(*[F.col(_q(k)) for k in keys], SEQ, DELETE, HASH, STATE_DELETES)
+    return out.select(*[F.col(_q(k)) for k in keys], SEQ, DELETE, HASH, *HISTORY_COLUMNS)
 
 
 def target_found(
@@ -194,15 +246,21 @@ def target_found(
     )
 
 
-def touched_tombstones(
-    state: DataFrame, expired: Column, touched: DataFrame, keys: list[str]
-) -> DataFrame:
-    """Keys and ``__seq`` of the touched keys' live tombstones and recorded deletes."""
+def remembered(state: DataFrame, expired: Column, touched: DataFrame, keys: list[str]) -> DataFrame:
+    """Keys, ``__seq`` and DELETE of the events the state remembers for the touched keys: live
+    tombstones, recorded deletes, and upserts merged into an open row."""
     mine = state.where(~expired).join(touched, keys, "left_semi")
-    seq_type = mine.schema[STATE_SEQ].dataType
-    recorded = F.from_json(F.col(STATE_DELETES), ArrayType(seq_type))
+    seqs = ArrayType(mine.schema[STATE_SEQ].dataType)
+    key_columns = [F.col(_q(k)) for k in keys]
     tombstones = mine.where(F.col(STATE_DELETED)).select(
-        *[F.col(_q(k)) for k in keys], F.col(STATE_SEQ)
+        *key_columns, F.col(STATE_SEQ), F.lit(True).alias(DELETE)
     )
-    deletes = mine.select(*[F.col(_q(k)) for k in keys], F.explode(recorded).alias(STATE_SEQ))
-    return tombstones.unionByName(deletes)
+    lists = [
+        mine.select(
+            *key_columns,
+            F.explode(F.from_json(F.col(column), seqs)).alias(STATE_SEQ),
+            F.lit(delete).alias(DELETE),
+        )
+        for column, delete in ((STATE_DELETES, True), (STATE_MERGED, False))
+    ]
+    return functools_union([tombstones, *lists])

@@ -11,7 +11,10 @@ target by every later one. Per key it holds:
 - ``__applied_at``: when (session clock, epoch seconds) it was applied;
 - ``__deletes`` (SCD TYPE 2): every delete's sequence seen for the key, as a JSON array: a
   delete that closed no row (the key had none open) leaves no trace in the target, yet a late
-  upsert before it must end there.
+  upsert before it must end there;
+- ``__merged`` (SCD TYPE 2): the sequence of every upsert that opened no row because its values
+  equal the open row's, as a JSON array: a late delete before it splits the row, and the rest
+  of the row must start again at it.
 
 Tombstones are kept for the target's ``APPLY_TOMBSTONE_RETENTION_DAYS`` (default 7) after the
 delete was applied; an event older than a live tombstone is ignored. Once a tombstone expires the
@@ -39,7 +42,8 @@ from changelake.txn.context import StatementContext
 from changelake.txn.snapshot import TableState
 
 STATE_SEQ, STATE_DELETED, STATE_HASH, STATE_AT = "__seq", "__deleted", "__hash", "__applied_at"
-STATE_DELETES = "__deletes"
+STATE_DELETES, STATE_MERGED = "__deletes", "__merged"
+HISTORY_COLUMNS = (STATE_DELETES, STATE_MERGED)
 RETENTION_PROPERTY = "apply_tombstone_retention_days"
 DEFAULT_RETENTION_DAYS = 7.0
 
@@ -78,7 +82,7 @@ def state_table(
         Column(n + 2, STATE_DELETED, "boolean"),
         Column(n + 3, STATE_HASH, "bigint"),
         Column(n + 4, STATE_AT, "double"),
-        Column(n + 5, STATE_DELETES, "string"),
+        *[Column(n + i, c, "string") for i, c in enumerate(HISTORY_COLUMNS, start=5)],
     ]
     key_list = ",".join(k.name.lower() for k in keys)
     properties = (
@@ -91,11 +95,10 @@ def state_table(
     schema = TableSchema(tuple(columns))
     info = ctx.catalog.find_table(name)
     current = info is not None and info.properties.get("apply_target_id") == str(target.table_id)
-    if (
-        current
-        and ctx.catalog.schema_at(info.table_id, info.current_version).find(STATE_DELETES) is None
-    ):  # type: ignore[union-attr]
-        current = False  # written before deletes were kept: started over
+    if current:
+        found_schema = ctx.catalog.schema_at(info.table_id, info.current_version)  # type: ignore[union-attr]
+        # written before the history columns were kept: started over
+        current = all(found_schema.find(c) is not None for c in HISTORY_COLUMNS)
     if not current:
         if ctx.transaction is not None:
             raise InvalidStatementError(
