@@ -24,6 +24,10 @@ SPARK_CONF = {
     "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
     "spark.hadoop.parquet.summary.metadata.level": "NONE",
     "spark.sql.parquet.enableVectorizedReader": "true",
+    # Otherwise every DataFrame and Column call records its Python call site in the JVM (about
+    # five more py4j round trips each); changelake builds its plans in thousands of such calls,
+    # and call sites inside changelake tell users nothing. PySpark reads it once per process.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 # Settings every changelake session needs, also on a SparkSession the user brings.
 RUNTIME_CONF = ("spark.sql.parquet.outputTimestampType",)
