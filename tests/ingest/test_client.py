@@ -22,6 +22,7 @@ from changelake.errors import (
     ChannelFencedError,
     IngestTimeoutError,
     InsertRejectedError,
+    InvalidStatementError,
 )
 from changelake.ingest import Client
 from changelake.ingest.compact import compact
@@ -185,6 +186,32 @@ def test_a_dropped_channel_cannot_commit_and_forgets_its_token(session, table, c
         channel.insert_row({"id": 2})
     again = client.open_channel("c", table=table)
     assert (again.epoch, again.latest_committed_offset_token()) == (1, None)
+
+
+def test_a_column_added_while_a_channel_is_open(session, table):
+    """An open channel keeps the columns it was opened with: its rows read NULL in a column added
+    since, and a value for it is a clear error until the channel is reopened. A NOT NULL column
+    cannot be added while channels exist (their rows would hold NULL), even to an empty table."""
+    session.sql("CREATE TABLE empty_t (id BIGINT)")
+    with Client(session.warehouse.root, max_client_lag=60) as client:
+        on_empty = client.open_channel("c", table="empty_t")
+        with pytest.raises(InvalidStatementError, match="ingest channel\\(s\\) 'c'"):
+            session.sql("ALTER TABLE empty_t ADD COLUMN must INT NOT NULL")
+        assert session.sql("SELECT * FROM empty_t").columns == ["id"]
+        on_empty.close(drop=True)
+        session.sql("ALTER TABLE empty_t ADD COLUMN must INT NOT NULL")
+
+        channel = client.open_channel("c", table=table)
+        channel.insert_row({"id": 1}, offset_token="1")
+        session.sql(f"ALTER TABLE {table} ADD COLUMN note STRING")
+        channel.insert_row({"id": 2}, offset_token="2")
+        response = channel.insert_rows([{"id": 3, "note": "new"}], end_offset_token="3")
+        assert response.has_errors and "note" in response.errors[0].message
+        client.flush()
+        reopened = client.open_channel("c", table=table)
+        reopened.insert_row({"id": 4, "note": "new"}, offset_token="4")
+        client.flush()
+    assert rows(session.sql(f"SELECT id, note FROM {table}")) == [(1, None), (2, None), (4, "new")]
 
 
 def test_full_buffers_push_back_instead_of_growing(session, table):

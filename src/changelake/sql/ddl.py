@@ -300,6 +300,15 @@ def alter(ctx: StatementContext, stmt: s.AlterTable) -> StatementResult:
                     f"Cannot add NOT NULL column {definition.name} to {info.name}: existing rows"
                     " would hold NULL. Add it as nullable."
                 )
+            channels = ctx.catalog.list_channels(info.table_id) if not_null else []
+            if channels:
+                names = ", ".join(repr(c.name) for c in channels)
+                raise InvalidStatementError(
+                    f"Cannot add NOT NULL column {definition.name} to {info.name}: ingest"
+                    f" channel(s) {names} write to it with the columns they were opened with, so"
+                    " their rows would hold NULL. Add it as nullable, or drop the channels first"
+                    " (Channel.close(drop=True))."
+                )
             columns.append(
                 Column(
                     next_id,
