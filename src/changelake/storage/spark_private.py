@@ -86,7 +86,8 @@ def catalyst_column(spark: SparkSession, expression: Any) -> Column:
 
 
 def _expression_utils(spark: SparkSession) -> Any:
-    return spark.sparkContext._jvm.org.apache.spark.sql.classic.ExpressionUtils
+    # By its full name: one round trip to the JVM, where walking the package path makes six.
+    return getattr(spark.sparkContext._jvm, "org.apache.spark.sql.classic.ExpressionUtils")
 
 
 def jvm_class(spark: SparkSession, name: str) -> Any | None:
