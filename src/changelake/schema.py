@@ -123,6 +123,11 @@ class TableSchema:
         return max((c.column_id for c in self.columns), default=0) + 1
 
 
+def quoted(name: str) -> str:
+    """``name`` as a Spark SQL identifier: in backticks, inner backticks doubled."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def check_column_name(name: str) -> None:
     """Reject names reserved for hidden columns."""
     if name.lower().startswith(HIDDEN_PREFIX) or name.upper().startswith("METADATA$"):

@@ -49,6 +49,7 @@ from changelake.dml.matches import persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
 from changelake.plan.bind import Binder
+from changelake.schema import quoted
 from changelake.storage.snapshot import ADDRESS, FILE, read_state
 from changelake.storage.spark_errors import spark_errors
 from changelake.storage.warehouse import Warehouse
@@ -71,10 +72,6 @@ class ApplyOptions(TypedDict, total=False):
     columns: Sequence[str] | None
     except_columns: Sequence[str] | None
     scd_type: int
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def apply_statement(
@@ -233,7 +230,7 @@ def _write_state(
     """The state table's part of the commit: the touched keys' greatest events replace their
     rows, expired tombstones go."""
     values = {
-        **{k: F.col(_q(k)) for k in keys},
+        **{k: F.col(quoted(k)) for k in keys},
         STATE_SEQ: F.col(SEQ),
         STATE_DELETED: F.col(DELETE),
         STATE_HASH: F.col(HASH),
@@ -258,7 +255,7 @@ def _write_state(
         )
         return TableWrite((create,), (), RowCounts(-1))
     s = state_df.select(
-        *[F.col(_q(k)).alias(f"_s_{i}") for i, k in enumerate(keys)],
+        *[F.col(quoted(k)).alias(f"_s_{i}") for i, k in enumerate(keys)],
         *[
             F.col(c).alias(f"_s{c}")
             for c in (STATE_SEQ, STATE_DELETED, STATE_HASH, *HISTORY_COLUMNS)
@@ -266,7 +263,7 @@ def _write_state(
         expired.alias("_s_expired"),
         *ADDRESS,
     )
-    on = [greatest[_q(k)] == s[f"_s_{i}"] for i, k in enumerate(keys)]
+    on = [greatest[quoted(k)] == s[f"_s_{i}"] for i, k in enumerate(keys)]
     joined = greatest.join(s, on, "left")
     same = (
         (F.col(SEQ) == F.col(f"_s{STATE_SEQ}"))
@@ -279,7 +276,7 @@ def _write_state(
     action = F.when(F.col(FILE).isNull(), F.lit(INSERT)).when(~same, F.lit(REPLACE))
     changed = joined.select(action.alias(ACTION), *ADDRESS, *found_columns(state.target, values))
     gone = state_df.where(expired).join(
-        greatest.select(*[F.col(_q(k)).alias(k) for k in keys]), keys, "left_anti"
+        greatest.select(*[F.col(quoted(k)).alias(k) for k in keys]), keys, "left_anti"
     )
     purged = gone.select(F.lit(REMOVE).alias(ACTION), *ADDRESS, *found_columns(state.target, {}))
     found = changed.unionByName(purged).where(F.col(ACTION).isNotNull())

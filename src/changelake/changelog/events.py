@@ -34,7 +34,7 @@ from pyspark.sql.types import (
 from changelake.changelog.spec import ApplySpec, OpFormat
 from changelake.dialect import to_spark
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
-from changelake.schema import TableSchema
+from changelake.schema import TableSchema, quoted
 from changelake.storage.spark_errors import invalid_input
 from changelake.storage.writer import check_assignable
 
@@ -61,10 +61,6 @@ class Events:
     seq_type: str
 
 
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
 def _field(fields: list[StructField], name: str, *, what: str, where: str) -> StructField:
     for f in fields:
         if f.name.lower() == name.lower():
@@ -88,7 +84,7 @@ def resolve(
                 f" {where}."
             )
         found = _field(fields, part, what=what, where=where)
-        column = F.col(_q(found.name)) if column is None else column[found.name]
+        column = F.col(quoted(found.name)) if column is None else column[found.name]
         dtype = found.dataType
         fields = list(dtype.fields) if isinstance(dtype, StructType) else []
     assert column is not None and dtype is not None
@@ -157,7 +153,7 @@ def normalize(source: DataFrame, spec: ApplySpec, schema: TableSchema, chosen: l
                 found.dataType, schema.column(name, table=spec.target).type, column=name,
                 table=spec.target,
             )  # fmt: skip
-            return F.col(_q(found.name))
+            return F.col(quoted(found.name))
 
     typed = {c: value(c).cast(schema.column(c, table=spec.target).type) for c in chosen}
     kind, unknown = _kind(source, fmt, op, where)
@@ -218,7 +214,7 @@ def _kind(
                 f"{where}: FORMAT SNOWFLAKE reads METADATA$ISUPDATE beside the op column"
                 " (METADATA$ACTION); the source has no such column."
             )
-        is_update = F.coalesce(F.col(_q(name)), F.lit(False))
+        is_update = F.coalesce(F.col(quoted(name)), F.lit(False))
         upsert = op == "INSERT"
         delete, ignored = (op == "DELETE") & ~is_update, (op == "DELETE") & is_update
     known = F.coalesce(upsert | delete | ignored, F.lit(False))
@@ -271,7 +267,7 @@ def _unpaired(
     if offset is None or fmt not in (OpFormat.ODF, OpFormat.FLINK):
         return None
     before, after = (2, 3) if fmt is OpFormat.ODF else ("-U", "+U")
-    order = Window.partitionBy(*[typed[k] for k in keys]).orderBy(F.col(_q(offset)))
+    order = Window.partitionBy(*[typed[k] for k in keys]).orderBy(F.col(quoted(offset)))
     following = F.lead(op).over(order)
     name = "-C" if fmt is OpFormat.ODF else "-U"
     pair = "+C" if fmt is OpFormat.ODF else "+U"
@@ -294,7 +290,7 @@ def checked(events: Events, *, spec: ApplySpec) -> Events:
     named = [(k, k) for k in events.keys] + [(spec.sequence_name, SEQ)]
     parts: list[Column] = []
     for shown, column in named:
-        text = F.col(_q(column)).cast("string")
+        text = F.col(quoted(column)).cast("string")
         if isinstance(types[column], StringType):
             text = F.concat(F.lit("'"), text, F.lit("'"))
         parts += [F.lit(f", {shown}=" if parts else f"{shown}="), F.coalesce(text, F.lit("NULL"))]

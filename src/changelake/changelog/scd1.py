@@ -27,13 +27,10 @@ from changelake.changelog.rewrite import (
 from changelake.changelog.state import HISTORY_COLUMNS, STATE_DELETED, STATE_HASH, STATE_SEQ
 from changelake.dml.common import Target
 from changelake.dml.matches import new
+from changelake.schema import quoted
 from changelake.storage.snapshot import ADDRESS, FILE
 
 FRESH = "_cl_fresh"  # the key's upserts follow a delete of this apply: no old values to keep
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def newer(seq: Column, delete: Column, digest: Column, prefix: str) -> Column:
@@ -54,14 +51,14 @@ def against_state(events: Events, state: DataFrame | None) -> DataFrame:
     if state is None:
         return events.df.where(F.col(DELETE).isNotNull())
     s = state.select(
-        *[F.col(_q(k)).alias(f"_s_{i}") for i, k in enumerate(events.keys)],
+        *[F.col(quoted(k)).alias(f"_s_{i}") for i, k in enumerate(events.keys)],
         *[F.col(c).alias(f"_s{c}") for c in (STATE_SEQ, STATE_DELETED, STATE_HASH)],
     )
     df = events.df.where(F.col(DELETE).isNotNull())
-    on = [df[_q(k)] == s[f"_s_{i}"] for i, k in enumerate(events.keys)]
+    on = [df[quoted(k)] == s[f"_s_{i}"] for i, k in enumerate(events.keys)]
     joined = df.join(s, on, "left")
     keep = newer(F.col(SEQ), F.col(DELETE), F.col(HASH), "_s")
-    return joined.where(keep).select(*[df[_q(c)] for c in df.columns])
+    return joined.where(keep).select(*[df[quoted(c)] for c in df.columns])
 
 
 def winners(events: Events, applicable: DataFrame, *, fold: bool, fresh: bool) -> DataFrame:
@@ -69,12 +66,12 @@ def winners(events: Events, applicable: DataFrame, *, fold: bool, fresh: bool) -
     values folded over the key's upserts after its last delete. FRESH (the key was deleted by
     this apply) is only computed when ``fresh`` or ``fold`` asks for it, else False: it costs
     a second pass over each key's events."""
-    by_key = Window.partitionBy(*[_q(k) for k in events.keys])
+    by_key = Window.partitionBy(*[quoted(k) for k in events.keys])
     order = [F.col(SEQ).desc(), F.col(DELETE).desc(), F.col(HASH).desc()]
     if not (fresh or fold):
         ranked = applicable.withColumn("_cl_n", F.row_number().over(by_key.orderBy(*order)))
         return ranked.where(F.col("_cl_n") == 1).select(
-            *[F.col(_q(c)) for c in (*events.keys, *events.values)],
+            *[F.col(quoted(c)) for c in (*events.keys, *events.values)],
             SEQ,
             DELETE,
             HASH,
@@ -90,11 +87,11 @@ def winners(events: Events, applicable: DataFrame, *, fold: bool, fresh: bool) -
             Window.unboundedPreceding, Window.unboundedFollowing
         )
         folded = {
-            v: F.last(F.when(after, F.col(_q(v))), ignorenulls=True).over(ascending)
+            v: F.last(F.when(after, F.col(quoted(v))), ignorenulls=True).over(ascending)
             for v in events.values
         }
         df = df.select(
-            *[F.col(_q(k)) for k in events.keys],
+            *[F.col(quoted(k)) for k in events.keys],
             *[folded[v].alias(v) for v in events.values],
             SEQ,
             DELETE,
@@ -103,7 +100,7 @@ def winners(events: Events, applicable: DataFrame, *, fold: bool, fresh: bool) -
         )
     ranked = df.withColumn("_cl_n", F.row_number().over(by_key.orderBy(*order)))
     return ranked.where(F.col("_cl_n") == 1).select(
-        *[F.col(_q(c)) for c in (*events.keys, *events.values)],
+        *[F.col(quoted(c)) for c in (*events.keys, *events.values)],
         SEQ,
         DELETE,
         HASH,
@@ -116,8 +113,10 @@ def target_found(events: Events, won: DataFrame, target: DataFrame, into: Target
     (``target``: keys and address columns), with their SEQ, DELETE and HASH for the state. A
     delete of a key the target does not hold has the action NOTHING: it only leaves a
     tombstone."""
-    t = target.select(*[F.col(_q(k)).alias(f"_t_{i}") for i, k in enumerate(events.keys)], *ADDRESS)
-    on = [won[_q(k)] == t[f"_t_{i}"] for i, k in enumerate(events.keys)]
+    t = target.select(
+        *[F.col(quoted(k)).alias(f"_t_{i}") for i, k in enumerate(events.keys)], *ADDRESS
+    )
+    on = [won[quoted(k)] == t[f"_t_{i}"] for i, k in enumerate(events.keys)]
     joined = won.join(t, on, "left")
     matched = F.col(FILE).isNotNull()
     action = (
@@ -126,7 +125,7 @@ def target_found(events: Events, won: DataFrame, target: DataFrame, into: Target
         .when(matched, F.lit(UPDATE))
         .otherwise(F.lit(INSERT))
     )
-    values = {c: F.col(_q(c)) for c in (*events.keys, *events.values)}
+    values = {c: F.col(quoted(c)) for c in (*events.keys, *events.values)}
     return joined.select(
         action.alias(ACTION), *ADDRESS, *found_columns(into, values), SEQ, DELETE, HASH
     )

@@ -32,14 +32,10 @@ from changelake.changelog.state import (
 )
 from changelake.dml.common import Target
 from changelake.errors import InvalidStatementError
-from changelake.schema import TableSchema
+from changelake.schema import TableSchema, quoted
 from changelake.storage.snapshot import ADDRESS, FILE
 
 START, END = "__START_AT", "__END_AT"
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def validity_columns(
@@ -83,36 +79,36 @@ def history(
 
     def shaped(df: DataFrame, values: dict[str, Column], seq: Column, delete: bool) -> DataFrame:
         return df.select(
-            *[F.col(_q(k)) for k in keys],
+            *[F.col(quoted(k)) for k in keys],
             *[values.get(c, nulls[c]).alias(c) for c in image],
             seq.alias(SEQ),
             F.lit(delete).alias(DELETE),
         )
 
-    given = {c: F.col(_q(c)) for c in events.values}
-    old_values = {c: F.col(_q(c)) for c in image}
-    by_key = Window.partitionBy(*[_q(k) for k in keys])
-    next_start = F.lead(F.col(_q(start))).over(by_key.orderBy(F.col(_q(start))))
+    given = {c: F.col(quoted(c)) for c in events.values}
+    old_values = {c: F.col(quoted(c)) for c in image}
+    by_key = Window.partitionBy(*[quoted(k) for k in keys])
+    next_start = F.lead(F.col(quoted(start))).over(by_key.orderBy(F.col(quoted(start))))
     nxt = F.col("_cl_next")
     closed = old.withColumn("_cl_next", next_start).where(
-        F.col(_q(end)).isNotNull() & (nxt.isNull() | (nxt != F.col(_q(end))))
+        F.col(quoted(end)).isNotNull() & (nxt.isNull() | (nxt != F.col(quoted(end))))
     )
     merged = _merged_upserts(old, remembered.where(~F.col(DELETE)), keys, image, start, end)
     everything = functools_union(
         [
             shaped(applicable.where(~F.col(DELETE)), given, F.col(SEQ), False),
             shaped(applicable.where(F.col(DELETE)), {}, F.col(SEQ), True),
-            shaped(old, old_values, F.col(_q(start)), False),
+            shaped(old, old_values, F.col(quoted(start)), False),
             shaped(merged, old_values, F.col(SEQ), False),
-            shaped(closed, {}, F.col(_q(end)), True),
+            shaped(closed, {}, F.col(quoted(end)), True),
             shaped(remembered.where(F.col(DELETE)), {}, F.col(STATE_SEQ), True),
         ]
     )
-    hashed = [F.col(_q(c)) for c in events.values]
+    hashed = [F.col(quoted(c)) for c in events.values]
     everything = everything.withColumn(
         HASH, F.when(F.col(DELETE), F.lit(0).cast("bigint")).otherwise(value_hash(hashed))
     )
-    per_seq = Window.partitionBy(*[_q(k) for k in keys], SEQ).orderBy(
+    per_seq = Window.partitionBy(*[quoted(k) for k in keys], SEQ).orderBy(
         F.col(DELETE).desc(), F.col(HASH).desc()
     )
     one = everything.withColumn("_cl_n", F.row_number().over(per_seq)).where(F.col("_cl_n") == 1)
@@ -123,13 +119,13 @@ def history(
             ordered.rowsBetween(Window.unboundedPreceding, 0)
         )
         one = one.withColumn("_cl_segment", segment)
-        in_segment = Window.partitionBy(*[_q(k) for k in keys], "_cl_segment").orderBy(SEQ)
+        in_segment = Window.partitionBy(*[quoted(k) for k in keys], "_cl_segment").orderBy(SEQ)
         running = in_segment.rowsBetween(Window.unboundedPreceding, 0)
         one = one.select(
             *[
-                F.last(F.col(_q(c)), ignorenulls=True).over(running).alias(c)
+                F.last(F.col(quoted(c)), ignorenulls=True).over(running).alias(c)
                 if c in carried
-                else F.col(_q(c))
+                else F.col(quoted(c))
                 for c in (*keys, *image)
             ],
             SEQ,
@@ -139,7 +135,7 @@ def history(
     previous_delete = F.lag(F.col(DELETE)).over(ordered)
     same = F.lit(True)
     for c in image:
-        same = same & F.lag(F.col(_q(c))).over(ordered).eqNullSafe(F.col(_q(c)))
+        same = same & F.lag(F.col(quoted(c))).over(ordered).eqNullSafe(F.col(quoted(c)))
     after_upsert = F.coalesce(~previous_delete, F.lit(False))
     keep = F.when(F.col(DELETE), after_upsert).otherwise(~(after_upsert & same))
     one = one.withColumn("_cl_keep", keep)
@@ -147,7 +143,7 @@ def history(
     kept = one.where(F.col("_cl_keep"))
     rows = kept.withColumn("_cl_end", F.lead(F.col(SEQ)).over(ordered)).where(~F.col(DELETE))
     rows = rows.select(
-        *[F.col(_q(c)) for c in (*keys, *image)],
+        *[F.col(quoted(c)) for c in (*keys, *image)],
         F.col(SEQ).alias(start),
         F.col("_cl_end").alias(end),
     )
@@ -160,15 +156,15 @@ def _merged_upserts(
     """The remembered merged upserts (keys, ``__seq``) as keys, ``image`` and SEQ: each with the
     values of the old row it was merged into (the row starting last before it, if it has not
     ended); one no old row holds (the target was written by other statements) is dropped."""
-    row = F.struct(*[F.col(_q(c)) for c in image], F.col(_q(end)).alias("_cl_end"))
+    row = F.struct(*[F.col(quoted(c)) for c in image], F.col(quoted(end)).alias("_cl_end"))
     starts = old.select(
-        *[F.col(_q(k)) for k in keys], F.col(_q(start)).alias(SEQ), row.alias("_cl_row")
+        *[F.col(quoted(k)) for k in keys], F.col(quoted(start)).alias(SEQ), row.alias("_cl_row")
     )
     no_row = F.lit(None).cast(starts.schema["_cl_row"].dataType)
     inside = merged.select(
-        *[F.col(_q(k)) for k in keys], F.col(STATE_SEQ).alias(SEQ), no_row.alias("_cl_row")
+        *[F.col(quoted(k)) for k in keys], F.col(STATE_SEQ).alias(SEQ), no_row.alias("_cl_row")
     )
-    by_key = Window.partitionBy(*[_q(k) for k in keys]).orderBy(SEQ, F.col("_cl_row").isNull())
+    by_key = Window.partitionBy(*[quoted(k) for k in keys]).orderBy(SEQ, F.col("_cl_row").isNull())
     holder = F.last(F.col("_cl_row"), ignorenulls=True).over(
         by_key.rowsBetween(Window.unboundedPreceding, 0)
     )
@@ -179,7 +175,7 @@ def _merged_upserts(
         & (F.col("_cl_holder._cl_end").isNull() | (F.col(SEQ) < F.col("_cl_holder._cl_end")))
     )
     return both.where(held).select(
-        *[F.col(_q(k)) for k in keys],
+        *[F.col(quoted(k)) for k in keys],
         *[F.col("_cl_holder")[c].alias(c) for c in image],
         SEQ,
     )
@@ -195,7 +191,7 @@ def functools_union(frames: list[DataFrame]) -> DataFrame:
 def _greatest(df: DataFrame, keys: list[str]) -> DataFrame:
     """Per key the greatest event, and for the state (as JSON) the sequence of every delete
     and of every upsert merged into the open row (not kept)."""
-    by_key = Window.partitionBy(*[_q(k) for k in keys])
+    by_key = Window.partitionBy(*[quoted(k) for k in keys])
     order = by_key.orderBy(F.col(SEQ).desc(), F.col(DELETE).desc(), F.col(HASH).desc())
     whole = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
 
@@ -210,7 +206,7 @@ def _greatest(df: DataFrame, keys: list[str]) -> DataFrame:
         recorded(~F.col(DELETE) & ~F.col("_cl_keep"), STATE_MERGED),
     )
     out = ranked.where(F.col("_cl_g") == 1)
-    return out.select(*[F.col(_q(k)) for k in keys], SEQ, DELETE, HASH, *HISTORY_COLUMNS)
+    return out.select(*[F.col(quoted(k)) for k in keys], SEQ, DELETE, HASH, *HISTORY_COLUMNS)
 
 
 def target_found(
@@ -226,21 +222,21 @@ def target_found(
     """Phase 1 of the target write: the new history rows against the old ones, by key and
     ``start``: new rows are inserted, changed ones updated, missing ones deleted."""
     o = old.select(
-        *[F.col(_q(c)).alias(f"_o_{i}") for i, c in enumerate((*keys, start, end, *image))],
+        *[F.col(quoted(c)).alias(f"_o_{i}") for i, c in enumerate((*keys, start, end, *image))],
         *ADDRESS,
     )
     names = (*keys, start, end, *image)
-    on = [rows[_q(c)] == o[f"_o_{i}"] for i, c in enumerate((*keys, start))]
+    on = [rows[quoted(c)] == o[f"_o_{i}"] for i, c in enumerate((*keys, start))]
     joined = rows.join(o, on, "full_outer")
     same = F.lit(True)
     for i, c in enumerate(names):
-        same = same & F.col(_q(c)).eqNullSafe(F.col(f"_o_{i}"))
-    is_new = F.col(_q(start)).isNotNull()
+        same = same & F.col(quoted(c)).eqNullSafe(F.col(f"_o_{i}"))
+    is_new = F.col(quoted(start)).isNotNull()
     matched = F.col(FILE).isNotNull()
     action = (
         F.when(~is_new, F.lit(REMOVE)).when(~matched, F.lit(INSERT)).when(~same, F.lit(REPLACE))
     )
-    values = {c: F.col(_q(c)) for c in names}
+    values = {c: F.col(quoted(c)) for c in names}
     return joined.select(action.alias(ACTION), *ADDRESS, *found_columns(into, values)).where(
         F.col(ACTION).isNotNull()
     )
@@ -251,7 +247,7 @@ def remembered(state: DataFrame, expired: Column, touched: DataFrame, keys: list
     tombstones, recorded deletes, and upserts merged into an open row."""
     mine = state.where(~expired).join(touched, keys, "left_semi")
     seqs = ArrayType(mine.schema[STATE_SEQ].dataType)
-    key_columns = [F.col(_q(k)) for k in keys]
+    key_columns = [F.col(quoted(k)) for k in keys]
     tombstones = mine.where(F.col(STATE_DELETED)).select(
         *key_columns, F.col(STATE_SEQ), F.lit(True).alias(DELETE)
     )

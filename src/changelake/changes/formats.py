@@ -37,6 +37,7 @@ from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
 from changelake.changes.scan import ACTION, COMMIT_TIMESTAMP, COMMIT_VERSION, ISUPDATE, ROW_ID
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
+from changelake.schema import quoted
 
 OFFSET = "offset"
 OP = "op"
@@ -120,7 +121,7 @@ def render(
     if rendering.format is Format.UPSERT:
         staged = _upserts(staged)
     op = _OPS[rendering.format]()
-    out = [F.col(OFFSET).cast("bigint").alias(OFFSET), *op, *[F.col(_q(c)) for c in columns]]
+    out = [F.col(OFFSET).cast("bigint").alias(OFFSET), *op, *[F.col(quoted(c)) for c in columns]]
     if not (ordered and rendering.row_by_row):
         staged = staged.orderBy(*_order())
     return _numbered(staged).select(*out, *_trailer())
@@ -131,10 +132,6 @@ def render(
 # The commit version and time, what identifies a row (ROW_ID, or the KEYS), whether the row is
 # half of a correction, and the rank that puts a DELETE half first.
 _V, _TS, _ID, _UPDATE, _RANK = "_cl_v", "_cl_ts", "_cl_id", "_cl_update", "_cl_rank"
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _column(key: str, columns: list[str], source: str) -> str:
@@ -160,7 +157,7 @@ def _stamped(df: DataFrame, commit: Commit, keys: list[str]) -> DataFrame:
         "*",
         version.cast("bigint").alias(_V),
         at.cast("timestamp").alias(_TS),
-        (F.struct(*[F.col(_q(k)) for k in keys]) if keys else F.col(ROW_ID)).alias(_ID),
+        (F.struct(*[F.col(quoted(k)) for k in keys]) if keys else F.col(ROW_ID)).alias(_ID),
         F.when(F.col(ACTION) == "DELETE", 0).otherwise(1).alias(_RANK),
     )
     if not keys:
@@ -237,7 +234,7 @@ def _upserts(df: DataFrame) -> DataFrame:
 
 
 def _debezium(df: DataFrame, columns: list[str], commit: Commit) -> DataFrame:
-    image = F.struct(*[F.col(_q(c)) for c in columns])
+    image = F.struct(*[F.col(quoted(c)) for c in columns])
 
     def half(action: str, value: Column) -> Column:
         return F.first(F.when(F.col(ACTION) == action, value), ignorenulls=True)

@@ -36,7 +36,7 @@ from changelake.errors import (
     InvalidStatementError,
     did_you_mean,
 )
-from changelake.schema import TableSchema
+from changelake.schema import TableSchema, quoted
 from changelake.storage.spark_errors import spark_errors
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
@@ -208,14 +208,10 @@ def in_table_order(df: DataFrame, schema: TableSchema, *, table: str) -> DataFra
     return df.select(
         *[
             (
-                F.col(_quoted(given[c.name.lower()]))
+                F.col(quoted(given[c.name.lower()]))
                 if c.name.lower() in given
                 else F.lit(None).cast(c.type)
             ).alias(c.name)
             for c in schema.columns
         ]
     )
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"

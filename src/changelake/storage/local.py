@@ -14,6 +14,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from changelake.schema import quoted
+
 # Up to this many rows, a lookup is inlined as expressions rather than joined.
 INLINE_ROWS = 8
 
@@ -39,10 +41,6 @@ def _literal(value: Any) -> str:
 
 def _cast(value: Any, type_: str) -> str:
     return f"CAST({_literal(value)} AS {type_})"
-
-
-def _name(column: str) -> str:
-    return "`" + column.replace("`", "``") + "`"
 
 
 def local_dataframe(
@@ -90,7 +88,7 @@ def lookup(
         cases = "".join(
             " WHEN "
             + " AND ".join(
-                f"{_name(n)} = {_literal(v)}" for (n, _), v in zip(keys, row, strict=False)
+                f"{quoted(n)} = {_literal(v)}" for (n, _), v in zip(keys, row, strict=False)
             )
             + f" THEN {i}"
             for i, row in enumerate(rows, start=1)
