@@ -26,6 +26,7 @@ from changelake.plan.grammar import (
     REFUSED_CLAUSES,
     aggregates,
     function_name,
+    refused_clause,
 )
 from changelake.plan.ir import (
     Aggregate,
@@ -67,6 +68,7 @@ class Builder:
         self.about = about
         self._ids = itertools.count()
         self._views: list[str] = []
+        self.built: list[tuple[str, Node]] = []  # every view built and its tree, innermost first
 
     def view(self, name: str) -> Node:
         """The IR of view ``name``."""
@@ -77,9 +79,11 @@ class Builder:
             raise InvalidStatementError(f"View {name} refers to itself.")
         self._views.append(name.lower())
         try:
-            return self.query(parse_one(sql), {})
+            tree = self.query(parse_one(sql), {})
         finally:
             self._views.pop()
+        self.built.append((name.lower(), tree))
+        return tree
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -109,9 +113,9 @@ class Builder:
         return Union(Branch(left, "0"), Branch(right, "1"))
 
     def _select(self, tree: exp.Select, ctes: dict[str, exp.Expression]) -> Node:
-        for key, clause in REFUSED_CLAUSES.items():
-            if tree.args.get(key):
-                raise self._unsupported(clause)
+        clause = refused_clause(tree)
+        if clause is not None:
+            raise self._unsupported(clause)
         for item in tree.expressions:
             if item.find(exp.Subquery, exp.Select, exp.Exists) is not None:
                 raise self._unsupported("a subquery in the select list")
@@ -188,7 +192,8 @@ class Builder:
         other = f"`{sub.columns[0].id}`"
         if negated:
             condition = f"({value}) = {other} OR ({value}) IS NULL OR {other} IS NULL"
-            return Join(node, sub, JoinKind.ANTI, condition, to_spark(test.not_()))
+            shown = f"{to_spark(test.this)} NOT IN {to_spark(test.args['query'])}"
+            return Join(node, sub, JoinKind.ANTI, condition, shown)
         return Join(node, sub, JoinKind.SEMI, f"({value}) = {other}", to_spark(test))
 
     def _exists(

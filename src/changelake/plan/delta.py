@@ -251,25 +251,6 @@ def delta_window(node: Window, child: Node | None) -> Node | None:
     return None if child is None else Regroup(node, child, _bounded(node, child))
 
 
-def non_monotonic(node: Node) -> str | None:
-    """The first operator under ``node`` that can lose rows while its inputs only gain rows
-    (so APPEND_ONLY has no meaning for it), or None.
-
-    >>> s = Scan("t", 1, "t", (), ())
-    >>> non_monotonic(Filter(s, "x")), non_monotonic(Aggregate(s, (), (), (), ()))
-    (None, 'DISTINCT')
-    """
-    if isinstance(node, Aggregate):
-        return "GROUP BY" if node.values else "DISTINCT"
-    if isinstance(node, Window):
-        return "window function"
-    for child in children(node):
-        found = non_monotonic(child)
-        if found is not None:
-            return found
-    return None
-
-
 def formula(node: Node) -> str:
     """A derivative written as algebra, for doctests and EXPLAIN."""
     if isinstance(node, Delta):

@@ -29,6 +29,13 @@ REFUSED_CLAUSES = {
 }
 
 
+def refused_clause(select: exp.Select) -> str | None:
+    """The first clause of ``select`` a view with a derivative cannot use, as the user knows it."""
+    if select.args.get("order") and select.args.get("limit"):
+        return "ORDER BY … LIMIT (top-N)"
+    return next((name for key, name in REFUSED_CLAUSES.items() if select.args.get(key)), None)
+
+
 def aggregates(items: list[exp.Expression]) -> bool:
     """Whether the select list aggregates (a call outside any OVER clause)."""
     return any(

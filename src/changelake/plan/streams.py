@@ -14,14 +14,13 @@ from pyspark.sql import DataFrame, SparkSession
 from changelake.catalog.model import StreamInfo
 from changelake.changes.plan import Information
 from changelake.errors import UnsupportedError
-from changelake.plan.delta import non_monotonic
+from changelake.plan.definition import view_definition
 from changelake.plan.ir import Node, scans
 from changelake.plan.views import (
     Versions,
     ViewPlan,
     changes_over,
     check_view_stream,
-    view_definition,
 )
 from changelake.storage.warehouse import Warehouse
 from changelake.streams import frontier
@@ -44,21 +43,17 @@ def view_stream_source(
     ctx: StatementContext, view: str, stream: str, *, point: Point | None, append_only: bool
 ) -> ViewStreamSource:
     """Where stream ``stream`` on ``view`` starts: each base table at ``point`` (default: now)."""
-    tree, definition = view_definition(ctx, view, f"stream {stream} on view {view}")
-    operator = non_monotonic(tree) if append_only else None
-    if operator is not None:
-        raise UnsupportedError(
-            f"Stream {stream}: APPEND_ONLY = TRUE needs a view whose rows are only ever added when"
-            f" its tables' rows are; view {view}'s {operator} can remove rows. Create the stream"
-            " without APPEND_ONLY."
-        )
-    tables = {s.table_id: ctx.catalog.table(s.table) for s in scans(tree)}
+    definition = view_definition(ctx, view, f"stream {stream} on view {view}")
+    refused = definition.append_only_refusal() if append_only else None
+    if refused is not None:
+        raise UnsupportedError(refused.stream_message(stream, view))
+    tables = {s.table_id: ctx.catalog.table(s.table) for s in scans(definition.tree)}
     frontiers = tuple(
         (t, resolve(ctx, info, point) if point is not None else ctx.read_version(info))
         for t, info in sorted(tables.items())
     )
     names = tuple(sorted(info.name for info in tables.values()))
-    return ViewStreamSource(view.lower(), definition, frontiers, names)
+    return ViewStreamSource(view.lower(), definition.fingerprint, frontiers, names)
 
 
 def read_stream(

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-import hashlib
-import json
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession, Window
@@ -25,9 +23,9 @@ from changelake.changes.scan import ACTION as ACTION_COLUMN
 from changelake.changes.scan import COMMIT_TIMESTAMP, COMMIT_VERSION, ISUPDATE, row_id
 from changelake.changes.scan import ROW_ID as ROW_ID_COLUMN
 from changelake.errors import InvalidStatementError, StaleStreamError, UnsupportedError
-from changelake.plan.build import Builder, Catalog
 from changelake.plan.compile import ACTION, RID, compile_node, net_changes
-from changelake.plan.delta import derive, formula, non_monotonic
+from changelake.plan.definition import view_definition, view_tree
+from changelake.plan.delta import derive, formula
 from changelake.plan.ir import (
     At,
     Delta,
@@ -40,6 +38,7 @@ from changelake.plan.ir import (
     describe,
     scans,
 )
+from changelake.plan.monotonic import appended
 from changelake.storage.pruning import Comparison, prune, value_range
 from changelake.storage.snapshot import RID as TABLE_RID
 from changelake.storage.snapshot import read_state
@@ -80,34 +79,6 @@ class ViewPlan:
 
     def _spans(self) -> list[tuple[str, int, int]]:
         return [(t, a, b) for t, (a, b) in sorted(self.intervals.items())]
-
-
-def _catalog(ctx: StatementContext, read: list[tuple[str, str]]) -> Catalog:
-    def table(name: str) -> tuple[TableInfo, tuple[str, ...]] | None:
-        info = ctx.catalog.find_table(name)
-        if info is None:
-            return None
-        return info, tuple(c.name for c in ctx.state(info).schema.columns)
-
-    def view_sql(name: str) -> str | None:
-        sql = ctx.catalog.view_sql(name)
-        if sql is not None:
-            read.append((name.lower(), sql))
-        return sql
-
-    return Catalog(table, view_sql, ctx.catalog.object_names)
-
-
-def view_definition(ctx: StatementContext, name: str, about: str) -> tuple[Node, str]:
-    """The IR of view ``name`` and a fingerprint of what it means: the definitions of the view
-    and of every view it reads (a stream on the view goes stale when it changes)."""
-    read: list[tuple[str, str]] = []
-    tree = Builder(_catalog(ctx, read), about).view(name)
-    return tree, hashlib.sha256(json.dumps(read).encode()).hexdigest()
-
-
-def view_tree(ctx: StatementContext, name: str, about: str) -> Node:
-    return view_definition(ctx, name, about)[0]
 
 
 Versions = dict[int, tuple[TableInfo, int, int]]  # table id -> (table, start, end)
@@ -158,16 +129,30 @@ def check_view_stream(ctx: StatementContext, stream: StreamInfo) -> Node:
         raise StaleStreamError(
             f"Stream {stream.name} is stale: view {stream.view} was dropped.{recreate}"
         )
-    tree, definition = view_definition(ctx, stream.view, f"stream {stream.name}")
-    if definition != stream.view_definition:
+    redefined = (
+        f"Stream {stream.name} is stale: view {stream.view} (or a view it reads) was redefined"
+        " after the stream was created"
+    )
+    try:
+        definition = view_definition(
+            ctx, stream.view, f"view {stream.view} of stream {stream.name}"
+        )
+    except UnsupportedError as e:
+        # what a view may use follows from its text, and the stream's view had changes when the
+        # stream was created: one of the views it reads was redefined since
+        raise StaleStreamError(f"{redefined}; {e}") from e
+    if definition.fingerprint != stream.view_definition:
+        refused = definition.append_only_refusal() if stream.append_only else None
+        if refused is not None:
+            raise StaleStreamError(
+                f"{redefined}, and {refused.stale_reason(stream.name, stream.view)}."
+            )
         raise StaleStreamError(
-            f"Stream {stream.name} is stale: view {stream.view} (or a view it reads) was"
-            " redefined after the stream was created, so its changes no longer follow from the"
-            f" stream's position.{recreate}"
+            f"{redefined}, so its changes no longer follow from the stream's position.{recreate}"
         )
     for table_id, _ in stream.frontiers:
         check_not_stale(ctx.catalog, stream, ctx.catalog.table_by_id(table_id), now=ctx.now())
-    return tree
+    return definition.tree
 
 
 def view_at(
@@ -198,9 +183,15 @@ def view_changes(
 ) -> tuple[DataFrame, ViewPlan]:
     """The changes of view ``name`` between the points, with METADATA$ACTION, METADATA$ISUPDATE
     and METADATA$ROW_ID, and the plan that computes them."""
-    tree = view_tree(ctx, name, f"CHANGES on view {name}")
-    versions = _versions(ctx, name, tree, start, end)
-    return changes_over(ctx, spark, warehouse, name, tree, versions, information=information)
+    about = f"CHANGES on view {name}"
+    definition = view_definition(ctx, name, about)
+    refused = definition.append_only_refusal() if information is Information.APPEND_ONLY else None
+    if refused is not None:
+        raise UnsupportedError(refused.changes_message(about, name))
+    versions = _versions(ctx, name, definition.tree, start, end)
+    return changes_over(
+        ctx, spark, warehouse, name, definition.tree, versions, information=information
+    )
 
 
 def changes_over(
@@ -215,18 +206,15 @@ def changes_over(
     initial_rows: bool = False,
 ) -> tuple[DataFrame, ViewPlan]:
     """The changes of view ``name`` (IR ``tree``) over one interval per base table; with
-    ``initial_rows``, every row of the view at the end as an INSERT (a stream's first read)."""
-    about = f"CHANGES on view {name}"
+    ``initial_rows``, every row of the view at the end as an INSERT (a stream's first read).
+    APPEND_ONLY: ``tree`` is one that ``monotonic.refusal`` accepts."""
     if information is Information.REDO:
         return _redo(ctx, spark, warehouse, name, tree, versions)
-    operator = non_monotonic(tree) if information is Information.APPEND_ONLY else None
-    if operator is not None:
-        raise UnsupportedError(
-            f"{about}: INFORMATION => APPEND_ONLY needs a view whose rows are only ever added when"
-            f" its tables' rows are; its {operator} can remove rows. Use INFORMATION => DEFAULT."
-        )
     leaves = _Leaves(ctx, spark, warehouse, versions, information)
-    derivative = derive(tree, changed=leaves.changed)
+    if information is Information.APPEND_ONLY:
+        derivative = appended(tree, changed=leaves.changed)
+    else:
+        derivative = derive(tree, changed=leaves.changed)
     chosen, reason = _choose(spark, ctx, tree, derivative, versions, information)
     if initial_rows:
         chosen, reason = "INITIAL ROWS", "a stream's first read returns every row at the end"
@@ -245,8 +233,7 @@ def changes_over(
     if information is Information.APPEND_ONLY:
         if derivative is None:
             return _empty(spark, tree, leaves), plan
-        df = compile_node(derivative, leaves.read).where(F.col(ACTION) == "INSERT")
-        return _inserts(df, names), plan
+        return _inserts(compile_node(derivative, leaves.read), names), plan
     if chosen == "RECOMPUTE":
         before = compile_node(at(tree, End.START), leaves.read).withColumn(ACTION, F.lit("DELETE"))
         after = compile_node(at(tree, End.END), leaves.read).withColumn(ACTION, F.lit("INSERT"))
@@ -424,8 +411,8 @@ class _Leaves:
             if self.information is Information.APPEND_ONLY:
                 # what the view could join an inserted row with: the start state and every
                 # inserted row, with its values as inserted
-                appended = self._changes(info, first, last).drop(ACTION)
-                return self._state(info, first).unionByName(appended)
+                added = self._changes(info, first, last).drop(ACTION)
+                return self._state(info, first).unionByName(added)
             return self._state(info, last)
         key = node.key if isinstance(node, At) else None
         return self._state(info, first, key=key, changed=(first, last))

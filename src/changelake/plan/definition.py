@@ -1,0 +1,60 @@
+"""A view's definition: its IR, built from the catalog's view texts, and what it means.
+
+A stream on a view remembers the fingerprint of the definitions it was created on (the view's and
+those of the views it reads), and goes stale when they change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from changelake.catalog.model import TableInfo
+from changelake.plan.build import Builder, Catalog
+from changelake.plan.ir import Node
+from changelake.plan.monotonic import Refusal, refusal
+from changelake.txn.context import StatementContext
+
+
+def _catalog(ctx: StatementContext, read: list[tuple[str, str]]) -> Catalog:
+    def table(name: str) -> tuple[TableInfo, tuple[str, ...]] | None:
+        info = ctx.catalog.find_table(name)
+        if info is None:
+            return None
+        return info, tuple(c.name for c in ctx.state(info).schema.columns)
+
+    def view_sql(name: str) -> str | None:
+        sql = ctx.catalog.view_sql(name)
+        if sql is not None:
+            read.append((name.lower(), sql))
+        return sql
+
+    return Catalog(table, view_sql, ctx.catalog.object_names)
+
+
+@dataclass(frozen=True)
+class ViewDefinition:
+    """A view's IR; the fingerprint of the definitions it was built from; and the views it was
+    built from (itself last), each with its IR, innermost first."""
+
+    tree: Node
+    fingerprint: str
+    built: tuple[tuple[str, Node], ...]
+
+    def append_only_refusal(self) -> Refusal | None:
+        """The operator APPEND_ONLY cannot follow, named in the view it is written in."""
+        return refusal(self.tree, self.built)
+
+
+def view_definition(ctx: StatementContext, name: str, about: str) -> ViewDefinition:
+    """View ``name`` as the catalog defines it now; errors name ``about``."""
+    read: list[tuple[str, str]] = []
+    builder = Builder(_catalog(ctx, read), about)
+    tree = builder.view(name)
+    fingerprint = hashlib.sha256(json.dumps(read).encode()).hexdigest()
+    return ViewDefinition(tree, fingerprint, tuple(builder.built))
+
+
+def view_tree(ctx: StatementContext, name: str, about: str) -> Node:
+    return view_definition(ctx, name, about).tree

@@ -1,0 +1,199 @@
+"""APPEND_ONLY on views (paper 2.2.1): which views it can follow, and the rows such a view adds.
+
+A view of projections, filters, inner, cross and semi joins and UNION ALL only gains rows while
+its tables only gain rows, and the rows it gains follow from the rows they gained. Every other
+operator is refused, by name: outer and anti joins, GROUP BY, aggregates and window functions can
+remove rows when rows are added, and DISTINCT adds a row only for values it did not have, which
+the added rows alone cannot tell. Their appended rows would cost what their full changes cost,
+while users expect "append-only changes are cheap" (paper 2.2.1, 3.2.3), so the refusal points to
+INFORMATION => DEFAULT.
+
+>>> from changelake.plan.delta import formula
+>>> from changelake.plan.ir import Col, Scan
+>>> t = Scan("t", 1, "t", ("k",), (Col("_v0", "k"),))
+>>> u = Scan("u", 2, "u", ("k",), (Col("_v1", "k"),))
+>>> refusal(Join(t, u, JoinKind.LEFT, "_v0 = _v1", "t.k = u.k")).operator
+'LEFT OUTER JOIN ON t.k = u.k'
+>>> refusal(Join(t, u, JoinKind.SEMI, "_v0 = _v1")) is None
+True
+>>> print(formula(appended(Join(t, u, JoinKind.SEMI, "_v0 = _v1"), changed=lambda s: True)))
+Δt ⋉ u@end ∪ +((t@start ⋉ Δu) ▷ u@start)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from changelake.plan.delta import (
+    Changed,
+    delta_branch,
+    delta_filter,
+    delta_join,
+    delta_project,
+    delta_scan,
+    delta_union,
+)
+from changelake.plan.ir import (
+    Aggregate,
+    Branch,
+    End,
+    Filter,
+    Join,
+    JoinKind,
+    Node,
+    Project,
+    Scan,
+    Signed,
+    Union,
+    Window,
+    at,
+    children,
+)
+
+FOLLOWED = (
+    "follows only views whose added rows follow from their tables' added rows alone"
+    " (projections, filters, inner, cross and semi joins, UNION ALL)"
+)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An operator APPEND_ONLY cannot follow: as written, what it does to rows, and the view
+    it is written in."""
+
+    operator: str
+    effect: str
+    view: str | None = None
+
+    def named(self, view: str) -> str:
+        """The operator, and where it is when ``view`` reads it from another view."""
+        if self.view is None or self.view == view.lower():
+            return self.operator
+        return f"{self.operator} (in view {self.view}, which it reads)"
+
+    def changes_message(self, about: str, view: str) -> str:
+        return (
+            f"{about}: INFORMATION => APPEND_ONLY {FOLLOWED}; its {self.named(view)}"
+            f" {self.effect}. Use INFORMATION => DEFAULT."
+        )
+
+    def stream_message(self, stream: str, view: str) -> str:
+        return (
+            f"Stream {stream}: APPEND_ONLY = TRUE {FOLLOWED}; view {view}'s {self.named(view)}"
+            f" {self.effect}. Create the stream without APPEND_ONLY."
+        )
+
+    def stale_reason(self, stream: str, view: str) -> str:
+        """Why APPEND_ONLY ``stream`` on ``view``, redefined, cannot go on, and what to do."""
+        return (
+            f"now uses {self.named(view)}, which APPEND_ONLY cannot follow: it {self.effect}."
+            f" Recreate it without APPEND_ONLY: CREATE OR REPLACE STREAM {stream} ON VIEW {view}"
+        )
+
+
+_OUTER = {
+    JoinKind.LEFT: "a row added on its right side replaces a left row padded with NULLs",
+    JoinKind.RIGHT: "a row added on its left side replaces a right row padded with NULLs",
+    JoinKind.FULL: "a row added on one side replaces a row of the other padded with NULLs",
+}
+_DISTINCT = "adds a row only for values it did not have, which the added rows alone cannot tell"
+
+
+def refusal(tree: Node, views: Sequence[tuple[str, Node]] = ()) -> Refusal | None:
+    """The first operator of view ``tree`` that APPEND_ONLY cannot follow, or None. ``views``:
+    the views ``tree`` was built from, each with its tree, innermost first; the refusal names the
+    innermost one the operator is in.
+
+    >>> from changelake.plan.ir import Scan
+    >>> s = Scan("t", 1, "t", (), ())
+    >>> refusal(Filter(s, "x")), refusal(Aggregate(s, (), (), (), ())).operator
+    (None, 'DISTINCT')
+    """
+    found = _first(tree)
+    if found is None:
+        return None
+    node, operator, effect = found
+    where = next((name for name, built in views if _contains(built, node)), None)
+    return Refusal(operator, effect, where)
+
+
+def _first(node: Node) -> tuple[Node, str, str] | None:
+    if isinstance(node, Join) and node.kind in _OUTER:
+        on = f" ON {node.shown}" if node.shown else ""
+        return node, f"{node.kind.name} OUTER JOIN{on}", _removes(_OUTER[node.kind])
+    if isinstance(node, Join) and node.kind is JoinKind.ANTI:
+        effect = "a row added to what it excludes removes the rows it matches"
+        return node, f"anti join ({node.shown})", _removes(effect)
+    if isinstance(node, Aggregate) and not node.values:
+        # a UNION without ALL is built as DISTINCT over the UNION ALL
+        union = isinstance(node.child, Union)
+        return node, "UNION without ALL" if union else "DISTINCT", _DISTINCT
+    if isinstance(node, Aggregate) and node.keys:
+        return node, "GROUP BY", _removes("a row added to a group replaces the group's row")
+    if isinstance(node, Aggregate):
+        return node, "aggregate without GROUP BY", _removes("each row added replaces its one row")
+    if isinstance(node, Window):
+        effect = "a row added changes the window values of the other rows of its partition"
+        return node, "window function", _removes(effect)
+    for child in children(node):
+        found = _first(child)
+        if found is not None:
+            return found
+    return None
+
+
+def _removes(why: str) -> str:
+    return f"can remove rows ({why})"
+
+
+def _contains(tree: Node, node: Node) -> bool:
+    return tree is node or any(_contains(c, node) for c in children(tree))
+
+
+def appended(node: Node, *, changed: Changed) -> Node | None:
+    """Δ⁺``node``: the rows a view that ``refusal`` accepts adds over the interval, from the
+    rows its tables added (``Delta`` leaves of inserts; ``At`` the end: the start and the rows
+    added), or None if none of its tables changed. The rules of ``derive``, except for semi
+    joins, whose rows gaining a partner count only if they had none at the start:
+    Δ⁺(Q ⋉ R) = Δ⁺Q ⋉ R|end + +((Q|start ⋉ Δ⁺R) ▷ R|start).
+
+    >>> from changelake.plan.delta import formula
+    >>> from changelake.plan.ir import Col
+    >>> t = Scan("t", 1, "t", ("k",), (Col("_v0", "k"),))
+    >>> u = Scan("u", 2, "u", ("k",), (Col("_v1", "k"),))
+    >>> print(formula(appended(Join(t, u, JoinKind.INNER, "_v0 = _v1"), changed=lambda s: True)))
+    (t@start ⋈ Δu) + (Δt ⋈ u@end)
+    """
+    if isinstance(node, Scan):
+        return delta_scan(node, changed)
+    if isinstance(node, Filter):
+        return delta_filter(node, appended(node.child, changed=changed))
+    if isinstance(node, Project):
+        return delta_project(node, appended(node.child, changed=changed))
+    if isinstance(node, Union):
+        left = appended(node.left, changed=changed)
+        return delta_union(node, left, appended(node.right, changed=changed))
+    if isinstance(node, Join) and node.kind in (JoinKind.INNER, JoinKind.CROSS, JoinKind.SEMI):
+        left = appended(node.left, changed=changed)
+        right = appended(node.right, changed=changed)
+        if node.kind is JoinKind.SEMI:
+            return _appended_semi(node, left, right)
+        return delta_join(node, left, right)
+    if isinstance(node, Branch):
+        return delta_branch(node, appended(node.child, changed=changed))
+    raise TypeError(f"APPEND_ONLY cannot follow {type(node).__name__}; refusal() says why")
+
+
+def _appended_semi(node: Join, left: Node | None, right: Node | None) -> Node | None:
+    terms: list[Node] = []
+    cond, shown = node.condition, node.shown
+    if left is not None:
+        terms.append(Join(left, at(node.right, End.END), JoinKind.SEMI, cond, shown))
+    if right is not None:
+        partnered = Join(at(node.left, End.START), right, JoinKind.SEMI, cond, shown)
+        new = Join(partnered, at(node.right, End.START), JoinKind.ANTI, cond, shown)
+        terms.append(Signed(new, "INSERT"))  # rows of a state: say they are added
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else Union(terms[0], terms[1])
