@@ -282,10 +282,15 @@ def _unpaired(
 
 
 def checked(events: Events, *, spec: ApplySpec) -> Events:
-    """``events`` that fail the Spark job reading them at a bad row, naming it (an
-    InvalidStatementError once translated): the check runs inside the apply's own jobs, before
-    anything is written, not in a query of its own. It must stay the first filter on the
-    events: filters added later are combined after it, so every row meets it."""
+    """``events`` whose keys, sequence and kind fail the Spark job that reads them at a bad
+    row, naming it (an InvalidStatementError once translated): the check runs inside the
+    apply's own jobs, before anything is written, not in a query of its own.
+
+    The failure is the value of those columns, not a filter: the optimizer drops a filter, and
+    everything under it, once it can prove that no row passes a later one. A constant op
+    (``'U' AS op``: ignored, so no row is an event) or a constant NULL key or sequence (no row
+    can join) made exactly the bad rows disappear with their check. No step can decide
+    anything about a row without evaluating its key, sequence or kind."""
     types = {f.name: f.dataType for f in events.df.schema.fields}
     named = [(k, k) for k in events.keys] + [(spec.sequence_name, SEQ)]
     parts: list[Column] = []
@@ -301,5 +306,13 @@ def checked(events: Events, *, spec: ApplySpec) -> Events:
         F.col(PROBLEM),
         F.lit(". Nothing was applied; fix or filter the source rows."),
     )
-    guard = F.when(F.col(PROBLEM).isNotNull(), invalid_input(message)).isNull()
-    return replace(events, df=events.df.where(guard).drop(PROBLEM))
+    bad = F.col(PROBLEM).isNotNull()
+    guarded = {*events.keys, SEQ, DELETE}
+
+    def column(name: str) -> Column:
+        value = F.col(quoted(name))
+        if name in guarded:
+            value = F.when(bad, invalid_input(message)).otherwise(value)
+        return value.alias(name)
+
+    return replace(events, df=events.df.select(*[column(c) for c in types if c != PROBLEM]))
