@@ -30,6 +30,7 @@ from changelake.catalog.requests import (
     SetSchema,
     TableLive,
 )
+from changelake.clock import ManualClock
 from changelake.errors import (
     ConflictError,
     DependencyError,
@@ -64,7 +65,9 @@ def create(
     if_exists = IfExists.REPLACE if replace else IfExists.KEEP if if_not_exists else IfExists.ERROR
     props = {"data_retention_time_in_days": "1"} if properties is None else properties
     update = CreateTable(name, SCHEMA, tuple(props.items()), tuple(added), if_exists)
-    result = catalog.commit([CommitRequest(f"create-{name}", operation, (update,))], now=now)
+    result = catalog.commit(
+        [CommitRequest(f"create-{name}", operation, (update,))], clock=ManualClock(now)
+    )
     return result.tables[name.lower()]
 
 
@@ -111,11 +114,11 @@ def commit(
 
 def apply(catalog: Catalog, requests: list[CommitRequest], *, now: float) -> dict[int, list[int]]:
     """Commit ``requests``; the versions made per table id."""
-    return catalog.commit(requests, now=now).versions
+    return catalog.commit(requests, clock=ManualClock(now)).versions
 
 
 def one(catalog: Catalog, sid: str, *updates, now: float = T0):
-    return catalog.commit([CommitRequest(sid, sid.upper(), tuple(updates))], now=now)
+    return catalog.commit([CommitRequest(sid, sid.upper(), tuple(updates))], clock=ManualClock(now))
 
 
 def drop_table(catalog: Catalog, name: str, *, now: float, if_exists: bool = False):
@@ -151,7 +154,8 @@ def set_properties(catalog: Catalog, table_id: int, updates: dict[str, str]) -> 
 
 def alter_schema(catalog: Catalog, table_id, schema, *, operation, statement_id, now) -> int:
     result = catalog.commit(
-        [CommitRequest(statement_id, operation, (SetSchema(table_id, schema),))], now=now
+        [CommitRequest(statement_id, operation, (SetSchema(table_id, schema),))],
+        clock=ManualClock(now),
     )
     return result.versions[table_id][-1]
 
@@ -277,7 +281,7 @@ def test_commit_files_deletes_and_removals(catalog):
     delete = NewDeletes(file_path="data/a.parquet", dv_path="dv/d1.parquet", row_count=3)
     catalog.commit(
         [commit(info, 1, "del", operation="DELETE", deletes=(delete,), rows_deleted=3)],
-        now=T0 + 2,
+        clock=ManualClock(T0 + 2),
     )
     delete2 = NewDeletes(file_path="data/a.parquet", dv_path="dv/d2.parquet", row_count=2)
     catalog.commit(
@@ -292,11 +296,11 @@ def test_commit_files_deletes_and_removals(catalog):
                 rows_updated=2,
             )
         ],
-        now=T0 + 3,
+        clock=ManualClock(T0 + 3),
     )
     catalog.commit(
         [commit(info, 3, "rm", operation="DELETE", removed_paths=("data/b.parquet",))],
-        now=T0 + 4,
+        clock=ManualClock(T0 + 4),
     )
 
     def live(version):
@@ -364,7 +368,7 @@ def test_versions_by_time_and_statement(catalog):
     for i in (1, 2, 3):
         catalog.commit(
             [commit(info, i - 1, f"s{i}", added=(data_file(f"data/{i}.parquet"),))],
-            now=T0 + 10 * i,
+            clock=ManualClock(T0 + 10 * i),
         )
     tid = info.table_id
     assert catalog.version_as_of(tid, T0 + 20, inclusive=True) == 2
@@ -372,7 +376,7 @@ def test_versions_by_time_and_statement(catalog):
     assert catalog.version_as_of(tid, T0 + 25, inclusive=False) == 2
     assert catalog.version_as_of(tid, T0 - 1, inclusive=True) is None
     assert catalog.version_as_of(tid, T0 + 1e6, inclusive=True) == 3
-    assert catalog.statement_commit("s2") == ({tid: 2}, T0 + 20)
+    assert catalog.statement_commit("s2") == ({tid: 2}, 3)  # the third commit (1: CREATE)
     assert catalog.statement_commit("nope") is None
     assert catalog.version_info(tid, 3).committed_at == T0 + 30
     assert catalog.version_info(tid, 4) is None
@@ -380,7 +384,9 @@ def test_versions_by_time_and_statement(catalog):
 
 def test_commit_times_never_go_backwards(catalog):
     info = create(catalog, now=T0 + 100)
-    catalog.commit([commit(info, 0, "late", added=(data_file("data/1.parquet"),))], now=T0)
+    catalog.commit(
+        [commit(info, 0, "late", added=(data_file("data/1.parquet"),))], clock=ManualClock(T0)
+    )
     assert catalog.version_info(info.table_id, 1).committed_at >= T0 + 100
 
 
@@ -404,7 +410,9 @@ def test_statement_over_two_tables_commits_atomically(catalog):
 
 def test_conflicting_writers_one_wins(catalog):
     info = create(catalog)
-    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    catalog.commit(
+        [commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], clock=ManualClock(T0 + 1)
+    )
     first = commit(
         info,
         1,
@@ -422,7 +430,7 @@ def test_conflicting_writers_one_wins(catalog):
     )
     assert apply(catalog, [first], now=T0 + 2) == {info.table_id: [2]}
     with pytest.raises(ConflictError) as caught:
-        catalog.commit([second], now=T0 + 3)
+        catalog.commit([second], clock=ManualClock(T0 + 3))
     message = str(caught.value)
     assert "people" in message and "version 2" in message and "read version 1" in message
     # the loser changed nothing
@@ -433,7 +441,9 @@ def test_conflicting_writers_one_wins(catalog):
 
 def test_conflict_on_a_file_removed_concurrently(catalog):
     info = create(catalog)
-    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    catalog.commit(
+        [commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], clock=ManualClock(T0 + 1)
+    )
     catalog.commit(
         [
             commit(
@@ -445,7 +455,7 @@ def test_conflict_on_a_file_removed_concurrently(catalog):
                 added=(data_file("data/o.parquet", 10, base_row_id=0),),
             )
         ],
-        now=T0 + 2,
+        clock=ManualClock(T0 + 2),
     )
     late = commit(
         info,
@@ -455,7 +465,7 @@ def test_conflict_on_a_file_removed_concurrently(catalog):
         deletes=(NewDeletes("data/a.parquet", "dv/late.parquet", 1),),
     )
     with pytest.raises(ConflictError, match="version 2"):
-        catalog.commit([late], now=T0 + 3)
+        catalog.commit([late], clock=ManualClock(T0 + 3))
     assert catalog.table("people").current_version == 2
 
 
@@ -463,7 +473,7 @@ def test_concurrent_appends_and_disjoint_deletes_both_commit(catalog):
     info = create(catalog)
     catalog.commit(
         [commit(info, 0, "ins", added=(data_file("data/a.parquet"), data_file("data/b.parquet")))],
-        now=T0 + 1,
+        clock=ManualClock(T0 + 1),
     )
     results = [
         apply(catalog, [commit(info, 1, "app1", added=(data_file("data/x.parquet"),))], now=T0 + 2),
@@ -501,7 +511,9 @@ def test_concurrent_appends_and_disjoint_deletes_both_commit(catalog):
 
 def test_failed_commit_leaves_every_table_unchanged(catalog):
     a, b = create(catalog, "a"), create(catalog, "b")
-    catalog.commit([commit(b, 0, "ins", added=(data_file("data/b.parquet"),))], now=T0 + 1)
+    catalog.commit(
+        [commit(b, 0, "ins", added=(data_file("data/b.parquet"),))], clock=ManualClock(T0 + 1)
+    )
     catalog.commit(
         [
             commit(
@@ -512,7 +524,7 @@ def test_failed_commit_leaves_every_table_unchanged(catalog):
                 deletes=(NewDeletes("data/b.parquet", "dv/1.parquet", 1),),
             )
         ],
-        now=T0 + 2,
+        clock=ManualClock(T0 + 2),
     )
     both = [
         commit(a, 0, "txn", added=(data_file("data/a.parquet"),)),
@@ -525,7 +537,7 @@ def test_failed_commit_leaves_every_table_unchanged(catalog):
         ),
     ]
     with pytest.raises(ConflictError, match="Conflict on table b"):
-        catalog.commit(both, now=T0 + 3)
+        catalog.commit(both, clock=ManualClock(T0 + 3))
     assert catalog.table("a").current_version == 0
     assert catalog.snapshot_files(a.table_id, 0) == []
     assert catalog.statement_commit("txn") is None
@@ -535,7 +547,10 @@ def test_commit_to_dropped_table_conflicts(catalog):
     info = create(catalog)
     drop_table(catalog, "people", now=T0 + 1)
     with pytest.raises(ConflictError, match="dropped"):
-        catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 2)
+        catalog.commit(
+            [commit(info, 0, "ins", added=(data_file("data/a.parquet"),))],
+            clock=ManualClock(T0 + 2),
+        )
 
 
 # -- row identity ---------------------------------------------------------------------------------
@@ -544,9 +559,13 @@ def test_commit_to_dropped_table_conflicts(catalog):
 def test_row_ids_are_allocated_monotonically(catalog):
     info = create(catalog)
     tid = info.table_id
-    catalog.commit([commit(info, 0, "i1", added=(data_file("data/1.parquet", 10),))], now=T0 + 1)
+    catalog.commit(
+        [commit(info, 0, "i1", added=(data_file("data/1.parquet", 10),))], clock=ManualClock(T0 + 1)
+    )
     reserved = allocate_row_ids(catalog, tid, 5)
-    catalog.commit([commit(info, 1, "i2", added=(data_file("data/2.parquet", 7),))], now=T0 + 2)
+    catalog.commit(
+        [commit(info, 1, "i2", added=(data_file("data/2.parquet", 7),))], clock=ManualClock(T0 + 2)
+    )
     reserved2 = allocate_row_ids(catalog, tid, 3)
     catalog.commit(
         [
@@ -557,7 +576,7 @@ def test_row_ids_are_allocated_monotonically(catalog):
                 added=(data_file("data/3.parquet", 4), data_file("data/4.parquet", 1)),
             )
         ],
-        now=T0 + 3,
+        clock=ManualClock(T0 + 3),
     )
     bases = {f.file.path: f.file.base_row_id for f in catalog.snapshot_files(tid, 3)}
     assert reserved == 10
@@ -587,7 +606,7 @@ def test_row_ids_are_allocated_monotonically(catalog):
             ReserveRowIds(tid, 1),
         ),
     )
-    result = catalog.commit([both], now=T0 + 4)
+    result = catalog.commit([both], clock=ManualClock(T0 + 4))
     bases = {f.file.path: f.file.base_row_id for f in catalog.snapshot_files(tid, 4)}
     assert bases["data/5.parquet"] == 36 and result.row_id_bases[tid] == 38
     assert allocate_row_ids(catalog, tid, 1) == 39
@@ -643,7 +662,9 @@ def test_views_and_dependencies(catalog):
 def test_reopening_sees_the_same_catalog(catalog_url):
     first = Catalog(catalog_url)
     info = create(first)
-    first.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    first.commit(
+        [commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], clock=ManualClock(T0 + 1)
+    )
     first.close()
     second = Catalog(catalog_url)  # the schema migration is idempotent
     try:
@@ -710,7 +731,9 @@ def test_requirements_that_fail_write_nothing(catalog):
 
     info = create(catalog)
     tid = info.table_id
-    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    catalog.commit(
+        [commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], clock=ManualClock(T0 + 1)
+    )
     one(catalog, "create stream", CreateStream("s", tid, ((tid, 1),)), now=T0 + 1)
     stream = catalog.stream("s")
     catalog.commit(
@@ -723,7 +746,7 @@ def test_requirements_that_fail_write_nothing(catalog):
                 deletes=(NewDeletes("data/a.parquet", "dv/1.parquet", 1),),
             )
         ],
-        now=T0 + 2,
+        clock=ManualClock(T0 + 2),
     )
     before = _state(catalog)
     # Each request below would also append a file and move the stream: none of it may land.
@@ -749,7 +772,7 @@ def test_requirements_that_fail_write_nothing(catalog):
     for label, (requirement, error, message) in failing.items():
         request = CommitRequest(label, "TEST", (appended, advanced), (requirement,))
         with pytest.raises(error, match=message):
-            catalog.commit([request], now=T0 + 3)
+            catalog.commit([request], clock=ManualClock(T0 + 3))
         assert _state(catalog) == before, label
 
     # the same updates under requirements that hold commit together
@@ -763,7 +786,7 @@ def test_requirements_that_fail_write_nothing(catalog):
             FrontierAt(stream.stream_id, "s", ((tid, 1),), False),
         ),
     )
-    assert catalog.commit([holding], now=T0 + 4).versions == {tid: [3]}
+    assert catalog.commit([holding], clock=ManualClock(T0 + 4)).versions == {tid: [3]}
     moved = catalog.stream("s")
     assert moved.frontiers == ((tid, 2),) and moved.initial_consumed
     assert moved.consumed_at == T0 + 4
@@ -771,7 +794,10 @@ def test_requirements_that_fail_write_nothing(catalog):
     drop_table(catalog, "people", now=T0 + 5)
     assert catalog.find_stream("s") is None  # dropping a table drops its streams
     with pytest.raises(ConflictError, match="dropped"):
-        catalog.commit([CommitRequest("late", "TEST", (), (TableLive(tid, "people"),))], now=T0 + 6)
+        catalog.commit(
+            [CommitRequest("late", "TEST", (), (TableLive(tid, "people"),))],
+            clock=ManualClock(T0 + 6),
+        )
 
 
 def test_several_requests_commit_as_one_transaction(catalog):
@@ -779,7 +805,7 @@ def test_several_requests_commit_as_one_transaction(catalog):
     tid = info.table_id
     catalog.commit(
         [commit(info, 0, "ins", added=(data_file("data/a.parquet"), data_file("data/b.parquet")))],
-        now=T0 + 1,
+        clock=ManualClock(T0 + 1),
     )
     # Two statements of one transaction delete from the same file: every requirement holds
     # against the state both read (version 1), checked before either applies.
@@ -807,7 +833,7 @@ def test_several_requests_commit_as_one_transaction(catalog):
     stale = commit(info, 1, "t5", removed_paths=("data/a.parquet",))
     before = _state(catalog)
     with pytest.raises(ConflictError, match="version 2"):
-        catalog.commit([bad, stale], now=T0 + 3)
+        catalog.commit([bad, stale], clock=ManualClock(T0 + 3))
     assert _state(catalog) == before
 
 
@@ -876,10 +902,12 @@ def test_forget_files_moves_the_vacuum_floor_forward_only(catalog):
 
     info = create(catalog)
     tid = info.table_id
-    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    catalog.commit(
+        [commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], clock=ManualClock(T0 + 1)
+    )
     catalog.commit(
         [commit(info, 1, "rm", operation="DELETE", removed_paths=("data/a.parquet",))],
-        now=T0 + 2,
+        clock=ManualClock(T0 + 2),
     )
     assert one(catalog, "vacuum", ForgetFiles(tid, ("data/a.parquet",), 2)).versions == {}
     assert catalog.all_file_paths(tid) == []
@@ -903,7 +931,9 @@ def test_changed_since_reads_the_version_summary(catalog):
         now=T0 + 1,
     )
     assert not catalog.changed_since(tid, 0)  # a schema change changes no row
-    catalog.commit([commit(info, 1, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 2)
+    catalog.commit(
+        [commit(info, 1, "ins", added=(data_file("data/a.parquet"),))], clock=ManualClock(T0 + 2)
+    )
     catalog.commit(
         [
             commit(
@@ -915,7 +945,7 @@ def test_changed_since_reads_the_version_summary(catalog):
                 rows_deleted=1,
             )
         ],
-        now=T0 + 3,
+        clock=ManualClock(T0 + 3),
     )
     assert catalog.changed_since(tid, 0) and catalog.changed_since(tid, 2)
     assert not catalog.changed_since(tid, 3)
@@ -979,7 +1009,9 @@ def test_two_transactions_consuming_one_stream_cannot_both_commit(catalog):
 
     info = create(catalog)
     tid = info.table_id
-    catalog.commit([commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], now=T0 + 1)
+    catalog.commit(
+        [commit(info, 0, "ins", added=(data_file("data/a.parquet"),))], clock=ManualClock(T0 + 1)
+    )
     one(catalog, "create stream", CreateStream("s", tid, ((tid, 0),)), now=T0 + 1)
     stream = catalog.stream("s")
     consume = CommitRequest(
@@ -993,12 +1025,12 @@ def test_two_transactions_consuming_one_stream_cannot_both_commit(catalog):
 
     def second_consumer() -> None:
         try:
-            second["result"] = catalog.commit([consume], now=T0 + 3)
+            second["result"] = catalog.commit([consume], clock=ManualClock(T0 + 3))
         except StreamConsumedError as e:
             second["error"] = e
 
     with writing(catalog.engine) as conn:
-        commit_path.commit(conn, [consume], now=T0 + 2, postgres=postgres)
+        commit_path.commit(conn, [consume], clock=ManualClock(T0 + 2), postgres=postgres)
         racer = threading.Thread(target=second_consumer)
         racer.start()
         racer.join(timeout=1.0)

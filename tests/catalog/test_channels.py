@@ -18,6 +18,7 @@ from changelake.catalog.requests import (
     OpenChannel,
     TableLive,
 )
+from changelake.clock import ManualClock
 from changelake.errors import ChannelFencedError, ChannelNotFoundError
 
 
@@ -30,7 +31,8 @@ def catalog(catalog_url):
 
 def _open(catalog: Catalog, table_id: int, name: str = "ch", **kw):
     result = catalog.commit(
-        [CommitRequest("open", "OPEN CHANNEL", (OpenChannel(table_id, name, **kw),))], now=T0
+        [CommitRequest("open", "OPEN CHANNEL", (OpenChannel(table_id, name, **kw),))],
+        clock=ManualClock(T0),
     )
     return result.channels[(table_id, name)]
 
@@ -49,7 +51,7 @@ def _ingest(catalog, info, *, epoch, previous, token, files=(), advance_first=Fa
                 (TableLive(tid, info.name), ChannelHeld(tid, info.name, "ch", epoch, previous)),
             )
         ],
-        now=T0 + 1,
+        clock=ManualClock(T0 + 1),
     )
 
 
@@ -106,18 +108,23 @@ def test_dropped_channels_and_tables_fence_their_holders(catalog):
     info = create(catalog)
     _open(catalog, info.table_id)
     catalog.commit(
-        [CommitRequest("d", "DROP CHANNEL", (DropChannel(info.table_id, "ch"),))], now=T0
+        [CommitRequest("d", "DROP CHANNEL", (DropChannel(info.table_id, "ch"),))],
+        clock=ManualClock(T0),
     )
     with pytest.raises(ChannelFencedError, match="dropped"):
         _ingest(catalog, info, epoch=1, previous=None, token="1")
     with pytest.raises(ChannelNotFoundError, match="'ch'"):
         catalog.commit(
-            [CommitRequest("d2", "DROP CHANNEL", (DropChannel(info.table_id, "ch"),))], now=T0
+            [CommitRequest("d2", "DROP CHANNEL", (DropChannel(info.table_id, "ch"),))],
+            clock=ManualClock(T0),
         )
     with pytest.raises(ChannelNotFoundError):
         catalog.commit(
-            [CommitRequest("a", "INGEST", (AdvanceChannel(info.table_id, "ch", "1"),))], now=T0
+            [CommitRequest("a", "INGEST", (AdvanceChannel(info.table_id, "ch", "1"),))],
+            clock=ManualClock(T0),
         )
     _open(catalog, info.table_id)
-    catalog.commit([CommitRequest("dt", "DROP TABLE", (DropTable(info.table_id),))], now=T0)
+    catalog.commit(
+        [CommitRequest("dt", "DROP TABLE", (DropTable(info.table_id),))], clock=ManualClock(T0)
+    )
     assert catalog.list_channels(info.table_id) == []

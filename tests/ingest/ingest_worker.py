@@ -50,11 +50,11 @@ def _kill_at(point: str, k: int) -> None:
     else:
         real_commit = Catalog.commit
 
-        def commit(self, requests, *, now):
+        def commit(self, requests, *, clock):
             ingest = any(r.operation == "INGEST" for r in requests)
             if ingest and point == "commit":
                 due()
-            result = real_commit(self, requests, now=now)
+            result = real_commit(self, requests, clock=clock)
             if ingest and point == "committed":
                 due()
             return result

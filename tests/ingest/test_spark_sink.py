@@ -13,6 +13,7 @@ from pyspark.errors import StreamingQueryException
 from pyspark.sql import functions as F
 
 from changelake.catalog.requests import CommitRequest, OpenChannel
+from changelake.clock import ManualClock
 from changelake.errors import (
     ChannelFencedError,
     ColumnNotFoundError,
@@ -151,7 +152,7 @@ def test_a_channel_with_a_foreign_token_is_refused(events, spark):
                 updates=(OpenChannel(info.table_id, "q", offset_token="kafka-17"),),
             )
         ],
-        now=0.0,
+        clock=ManualClock(0.0),
     )
     sink = events.sink("t", channel="q")
     with pytest.raises(InvalidStatementError, match="'kafka-17', not a micro-batch id"):

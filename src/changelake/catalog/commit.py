@@ -1,5 +1,6 @@
 """The one commit path: check a list of commit requests' requirements, then apply their updates,
-inside one database transaction (the caller's ``conn``)."""
+inside one database transaction (the caller's ``conn``), numbered and stamped by the warehouse's
+commit clock."""
 
 from __future__ import annotations
 
@@ -9,13 +10,22 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from changelake.catalog import channel_repo, file_repo, stream_repo, table_repo, view_repo
+from changelake.catalog import (
+    channel_repo,
+    clock_repo,
+    file_repo,
+    stream_repo,
+    table_repo,
+    view_repo,
+)
+from changelake.catalog.model import Snapshot
 from changelake.catalog.requests import (
     AddDeletes,
     AddFiles,
     AdvanceChannel,
     AdvanceStream,
     ChannelHeld,
+    ColumnsWritable,
     CommitRequest,
     CommitResult,
     CreateStream,
@@ -33,16 +43,28 @@ from changelake.catalog.requests import (
     RemoveFiles,
     RenameTable,
     ReserveRowIds,
+    SchemaUnchanged,
     SetProperties,
     SetSchema,
     TableLive,
 )
+from changelake.clock import Clock
 from changelake.errors import (
     ChannelNotFoundError,
     StreamNotFoundError,
     TableNotFoundError,
     did_you_mean,
 )
+
+# A test hook: concurrency tests stall or kill commits at ``fault_point("start")`` (before the
+# database transaction opens) and ``fault_point("stamped")`` (holding the commit clock). None in
+# normal use.
+fault_hook: Callable[[str], None] | None = None
+
+
+def fault_point(name: str) -> None:
+    if fault_hook is not None:
+        fault_hook(name)
 
 
 @dataclass
@@ -57,8 +79,8 @@ class _Version:
 @dataclass
 class _Commit:
     conn: Connection
-    now: float
     postgres: bool
+    stamp: Snapshot = Snapshot(0, 0.0)  # this commit's number and time, once taken
     versions: dict[int, list[int]] = field(default_factory=dict)
     tables: dict[str, Any] = field(default_factory=dict)
     row_id_bases: dict[int, int] = field(default_factory=dict)
@@ -66,6 +88,10 @@ class _Commit:
     request: CommitRequest | None = None  # being applied
     pending: dict[int, _Version] = field(default_factory=dict)  # versions it makes
     next_row_ids: dict[int, int] = field(default_factory=dict)  # the one row-id counter per table
+
+    @property
+    def now(self) -> float:
+        return self.stamp.committed_at
 
     def lock(self, table_id: int) -> Any:
         return table_repo.lock(self.conn, table_id, for_update=self.postgres)
@@ -85,11 +111,11 @@ class _Commit:
 
 
 def commit(
-    conn: Connection, requests: Sequence[CommitRequest], *, now: float, postgres: bool
+    conn: Connection, requests: Sequence[CommitRequest], *, clock: Clock, postgres: bool
 ) -> CommitResult:
     """Check every requirement of ``requests``, then apply them in order. Raises (and the caller's
     transaction rolls back) if a requirement or an update fails."""
-    state = _Commit(conn, now, postgres)
+    state = _Commit(conn, postgres)
     requests = [r for r in requests if not _kept(state, r)]
     if not requests:
         return CommitResult(applied=False, tables=_infos(state))
@@ -103,6 +129,11 @@ def commit(
     for request in requests:
         for requirement in request.requirements:
             _CHECKS[type(requirement)](state, requirement)
+    # Numbered and stamped last among the locks: the clock row is held only while this commit
+    # writes, and every lock taken after it (channels, names) is one no commit waiting for the
+    # clock can hold, so there is no deadlock.
+    state.stamp = clock_repo.advance(conn, clock, postgres=postgres)
+    fault_point("stamped")
     for request in requests:
         state.request, state.pending = request, {}
         for update in request.updates:
@@ -112,6 +143,7 @@ def commit(
         table_repo.set_counters(conn, table_id, next_row_id=next_row_id)
     return CommitResult(
         applied=True,
+        commit=state.stamp,
         versions=state.versions,
         tables=_infos(state),
         row_id_bases=state.row_id_bases,
@@ -175,7 +207,8 @@ def _record_versions(state: _Commit, request: CommitRequest) -> None:
             state.conn,
             table_id,
             made.version,
-            committed_at=max(state.now, table_repo.last_commit_time(state.conn, table_id)),
+            committed_at=state.now,
+            commit_number=state.stamp.commit_number,
             operation=request.operation,
             statement_id=request.statement_id,
             rows_inserted=c.inserted if c else 0,
@@ -184,7 +217,12 @@ def _record_versions(state: _Commit, request: CommitRequest) -> None:
             files_added=made.files_added,
             files_removed=made.files_removed,
         )
-        table_repo.set_counters(state.conn, table_id, current_version=made.version)
+        table_repo.set_counters(
+            state.conn,
+            table_id,
+            current_version=made.version,
+            current_commit=state.stamp.commit_number,
+        )
         state.versions.setdefault(table_id, []).append(made.version)
 
 
@@ -193,6 +231,17 @@ def _record_versions(state: _Commit, request: CommitRequest) -> None:
 
 def _table_live(state: _Commit, r: TableLive) -> None:
     state.lock(r.table_id)
+
+
+def _schema_unchanged(state: _Commit, r: SchemaUnchanged) -> None:
+    table_repo.check_schema_unchanged(state.conn, r.table_id, r.name, since_version=r.since_version)
+
+
+def _columns_writable(state: _Commit, r: ColumnsWritable) -> None:
+    row = state.lock(r.table_id)
+    table_repo.check_columns_writable(
+        state.conn, r.table_id, r.name, r.columns, version=row.current_version
+    )
 
 
 def _files_untouched(state: _Commit, r: FilesUntouched) -> None:
@@ -214,6 +263,8 @@ def _channel_held(state: _Commit, r: ChannelHeld) -> None:
 
 _CHECKS: dict[type, Callable[[_Commit, Any], None]] = {
     TableLive: _table_live,
+    SchemaUnchanged: _schema_unchanged,
+    ColumnsWritable: _columns_writable,
     FilesUntouched: _files_untouched,
     FrontierAt: _frontier_at,
     ChannelHeld: _channel_held,
@@ -234,12 +285,15 @@ def _create_table(state: _Commit, u: CreateTable) -> None:
     table_id = table_repo.insert(conn, name, dict(u.properties), now=state.now)
     table_repo.set_schema(conn, table_id, u.schema, version=0)
     next_row_id = file_repo.add_files(conn, table_id, u.files, version=0, next_row_id=0)
-    table_repo.set_counters(conn, table_id, next_row_id=next_row_id)
+    table_repo.set_counters(
+        conn, table_id, next_row_id=next_row_id, current_commit=state.stamp.commit_number
+    )
     table_repo.insert_version(
         conn,
         table_id,
         0,
         committed_at=state.now,
+        commit_number=state.stamp.commit_number,
         operation=request.operation,
         statement_id=request.statement_id,
         rows_inserted=sum(f.row_count for f in u.files),

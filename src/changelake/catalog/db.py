@@ -9,30 +9,59 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, select, text
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy import (
+    Connection,
+    Engine,
+    bindparam,
+    create_engine,
+    event,
+    func,
+    inspect,
+    make_url,
+    select,
+    text,
+)
+from sqlalchemy.exc import OperationalError
 
+from changelake.catalog import clock_repo
 from changelake.catalog import tables as t
-from changelake.errors import CatalogVersionError
+from changelake.errors import CatalogVersionError, ConfigurationError
 
 T = TypeVar("T")
 _RETRIES = 8
 
 
+_SYNCHRONOUS = ("FULL", "NORMAL")
+
+
 def engine_for(url: str) -> Engine:
-    """A SQLAlchemy engine for a catalog URL (``sqlite:///...`` or ``postgresql://...``)."""
+    """A SQLAlchemy engine for a catalog URL (``sqlite:///...`` or ``postgresql://...``).
+
+    A SQLite catalog syncs every commit to disk (``synchronous=FULL``): a power loss cannot undo
+    an acknowledged commit. ``?synchronous=normal`` on the URL trades that for speed (WAL mode
+    then keeps the database consistent, but the last commits before a power loss may be lost).
+    """
     if url.startswith("postgresql://") or url.startswith("postgres://"):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"timeout": 60})
+        parsed = make_url(url)
+        synchronous = parsed.query.get("synchronous", "FULL")
+        if not isinstance(synchronous, str) or synchronous.upper() not in _SYNCHRONOUS:
+            raise ConfigurationError(
+                f"Catalog URL {url}: synchronous={synchronous!r} is not one of"
+                f" {', '.join(_SYNCHRONOUS)} (FULL, the default, survives a power loss)."
+            )
+        engine = create_engine(
+            parsed.difference_update_query(["synchronous"]), connect_args={"timeout": 60}
+        )
 
         @event.listens_for(engine, "connect")
         def _connect(dbapi_connection: Any, _record: Any) -> None:
             dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
             cursor = dbapi_connection.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA synchronous=NORMAL")
             cursor.execute("PRAGMA busy_timeout=60000")
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute(f"PRAGMA synchronous={synchronous.upper()}")
             cursor.close()
 
         @event.listens_for(engine, "begin")
@@ -80,27 +109,53 @@ def retrying(action: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
+# Any constant: the PostgreSQL advisory lock that serializes creating and migrating a catalog.
+_MIGRATION_LOCK = 0x636C_6D69_6772
+
+
 def migrate(engine: Engine, url: str) -> None:
-    """Create the schema, or bring an older one up to date; refuse a newer one."""
-    try:
-        with writing(engine) as conn:
-            t.metadata.create_all(conn)
-            found = conn.execute(
-                select(t.meta.c.value).where(t.meta.c.key == "schema_version")
-            ).scalar()
-            if found is None:
-                conn.execute(
-                    t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION))
-                )
-            elif int(found) > t.SCHEMA_VERSION:
-                raise CatalogVersionError(
-                    f"The catalog at {url} has schema version {found}, newer than this "
-                    f"changelake understands ({t.SCHEMA_VERSION}); upgrade changelake."
-                )
-            elif int(found) < t.SCHEMA_VERSION:
-                _upgrade(conn, int(found))
-    except IntegrityError:  # another process created the schema at the same moment
-        pass
+    """Create the schema, or bring an older one up to date; refuse a newer one. Safe under any
+    number of processes opening one catalog at once: an up-to-date catalog is only read; else
+    one process at a time creates or migrates it (PostgreSQL: an advisory lock held to the end
+    of the transaction; SQLite: the database write lock of BEGIN IMMEDIATE), and the others
+    find it done."""
+    with reading(engine) as conn:
+        if _schema_version(conn) == t.SCHEMA_VERSION:
+            return
+    with writing(engine) as conn:
+        if engine.dialect.name == "postgresql":
+            conn.execute(select(func.pg_advisory_xact_lock(_MIGRATION_LOCK)))
+        found = _schema_version(conn)
+        if found is not None and found > t.SCHEMA_VERSION:
+            raise CatalogVersionError(
+                f"The catalog at {url} has schema version {found}, newer than this "
+                f"changelake understands ({t.SCHEMA_VERSION}); upgrade changelake."
+            )
+        if found == t.SCHEMA_VERSION:
+            return
+        t.metadata.create_all(conn)
+        if found is None:
+            conn.execute(t.meta.insert().values(key="schema_version", value=str(t.SCHEMA_VERSION)))
+            clock_repo.initialize(conn)
+            return
+        _upgrade(conn, found)
+        conn.execute(
+            t.meta.update()
+            .where(t.meta.c.key == "schema_version")
+            .values(value=str(t.SCHEMA_VERSION))
+        )
+
+
+def _schema_version(conn: Connection) -> int | None:
+    """The catalog's schema version; None for an empty database."""
+    if not inspect(conn).has_table(t.meta.name):
+        return None
+    found = conn.execute(select(t.meta.c.value).where(t.meta.c.key == "schema_version")).scalar()
+    return None if found is None else int(found)
+
+
+def _columns(conn: Connection, table: str) -> set[str]:
+    return {c["name"] for c in inspect(conn).get_columns(table)}
 
 
 def _upgrade(conn: Connection, found: int) -> None:
@@ -114,15 +169,51 @@ def _upgrade(conn: Connection, found: int) -> None:
                 ),
             )
         )
-        if "frontier_version" in {c["name"] for c in inspect(conn).get_columns("cl_streams")}:
+        if "frontier_version" in _columns(conn, "cl_streams"):
             conn.execute(text("ALTER TABLE cl_streams DROP COLUMN frontier_version"))
     if found < 3:
         # Version 3 has streams on views: the view and its definition when the stream was made.
-        present = {c["name"] for c in inspect(conn).get_columns("cl_streams")}
+        present = _columns(conn, "cl_streams")
         for column, kind in (("view_name", "VARCHAR(255)"), ("view_definition", "TEXT")):
             if column not in present:
                 conn.execute(text(f"ALTER TABLE cl_streams ADD COLUMN {column} {kind}"))
     # Version 4 adds ingest channels (cl_channels), which create_all has made.
+    if found < 5:
+        _number_commits(conn)
+
+
+def _number_commits(conn: Connection) -> None:
+    """Version 5 orders all commits of the warehouse (cl_clock, cl_versions.commit_number,
+    cl_tables.current_commit). Versions written before it are numbered in timestamp order;
+    versions stamped with one time (the tables of one transaction) share a number."""
+    for table, column in (("cl_versions", "commit_number"), ("cl_tables", "current_commit")):
+        if column not in _columns(conn, table):
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} BIGINT NOT NULL DEFAULT 0"))
+    for index in t.versions.indexes:
+        index.create(conn, checkfirst=True)
+    v = t.versions.c
+    rows = conn.execute(
+        select(v.table_id, v.version, v.committed_at).order_by(
+            v.committed_at, v.table_id, v.version
+        )
+    ).all()
+    numbered, number, last_at = [], 0, None
+    for row in rows:
+        if row.committed_at != last_at:
+            number, last_at = number + 1, row.committed_at
+        numbered.append({"t": row.table_id, "v": row.version, "n": number})
+    if numbered:
+        conn.execute(
+            t.versions.update()
+            .where(v.table_id == bindparam("t"), v.version == bindparam("v"))
+            .values(commit_number=bindparam("n")),
+            numbered,
+        )
     conn.execute(
-        t.meta.update().where(t.meta.c.key == "schema_version").values(value=str(t.SCHEMA_VERSION))
+        t.tables.update().values(
+            current_commit=select(v.commit_number)
+            .where(v.table_id == t.tables.c.table_id, v.version == t.tables.c.current_version)
+            .scalar_subquery()
+        )
     )
+    clock_repo.initialize(conn)

@@ -18,6 +18,7 @@ class TableInfo:
     created_at: float
     properties: dict[str, str]
     vacuumed_before_version: int = 0
+    current_commit: int = 0  # the commit that made current_version
 
     def retention_days(self) -> float:
         return float(self.properties.get("data_retention_time_in_days", "1"))
@@ -43,6 +44,7 @@ class VersionInfo:
     rows_deleted: int
     files_added: int
     files_removed: int
+    commit_number: int = 0
 
 
 @dataclass(frozen=True)
@@ -162,3 +164,13 @@ class ChannelInfo:
     committed_version: int | None  # the table version that committed ``offset_token``
     created_at: float
     updated_at: float
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A point in the warehouse's commit order: every commit numbered up to ``commit_number``,
+    the last of which was stamped ``committed_at``. Commits after it are numbered and stamped
+    higher."""
+
+    commit_number: int
+    committed_at: float

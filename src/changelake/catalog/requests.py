@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from changelake.catalog.model import ChannelInfo, DataFile, NewDeletes, TableInfo
-from changelake.schema import TableSchema
+from changelake.catalog.model import ChannelInfo, DataFile, NewDeletes, Snapshot, TableInfo
+from changelake.schema import Column, TableSchema
 
 
 class IfExists(Enum):
@@ -210,6 +210,28 @@ class TableLive:
 
 
 @dataclass(frozen=True)
+class SchemaUnchanged:
+    """No version after ``since_version`` changed the table's columns (else ConflictError): a
+    statement's files and its new schema were made for the columns it read."""
+
+    table_id: int
+    name: str
+    since_version: int
+
+
+@dataclass(frozen=True)
+class ColumnsWritable:
+    """Files holding ``columns`` (the writer's columns: ids, names, types) fit the table's
+    schema at the commit: each is still a column of that type, and every NOT NULL column is
+    among them (else ConflictError). What an ingest channel requires, which keeps the columns it
+    was opened with while columns are added."""
+
+    table_id: int
+    name: str
+    columns: tuple[Column, ...]
+
+
+@dataclass(frozen=True)
 class FilesUntouched:
     """No version after ``since_version`` removed ``paths`` or gave them deletion vectors (else
     ConflictError naming the version): the rows a statement deletes or rewrites are still there."""
@@ -242,7 +264,9 @@ class ChannelHeld:
     offset_token: str | None
 
 
-Requirement = TableLive | FilesUntouched | FrontierAt | ChannelHeld
+Requirement = (
+    TableLive | SchemaUnchanged | ColumnsWritable | FilesUntouched | FrontierAt | ChannelHeld
+)
 
 
 @dataclass(frozen=True)
@@ -272,11 +296,12 @@ class CommitRequest:
 
 @dataclass(frozen=True)
 class CommitResult:
-    """What a commit made: new versions per table id, tables created (or kept, for IF NOT
-    EXISTS) by name, the first of the row ids reserved per table id, channels opened by
-    (table id, name)."""
+    """What a commit made: its place in the commit order, new versions per table id, tables
+    created (or kept, for IF NOT EXISTS) by name, the first of the row ids reserved per table id,
+    channels opened by (table id, name)."""
 
     applied: bool = True
+    commit: Snapshot | None = None
     versions: dict[int, list[int]] = field(default_factory=dict)
     tables: dict[str, TableInfo] = field(default_factory=dict)
     row_id_bases: dict[int, int] = field(default_factory=dict)

@@ -8,19 +8,28 @@ from collections.abc import Sequence
 
 from sqlalchemy import select
 
-from changelake.catalog import channel_repo, file_repo, stream_repo, table_repo, view_repo
+from changelake.catalog import (
+    channel_repo,
+    clock_repo,
+    file_repo,
+    stream_repo,
+    table_repo,
+    view_repo,
+)
 from changelake.catalog import commit as commit_path
 from changelake.catalog import tables as t
 from changelake.catalog.db import engine_for, migrate, reading, retrying, writing
 from changelake.catalog.model import (
     ChannelInfo,
     LiveFile,
+    Snapshot,
     StreamInfo,
     TableInfo,
     TrackedFile,
     VersionInfo,
 )
 from changelake.catalog.requests import CommitRequest, CommitResult
+from changelake.clock import Clock
 from changelake.errors import StreamNotFoundError, TableNotFoundError, did_you_mean
 from changelake.schema import TableSchema
 
@@ -39,16 +48,38 @@ class Catalog:
 
     # -- the one write ------------------------------------------------------------------------
 
-    def commit(self, requests: Sequence[CommitRequest], *, now: float) -> CommitResult:
+    def commit(self, requests: Sequence[CommitRequest], *, clock: Clock) -> CommitResult:
         """Apply ``requests`` atomically: every requirement is checked first, against the state
         before the call; a failed one raises (ConflictError, StreamConsumedError, ...) and
-        nothing is written. Transient lock failures are retried."""
+        nothing is written. The commit is numbered and stamped (``clock``) inside the database
+        transaction, after its locks. Transient lock failures are retried."""
 
         def attempt() -> CommitResult:
+            commit_path.fault_point("start")
             with writing(self.engine) as conn:
-                return commit_path.commit(conn, requests, now=now, postgres=self._is_postgres)
+                return commit_path.commit(conn, requests, clock=clock, postgres=self._is_postgres)
 
         return retrying(attempt)
+
+    # -- the commit order ---------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        """The last committed point of the warehouse: one small read, no lock."""
+        with reading(self.engine) as conn:
+            return clock_repo.read(conn)
+
+    def settled_snapshot(self) -> Snapshot:
+        """The last committed point once the commits in flight have ended: a commit that starts
+        after this returns is stamped later than the moment it returned. What makes a time in
+        the recent past a repeatable point."""
+        with writing(self.engine) if not self._is_postgres else reading(self.engine) as conn:
+            return clock_repo.wait_for_commits_in_flight(conn, postgres=self._is_postgres)
+
+    def version_at(self, table_id: int, commit_number: int) -> int | None:
+        """The table's last version made by a commit numbered up to ``commit_number`` (None: the
+        table was created later)."""
+        with reading(self.engine) as conn:
+            return table_repo.version_at(conn, table_id, commit_number)
 
     # -- tables -------------------------------------------------------------------------------
 
@@ -103,17 +134,17 @@ class Catalog:
         with reading(self.engine) as conn:
             return table_repo.version_as_of(conn, table_id, timestamp, inclusive=inclusive)
 
-    def statement_commit(self, statement_id: str) -> tuple[dict[int, int], float] | None:
-        """For a committed statement: the version it made per table, and its commit time."""
+    def statement_commit(self, statement_id: str) -> tuple[dict[int, int], int] | None:
+        """For a committed statement: the version it made per table, and its commit number."""
         with reading(self.engine) as conn:
             rows = conn.execute(
                 select(
-                    t.versions.c.table_id, t.versions.c.version, t.versions.c.committed_at
+                    t.versions.c.table_id, t.versions.c.version, t.versions.c.commit_number
                 ).where(t.versions.c.statement_id == statement_id)
             ).all()
         if not rows:
             return None
-        return {r.table_id: r.version for r in rows}, rows[0].committed_at
+        return {r.table_id: r.version for r in rows}, rows[0].commit_number
 
     def changed_since(
         self,

@@ -21,6 +21,7 @@ def table_info(row: Any) -> TableInfo:
         created_at=row.created_at,
         properties=json.loads(row.properties),
         vacuumed_before_version=row.vacuumed_before_version,
+        current_commit=row.current_commit,
     )
 
 
@@ -35,6 +36,7 @@ def version_info(row: Any) -> VersionInfo:
         rows_deleted=row.rows_deleted,
         files_added=row.files_added,
         files_removed=row.files_removed,
+        commit_number=row.commit_number,
     )
 
 
@@ -99,6 +101,15 @@ def version_as_of(conn: Connection, table_id: int, timestamp: float, *, inclusiv
     ).scalar()
 
 
+def version_at(conn: Connection, table_id: int, commit_number: int) -> int | None:
+    """The table's last version made by a commit numbered up to ``commit_number``."""
+    return conn.execute(
+        select(func.max(t.versions.c.version)).where(
+            t.versions.c.table_id == table_id, t.versions.c.commit_number <= commit_number
+        )
+    ).scalar()
+
+
 def changed_since(
     conn: Connection, table_id: int, version: int, *, upto_inclusive: int | None, inserts_only: bool
 ) -> bool:
@@ -138,6 +149,45 @@ def lock(conn: Connection, table_id: int, *, for_update: bool) -> Any:
             " statement; this statement changed nothing."
         )
     return row
+
+
+def check_schema_unchanged(
+    conn: Connection, table_id: int, name: str, *, since_version: int
+) -> None:
+    changed = conn.execute(
+        select(func.min(t.columns.c.begin_version)).where(
+            t.columns.c.table_id == table_id, t.columns.c.begin_version > since_version
+        )
+    ).scalar()
+    if changed is not None:
+        raise ConflictError(
+            f"Table {name}'s columns changed at version {changed} (ALTER TABLE), after this"
+            f" statement read version {since_version}; it changed nothing. Run it again: it will"
+            " be planned for the new columns."
+        )
+
+
+def check_columns_writable(
+    conn: Connection, table_id: int, name: str, columns: tuple[Column, ...], *, version: int
+) -> None:
+    now = {c.column_id: c for c in schema_at(conn, table_id, version).columns}
+    written = {c.column_id for c in columns}
+    for c in columns:
+        found = now.get(c.column_id)
+        if found is None or found.type != c.type:
+            change = "was dropped" if found is None else f"is now {found.type.upper()}"
+            raise ConflictError(
+                f"Column {c.name} of table {name} {change} (ALTER TABLE) since these rows were"
+                " written for it; they were not committed. Reopen the writer (the ingest"
+                " channel) to write the table's current columns."
+            )
+    missing = [c.name for c in now.values() if not c.nullable and c.column_id not in written]
+    if missing:
+        raise ConflictError(
+            f"Table {name} has NOT NULL column(s) {', '.join(missing)} that these rows do not"
+            " write (added by ALTER TABLE since); they were not committed. Reopen the writer"
+            " (the ingest channel) to write the table's current columns."
+        )
 
 
 def check_name_free(conn: Connection, name: str, *, kind: str) -> None:
@@ -203,7 +253,7 @@ def set_properties(conn: Connection, table_id: int, updates: dict[str, str]) -> 
 
 
 def set_counters(conn: Connection, table_id: int, **values: int) -> None:
-    """Set ``current_version`` and/or ``next_row_id``."""
+    """Set ``current_version``, ``current_commit`` and/or ``next_row_id``."""
     conn.execute(t.tables.update().where(t.tables.c.table_id == table_id).values(**values))
 
 
@@ -238,15 +288,6 @@ def set_schema(conn: Connection, table_id: int, schema: TableSchema, *, version:
             }
             for i, c in enumerate(schema.columns)
         ],
-    )
-
-
-def last_commit_time(conn: Connection, table_id: int) -> float:
-    return (
-        conn.execute(
-            select(func.max(t.versions.c.committed_at)).where(t.versions.c.table_id == table_id)
-        ).scalar()
-        or 0.0
     )
 
 

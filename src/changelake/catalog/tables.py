@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = MetaData()
 
@@ -28,6 +28,17 @@ meta = Table(
     metadata,
     Column("key", String(64), primary_key=True),
     Column("value", Text, nullable=False),
+)
+
+# The warehouse's commit clock: one row that every commit updates inside its catalog transaction,
+# after its other locks. Commit numbers and timestamps both strictly increase, in the order in
+# which commits become visible.
+clock = Table(
+    "cl_clock",
+    metadata,
+    Column("clock_id", Integer, primary_key=True, autoincrement=False),
+    Column("commit_number", BigInteger, nullable=False),
+    Column("committed_at", Float, nullable=False),
 )
 
 tables = Table(
@@ -41,6 +52,8 @@ tables = Table(
     Column("dropped_at", Float),
     Column("properties", Text, nullable=False),
     Column("vacuumed_before_version", BigInteger, nullable=False, server_default="0"),
+    # the commit that made current_version: a snapshot at or past it reads current_version
+    Column("current_commit", BigInteger, nullable=False, server_default="0"),
 )
 Index(
     "cl_tables_live_name",
@@ -76,8 +89,11 @@ versions = Table(
     Column("rows_deleted", BigInteger, nullable=False),
     Column("files_added", Integer, nullable=False),
     Column("files_removed", Integer, nullable=False),
+    # the warehouse-wide commit that made this version (section 2, "Commit order")
+    Column("commit_number", BigInteger, nullable=False, server_default="0"),
 )
 Index("cl_versions_statement", versions.c.statement_id)
+Index("cl_versions_commit", versions.c.table_id, versions.c.commit_number)
 Index("cl_versions_time", versions.c.table_id, versions.c.committed_at)
 
 files = Table(

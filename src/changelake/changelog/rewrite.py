@@ -24,6 +24,7 @@ from changelake.catalog.requests import (
     RemoveFiles,
     Requirement,
     RowCounts,
+    SchemaUnchanged,
     TableLive,
     Update,
 )
@@ -115,7 +116,10 @@ def rewrite(
     if deletes:
         updates.append(AddDeletes(table_id, deletes))
     touched = removed + tuple(d.file_path for d in deletes)
-    requirements: list[Requirement] = [TableLive(table_id, name)]
+    requirements: list[Requirement] = [
+        TableLive(table_id, name),
+        SchemaUnchanged(table_id, name, target.state.version),
+    ]
     if touched:
         requirements.append(FilesUntouched(table_id, name, touched, target.state.version))
     write = TableWrite(

@@ -17,7 +17,9 @@ from changelake.catalog.requests import (
     FilesUntouched,
     FrontierAt,
     RemoveFiles,
+    Requirement,
     RowCounts,
+    SchemaUnchanged,
     TableLive,
     Update,
 )
@@ -127,7 +129,11 @@ def commit_one(
     if deletes:
         updates.append(AddDeletes(table_id, deletes))
     touched = removed_paths + tuple(d.file_path for d in deletes)
-    requirements = [TableLive(table_id, name)] if updates else []
+    requirements: list[Requirement] = (
+        [TableLive(table_id, name), SchemaUnchanged(table_id, name, target.state.version)]
+        if updates
+        else []
+    )
     if touched:
         requirements.append(FilesUntouched(table_id, name, touched, target.state.version))
     advances, frontiers = stream_consumption(stream_reads)

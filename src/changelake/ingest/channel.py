@@ -27,6 +27,7 @@ from changelake.errors import (
 from changelake.ingest.rejects import Rejects
 from changelake.ingest.tokens import TokenOrder, covers
 from changelake.ingest.validate import InsertError, RowValidator, Validated
+from changelake.schema import Column
 
 
 class Owner(Protocol):
@@ -149,6 +150,11 @@ class Channel:
         self._inserted = self._errored = 0
         self._last_error: str | None = None
         self._last_commit_at: float | None = None
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        """The table's columns when the channel was opened: the ones its rows hold."""
+        return self._validator.columns
 
     @property
     def error_table(self) -> str | None:

@@ -116,9 +116,7 @@ class Client:
         info = self._catalog.table(table)
         schema = self._catalog.schema_at(info.table_id, info.current_version)
         rejects = (
-            open_error_table(
-                self._catalog, error_table, source_table=info.name, now=self._clock.now()
-            )
+            open_error_table(self._catalog, error_table, source_table=info.name, clock=self._clock)
             if error_table
             else None
         )
@@ -137,7 +135,7 @@ class Client:
                     ),
                 )
             ],
-            now=self._clock.now(),
+            clock=self._clock,
         )
         opened = result.channels[(info.table_id, name)]
         channel = Channel(
@@ -217,7 +215,7 @@ class Client:
                     updates=(DropChannel(info.table_id, name),),
                 )
             ],
-            now=self._clock.now(),
+            clock=self._clock,
         )
         with self._lock:
             held = self._channels.pop((info.table_id, name), None)
@@ -248,7 +246,7 @@ class Client:
                             ),
                         )
                     ],
-                    now=self._clock.now(),
+                    clock=self._clock,
                 )
         finally:
             if channel._fenced is not None or not channel.status().rows_buffered:

@@ -21,6 +21,7 @@ from changelake.catalog.requests import (
     CommitRequest,
     FilesUntouched,
     RemoveFiles,
+    SchemaUnchanged,
     TableLive,
 )
 from changelake.clock import Clock
@@ -98,12 +99,13 @@ def compact(
                 updates=(AddFiles(table_id, (added,)), RemoveFiles(table_id, removed)),
                 requirements=(
                     TableLive(table_id, info.name),
+                    SchemaUnchanged(table_id, info.name, info.current_version),
                     FilesUntouched(
                         table_id, info.name, removed, since_version=info.current_version
                     ),
                 ),
             )
         ],
-        now=clock.now(),
+        clock=clock,
     )
     return len(chosen)

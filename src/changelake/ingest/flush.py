@@ -23,6 +23,7 @@ from changelake.catalog.requests import (
     AddFiles,
     AdvanceChannel,
     ChannelHeld,
+    ColumnsWritable,
     CommitRequest,
     RowCounts,
     TableLive,
@@ -177,6 +178,8 @@ class Flusher:
         counts = [RowCounts(table_id, inserted=sum(f.row_count for f in files))]
         rejected: dict[int, list] = defaultdict(list)
         for c, chunk in taken:
+            if chunk.files:
+                requirements.append(ColumnsWritable(table_id, c.table, c.columns))
             updates.append(AdvanceChannel(table_id, c.name, chunk.token))
             requirements.append(
                 ChannelHeld(table_id, c.table, c.name, c.epoch, chunk.previous_token)
@@ -187,8 +190,7 @@ class Flusher:
         for reject_table, reject_files in rejected.items():
             updates.append(AddFiles(reject_table, tuple(reject_files)))
             counts.append(RowCounts(reject_table, inserted=sum(f.row_count for f in reject_files)))
-        at = self._clock.now()
-        self._catalog.commit(
+        result = self._catalog.commit(
             [
                 CommitRequest(
                     f"ingest-{uuid.uuid4().hex}",
@@ -198,9 +200,10 @@ class Flusher:
                     row_counts=tuple(counts),
                 )
             ],
-            now=at,
+            clock=self._clock,
         )
-        return at
+        assert result.commit is not None
+        return result.commit.committed_at
 
     def _drop_fenced(
         self, taken: list[tuple[Channel, Chunk]], fenced: list[str]

@@ -15,6 +15,7 @@ import pyarrow as pa
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
 from changelake.catalog.requests import CommitRequest, CreateTable, IfExists
+from changelake.clock import Clock
 from changelake.errors import ConfigurationError
 from changelake.ingest.validate import InsertError
 from changelake.schema import Column, TableSchema
@@ -97,7 +98,7 @@ class Rejects:
         return pa.Table.from_arrays(columns, schema=self._schema)
 
 
-def error_table(catalog: Catalog, name: str, *, source_table: str, now: float) -> Rejects:
+def error_table(catalog: Catalog, name: str, *, source_table: str, clock: Clock) -> Rejects:
     """The error table ``name``, created if it does not exist; an existing table must have the
     error columns (any extra columns stay NULL)."""
     schema = TableSchema(
@@ -111,7 +112,7 @@ def error_table(catalog: Catalog, name: str, *, source_table: str, now: float) -
                 updates=(CreateTable(name, schema, if_exists=IfExists.KEEP),),
             )
         ],
-        now=now,
+        clock=clock,
     )
     info = result.tables.get(name.lower()) or catalog.table(name)
     found = catalog.schema_at(info.table_id, info.current_version)

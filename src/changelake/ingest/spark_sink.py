@@ -25,6 +25,7 @@ from changelake.catalog.requests import (
     CommitRequest,
     OpenChannel,
     RowCounts,
+    SchemaUnchanged,
     TableLive,
     Update,
 )
@@ -69,7 +70,7 @@ class SparkSink:
                     updates=(OpenChannel(info.table_id, channel),),
                 )
             ],
-            now=clock.now(),
+            clock=clock,
         )
         opened = result.channels[(info.table_id, channel)]
         self.table = info.name
@@ -96,9 +97,8 @@ class SparkSink:
                     " checkpoint location a new channel name."
                 )
             return  # a replay after a restart: this batch is in the table already
-        schema = self._catalog.schema_at(
-            self.table_id, self._catalog.table_by_id(self.table_id).current_version
-        )
+        read_version = self._catalog.table_by_id(self.table_id).current_version
+        schema = self._catalog.schema_at(self.table_id, read_version)
         statement_id = f"sink-{uuid.uuid4().hex}"
         directory = Warehouse.data_dir(statement_id)
         try:
@@ -115,7 +115,9 @@ class SparkSink:
             raise
         files = [f for f in files if f.row_count]
         try:
-            self._commit(statement_id, files, batch_id=batch_id, held=held)
+            self._commit(
+                statement_id, files, batch_id=batch_id, held=held, read_version=read_version
+            )
         except ChangelakeError:
             # Refused: the commit rolled back. Other failures (the catalog unreachable) may hide
             # a commit that happened, so their files stay for VACUUM to judge.
@@ -125,7 +127,13 @@ class SparkSink:
             self._delete(directory)
 
     def _commit(
-        self, statement_id: str, files: list[DataFile], *, batch_id: int, held: ChannelInfo
+        self,
+        statement_id: str,
+        files: list[DataFile],
+        *,
+        batch_id: int,
+        held: ChannelInfo,
+        read_version: int,
     ) -> None:
         updates: list[Update] = [AddFiles(self.table_id, tuple(files))] if files else []
         updates.append(AdvanceChannel(self.table_id, self.channel, str(batch_id)))
@@ -135,12 +143,13 @@ class SparkSink:
             updates=tuple(updates),
             requirements=(
                 TableLive(self.table_id, self.table),
+                SchemaUnchanged(self.table_id, self.table, read_version),
                 ChannelHeld(self.table_id, self.table, self.channel, self.epoch, held.offset_token),
             ),
             row_counts=(RowCounts(self.table_id, inserted=sum(f.row_count for f in files)),),
         )
         try:
-            self._catalog.commit([request], now=self._clock.now())
+            self._catalog.commit([request], clock=self._clock)
         except ChannelFencedError as e:
             raise ChannelFencedError(self._fenced_message(batch_id)) from e
 

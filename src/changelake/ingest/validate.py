@@ -113,6 +113,7 @@ class RowValidator:
     def __init__(self, schema: TableSchema, *, table: str, default_timezone: str = "UTC"):
         self._table = table
         self._columns = schema.columns
+        self.columns = schema.columns  # what its rows hold, as the table had them
         self._names = tuple(c.name for c in schema.columns)
         self._index_of_lower = {c.name.lower(): i for i, c in enumerate(schema.columns)}
         self._types = [arrow_type(c) for c in schema.columns]

@@ -14,6 +14,7 @@ from changelake.catalog.requests import (
     DropView,
     IfExists,
     RenameTable,
+    SchemaUnchanged,
     SetProperties,
     SetSchema,
     TableLive,
@@ -266,7 +267,10 @@ def _set_schema(
             ctx.statement_id,
             operation,
             (SetSchema(info.table_id, schema),),
-            (TableLive(info.table_id, info.name),),
+            (
+                TableLive(info.table_id, info.name),
+                SchemaUnchanged(info.table_id, info.name, target.state.version),
+            ),
         )
     )
     return result.version_of(info.table_id)
@@ -343,6 +347,8 @@ def alter(ctx: StatementContext, stmt: s.AlterTable) -> StatementResult:
             version,
             message=f"{old.name} renamed to {new_name}.",
         )
+    if isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "COLUMN":
+        return _drop_columns(ctx, target, action)
     if isinstance(action, exp.AlterRename):
         new_name = action.this.name
         ctx.commit(
@@ -377,3 +383,27 @@ def alter(ctx: StatementContext, stmt: s.AlterTable) -> StatementResult:
 
 def truncate(ctx: StatementContext, stmt: s.Truncate) -> StatementResult:
     return remove_all_rows(ctx, Target.of(ctx, stmt.table), operation="TRUNCATE")
+
+
+def _drop_columns(ctx: StatementContext, target: Target, action: exp.Drop) -> StatementResult:
+    """``ALTER TABLE t DROP COLUMN [IF EXISTS] a [, b]``: metadata only; the files keep the
+    values, which time travel before this version still reads."""
+    info, schema = target.info, target.state.schema
+    dropped = set()
+    for named in action.args.get("tables") or []:
+        if action.args.get("exists") and schema.find(named.name) is None:
+            continue
+        dropped.add(schema.column(named.name, table=info.name).column_id)
+    kept = tuple(c for c in schema.columns if c.column_id not in dropped)
+    if not kept:
+        raise InvalidStatementError(
+            f"Cannot drop every column of {info.name}; DROP TABLE {info.name} drops the table."
+        )
+    if not dropped:
+        return StatementResult(
+            ctx.statement_id, "DROP COLUMN", info.name, message="No such column; nothing dropped."
+        )
+    version = _set_schema(ctx, target, TableSchema(kept), operation="DROP COLUMN")
+    return StatementResult(
+        ctx.statement_id, "DROP COLUMN", info.name, version, message="Column(s) dropped."
+    )

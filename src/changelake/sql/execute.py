@@ -81,7 +81,7 @@ def _query(env: Env, stmt: s.Query) -> DataFrame:
 def _begin(env: Env, _: s.Begin) -> StatementResult:
     if env.transactions.current is not None:
         raise TransactionError("A transaction is already open; COMMIT or ROLLBACK it first.")
-    env.transactions.current = Transaction(started_at=env.ctx.now())
+    env.transactions.current = Transaction(snapshot=env.ctx.catalog.snapshot())
     return StatementResult(env.ctx.statement_id, "BEGIN", "", message="Transaction started.")
 
 
@@ -96,7 +96,7 @@ def _end(env: Env, *, commit: bool) -> dict[int, list[int]]:
         return {}
     # The catalog checks every requirement before it applies any update: a later statement's
     # requirements hold against the state the transaction read, not its own earlier writes.
-    return env.ctx.catalog.commit(txn.staged, now=env.ctx.now()).versions
+    return env.ctx.catalog.commit(txn.staged, clock=env.ctx.clock).versions
 
 
 def _commit(env: Env, _: s.Commit) -> StatementResult:

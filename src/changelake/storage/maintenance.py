@@ -15,6 +15,7 @@ from changelake.catalog.requests import (
     FilesUntouched,
     ForgetFiles,
     RemoveFiles,
+    SchemaUnchanged,
     TableLive,
 )
 from changelake.storage.snapshot import RID, VER, read_state
@@ -71,6 +72,7 @@ def optimize(
             updates=(AddFiles(info.table_id, tuple(added)), RemoveFiles(info.table_id, removed)),
             requirements=(
                 TableLive(info.table_id, info.name),
+                SchemaUnchanged(info.table_id, info.name, state.version),
                 FilesUntouched(info.table_id, info.name, removed, since_version=state.version),
             ),
         )

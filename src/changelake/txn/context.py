@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 
 from changelake.catalog import Catalog
-from changelake.catalog.model import StreamInfo, TableInfo
+from changelake.catalog.model import Snapshot, StreamInfo, TableInfo
 from changelake.catalog.requests import (
     AddFiles,
     CommitRequest,
@@ -17,7 +17,7 @@ from changelake.clock import Clock
 from changelake.errors import TransactionError
 from changelake.txn.retention import check_readable
 from changelake.txn.snapshot import TableState
-from changelake.txn.transaction import Transaction
+from changelake.txn.transaction import Transaction, version_in
 
 
 def new_statement_id() -> str:
@@ -28,9 +28,9 @@ def new_statement_id() -> str:
 class StatementContext:
     """Everything a statement needs to know about the catalog besides its own text.
 
-    Outside a transaction a statement reads each table at the version current when it first
-    looks at it; inside one, at the version current when the transaction began, plus what the
-    transaction staged.
+    A statement reads every table at one point of the warehouse's commit order: outside a
+    transaction, the last commit when it first reads a table; inside one, the last commit when
+    the transaction began, plus what the transaction staged.
     """
 
     catalog: Catalog
@@ -38,6 +38,7 @@ class StatementContext:
     transaction: Transaction | None = None
     statement_id: str = field(default_factory=new_statement_id)
     _pinned: dict[int, int] = field(default_factory=dict)
+    _snapshot: Snapshot | None = None
 
     def now(self) -> float:
         return round(self.clock.now(), 6)
@@ -45,14 +46,29 @@ class StatementContext:
     def table(self, name: str) -> TableInfo:
         return self.catalog.table(name)
 
+    def snapshot(self) -> Snapshot:
+        """The commit point this statement reads at (one catalog read, the first time)."""
+        if self.transaction is not None:
+            return self.transaction.snapshot
+        if self._snapshot is None:
+            self._snapshot = self.catalog.snapshot()
+        return self._snapshot
+
     def read_version(self, info: TableInfo) -> int:
         if self.transaction is not None:
             return self.transaction.read_version(self.catalog, info)
-        return self._pinned.setdefault(info.table_id, info.current_version)
+        if info.table_id not in self._pinned:
+            self._pinned[info.table_id] = version_in(self.catalog, info, self.snapshot())
+        return self._pinned[info.table_id]
 
-    def check_readable(self, info: TableInfo, version: int) -> None:
-        """Raise TimeTravelError unless ``version`` of ``info`` exists and is within retention."""
-        check_readable(self.catalog, info, version, latest=self.read_version(info), now=self.now())
+    def check_readable(self, info: TableInfo, version: int, *, committed: bool = False) -> None:
+        """Raise TimeTravelError unless ``version`` of ``info`` exists and is within retention.
+        ``committed``: the catalog named the version (a time point), so it exists even when it
+        is later than this statement's snapshot."""
+        latest = self.read_version(info)
+        if committed:
+            latest = max(latest, version)
+        check_readable(self.catalog, info, version, latest=latest, now=self.now())
 
     def state(self, info: TableInfo, version: int | None = None) -> TableState:
         """The table at ``version`` (default: what this statement reads), checked readable."""
@@ -95,7 +111,7 @@ class StatementContext:
         if self.transaction is None:
             if request.empty:
                 return CommitResult(applied=False)
-            return self.catalog.commit([request], now=self.now())
+            return self.catalog.commit([request], clock=self.clock)
         self.transaction.stage(self._with_row_ids(request))
         return CommitResult(applied=False)
 
@@ -114,7 +130,7 @@ class StatementContext:
                             (ReserveRowIds(u.table_id, count),),
                         )
                     ],
-                    now=self.now(),
+                    clock=self.clock,
                 )
                 base = reserved.row_id_bases[u.table_id]
                 files = []

@@ -59,6 +59,8 @@ def resolve(ctx: StatementContext, info: TableInfo, point: Point) -> int:
             )
         epoch = ctx.now() + float(value) if point.kind is PointKind.OFFSET else float(value)
         version = _version_at_time(ctx, info, epoch, inclusive=not before, point=point)
+        ctx.check_readable(info, version, committed=True)
+        return version
     elif point.kind is PointKind.STATEMENT:
         found = ctx.catalog.statement_commit(str(value))
         if found is None:
@@ -66,11 +68,14 @@ def resolve(ctx: StatementContext, info: TableInfo, point: Point) -> int:
                 f"Statement {value!r} is unknown: it changed no table, or never committed."
                 " Use the statement_id a write statement returned."
             )
-        versions, committed_at = found
+        versions, commit_number = found
         if info.table_id in versions:
             version = versions[info.table_id] - (1 if before else 0)
         else:
-            version = _version_at_time(ctx, info, committed_at, inclusive=not before, point=point)
+            at = ctx.catalog.version_at(info.table_id, commit_number - (1 if before else 0))
+            version = _existed(info, at, point)
+        ctx.check_readable(info, version, committed=True)
+        return version
     else:
         if before:
             raise InvalidStatementError("A stream is a start point: write AT (STREAM => 'name').")
@@ -99,14 +104,23 @@ def stream_start_version(ctx: StatementContext, info: TableInfo, name: str) -> i
 def _version_at_time(
     ctx: StatementContext, info: TableInfo, epoch: float, *, inclusive: bool, point: Point
 ) -> int:
-    slack = 5e-7 if inclusive else -5e-7
-    version = ctx.catalog.version_as_of(info.table_id, epoch + slack, inclusive=inclusive)
+    """The last version committed at (or before) ``epoch``: the same answer every time it is
+    asked once ``epoch`` has passed. Commit times increase with the commit order, so the commits
+    up to the statement's snapshot settle every time before its last commit; a later time waits
+    for the commits in flight, which may have been stamped before it."""
+    at = epoch + (5e-7 if inclusive else -5e-7)
+    if at >= ctx.snapshot().committed_at:
+        ctx.catalog.settled_snapshot()
+    return _existed(info, ctx.catalog.version_as_of(info.table_id, at, inclusive=inclusive), point)
+
+
+def _existed(info: TableInfo, version: int | None, point: Point) -> int:
     if version is None:
         raise TimeTravelError(
             f"Table {info.name} did not exist at {point.describe()}: it was created at"
             f" {format_time(info.created_at)}. Choose a later point."
         )
-    return min(version, ctx.read_version(info))
+    return version
 
 
 def point_from_python(value: object, edge: Edge) -> Point:

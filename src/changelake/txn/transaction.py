@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from changelake.catalog import Catalog
-from changelake.catalog.model import LiveFile, StreamInfo, TableInfo
+from changelake.catalog.model import LiveFile, Snapshot, StreamInfo, TableInfo
 from changelake.catalog.requests import (
     AddDeletes,
     AddFiles,
@@ -19,18 +19,18 @@ from changelake.txn.snapshot import TableState
 
 @dataclass
 class Transaction:
-    """Statements inside BEGIN ... COMMIT read the versions current when it began (snapshot
-    isolation) plus their own staged writes, and commit together in one catalog transaction."""
+    """Statements inside BEGIN ... COMMIT read every table at the commit point where it began
+    (snapshot isolation), however late they first touch it, plus their own staged writes, and
+    commit together in one catalog transaction."""
 
-    started_at: float
+    snapshot: Snapshot
     pinned: dict[int, int] = field(default_factory=dict)
     staged: list[CommitRequest] = field(default_factory=list)
     streams: dict[str, StreamInfo] = field(default_factory=dict)  # as first read
 
     def read_version(self, catalog: Catalog, info: TableInfo) -> int:
         if info.table_id not in self.pinned:
-            at_begin = catalog.version_as_of(info.table_id, self.started_at, inclusive=True)
-            self.pinned[info.table_id] = info.current_version if at_begin is None else at_begin
+            self.pinned[info.table_id] = version_in(catalog, info, self.snapshot)
         return self.pinned[info.table_id]
 
     def stage(self, request: CommitRequest) -> None:
@@ -83,6 +83,16 @@ class Transaction:
                         deleted_rows=live.deleted_rows + d.row_count,
                     )
         return state.with_files(list(files.values()))
+
+
+def version_in(catalog: Catalog, info: TableInfo, snapshot: Snapshot) -> int:
+    """The version of ``info`` that ``snapshot`` holds: its current one unless a later commit
+    made that (then one indexed lookup). A table created after the snapshot (DDL is not
+    transactional) is read at its current version."""
+    if info.current_commit <= snapshot.commit_number:
+        return info.current_version
+    found = catalog.version_at(info.table_id, snapshot.commit_number)
+    return info.current_version if found is None else found
 
 
 @dataclass
