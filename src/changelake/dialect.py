@@ -35,8 +35,8 @@ class Vacuum(exp.Expression):
 
 
 class ShowObjects(exp.Expression):
-    """``SHOW [TERSE] TABLES | VIEWS | STREAMS | CHANNELS [IN [TABLE] t]``; ``kind`` is the plural,
-    upper case."""
+    """``SHOW [TERSE] TABLES | VIEWS | STREAMS | CHANNELS [IN [TABLE] t]`` or ``SHOW INTERNAL
+    TABLES [IN [TABLE] t]``; ``kind`` is the plural ("INTERNAL TABLES"), upper case."""
 
     arg_types = {"kind": True, "terse": False, "this": False}
 
@@ -211,11 +211,16 @@ class Changelake(Spark):
         def _parse_show_objects(self) -> exp.Expression:
             self._advance()
             terse = self._match_text_seq("TERSE")
-            if not self._match_texts(("TABLES", "VIEWS", "STREAMS", "CHANNELS")):
-                self.raise_error("Expected SHOW TABLES, VIEWS, STREAMS or CHANNELS")
-            kind = self._prev.text.upper()
+            if self._match_text_seq("INTERNAL", "TABLES"):
+                kind = "INTERNAL TABLES"
+            else:
+                if not self._match_texts(("TABLES", "VIEWS", "STREAMS", "CHANNELS")):
+                    self.raise_error(
+                        "Expected SHOW TABLES, VIEWS, STREAMS or CHANNELS, or SHOW INTERNAL TABLES"
+                    )
+                kind = self._prev.text.upper()
             table = None
-            if kind == "CHANNELS" and self._match(TokenType.IN):
+            if kind in ("CHANNELS", "INTERNAL TABLES") and self._match(TokenType.IN):
                 self._match(TokenType.TABLE)
                 table = self._object_name("table")
             return self.expression(ShowObjects(kind=kind, terse=terse, this=table))

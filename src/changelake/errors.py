@@ -81,6 +81,11 @@ class DuplicateTargetRowError(InvalidStatementError):
     would depend on row order."""
 
 
+class InternalTableError(InvalidStatementError):
+    """A user statement would write, alter or drop a table changelake keeps for itself, or give
+    an object a name reserved for those tables."""
+
+
 class TimeTravelError(ChangelakeError, ValueError):
     """A point in time outside the table's readable history."""
 

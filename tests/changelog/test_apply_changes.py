@@ -254,8 +254,14 @@ def test_a_late_update_after_a_delete_is_ignored_until_the_tombstone_expires(ses
     clock.advance(days=1.5)
     # past the retention the tombstone is dropped and the key is new again
     assert apply((1, "again", 2, "U")) == [(1, "again"), (2, "b")]
-    state = rows(session.sql("SELECT id, __seq, __deleted FROM t__apply_state"))
+    state = rows(session.sql(f"SELECT id, __seq, __deleted FROM `{_state_table(session, 't')}`"))
     assert state == [(1, 2, False), (2, 1, False)]
+
+
+def _state_table(session, table):
+    """The name of ``table``'s APPLY CHANGES state (an internal table), or None."""
+    found = session.sql(f"SHOW INTERNAL TABLES IN TABLE {table}").collect()
+    return found[0].name if found else None
 
 
 def _versions(session, *tables):
@@ -276,7 +282,8 @@ def test_bad_input_names_the_row_and_changes_nothing(session):
         ([(None, "z", 1, 0, 0)], InvalidStatementError, r"id=NULL, seq=1: KEYS column id is NULL"),
         ([(5, "z", None, 0, 0)], InvalidStatementError, r"id=5, seq=NULL: SEQUENCE BY column seq is NULL"),
     ]  # fmt: skip
-    before = _versions(session, "b", "b__apply_state")
+    state = _state_table(session, "b")
+    before = _versions(session, "b", state)
     for data, error, message in cases:
         df = session.spark.createDataFrame(data, odf)
         with pytest.raises(error, match=message):
@@ -300,8 +307,8 @@ def test_bad_input_names_the_row_and_changes_nothing(session):
                     " SEQUENCE BY s STORED AS SCD TYPE 2")  # fmt: skip
     with pytest.raises(InvalidStatementError, match="KEYS"):
         session.sql("APPLY CHANGES INTO b FROM a KEYS (v) SEQUENCE BY id")  # other keys
-    assert _versions(session, "b", "b__apply_state") == before
-    assert session.catalog.find_table("b2__apply_state") is None
+    assert _versions(session, "b", state) == before
+    assert _state_table(session, "b2") is None
     assert rows(session.sql("SELECT * FROM b")) == [(1, "x"), (2, "y")]
 
 

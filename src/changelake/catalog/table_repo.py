@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import Connection, func, or_, select
 
+from changelake.catalog import internal
 from changelake.catalog import tables as t
 from changelake.catalog.model import TableInfo, VersionInfo
 from changelake.errors import ConflictError, DependencyError, ObjectExistsError
@@ -235,7 +236,13 @@ def insert(conn: Connection, name: str, properties: dict[str, str], *, now: floa
 
 
 def drop(conn: Connection, table_id: int, *, now: float) -> None:
-    conn.execute(t.tables.update().where(t.tables.c.table_id == table_id).values(dropped_at=now))
+    """Drop the table and, with it, the internal tables it owns (catalog/internal.py)."""
+    owned = t.tables.c.name.startswith(internal.owned_prefix(table_id), autoescape=True)
+    conn.execute(
+        t.tables.update()
+        .where(or_(t.tables.c.table_id == table_id, owned & t.tables.c.dropped_at.is_(None)))
+        .values(dropped_at=now)
+    )
 
 
 def rename(conn: Connection, table_id: int, new_name: str) -> None:

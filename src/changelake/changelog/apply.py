@@ -159,7 +159,6 @@ def apply_changes(
     state = state_table(
         ctx,
         target.info,
-        spec.state_table,
         keys=[schema.column(k, table=spec.target) for k in keys],
         seq_type=events.seq_type,
     )
@@ -253,7 +252,7 @@ def _write_state(
             tuple(files),
             IfExists.REPLACE if state.replace else IfExists.ERROR,
         )
-        return TableWrite((create,), (), RowCounts(-1))
+        return TableWrite((*state.moves, create), (), RowCounts(-1))
     s = state_df.select(
         *[F.col(quoted(k)).alias(f"_s_{i}") for i, k in enumerate(keys)],
         *[
@@ -281,7 +280,7 @@ def _write_state(
     purged = gone.select(F.lit(REMOVE).alias(ACTION), *ADDRESS, *found_columns(state.target, {}))
     found = changed.unionByName(purged).where(F.col(ACTION).isNotNull())
     write, _ = rewrite(ctx, spark, warehouse, state.target, found, part="-state")
-    return write
+    return replace(write, updates=state.moves + write.updates)
 
 
 def _commit(

@@ -83,10 +83,6 @@ class ApplySpec:
     def sequence_name(self) -> str:
         return ".".join(self.sequence_by)
 
-    @property
-    def state_table(self) -> str:
-        return f"{self.target.lower()}__apply_state"
-
 
 def path_of(text: str) -> tuple[str, ...]:
     """``"source.version"`` -> ``("source", "version")``."""

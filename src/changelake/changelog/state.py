@@ -1,8 +1,9 @@
-"""The companion table that remembers, per key, what APPLY CHANGES applied last.
+"""The internal table that remembers, per key, what APPLY CHANGES applied last.
 
-``<target>__apply_state`` is an ordinary changelake table (SHOW TABLES lists it; do not write to
-it) created by the first APPLY CHANGES into ``target`` and changed in the same commit as the
-target by every later one. Per key it holds:
+It is an internal table of the target (``#<target id>#apply_state``, see catalog/internal.py):
+SHOW INTERNAL TABLES lists it, queries may read it, no user statement may change it. The first
+APPLY CHANGES into ``target`` creates it, every later one changes it in the same commit as the
+target, and dropping the target drops it. Per key it holds:
 
 - ``__seq``: the greatest sequence applied (for SCD TYPE 2, seen);
 - ``__deleted``: whether that event was a delete (a *tombstone*);
@@ -20,8 +21,9 @@ Tombstones are kept for the target's ``APPLY_TOMBSTONE_RETENTION_DAYS`` (default
 delete was applied; an event older than a live tombstone is ignored. Once a tombstone expires the
 next APPLY drops it, and its key is new again: any later event for it applies.
 
-The table records the target's id and KEYS as properties: if the target was dropped and created
-again the state starts over; applying with other KEYS is an error.
+The table records the target's KEYS as a property: applying with other KEYS is an error.
+Warehouses written before internal tables keep the state in ``<target>__apply_state``; the next
+APPLY into the target moves that table into the internal namespace, in the apply's commit.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from changelake.catalog.internal import APPLY_STATE, InternalTable
 from changelake.catalog.model import TableInfo
+from changelake.catalog.requests import DropTable, RenameTable, SetProperties, Update
 from changelake.dml.common import Target
 from changelake.errors import InvalidStatementError
 from changelake.schema import Column, TableSchema
@@ -46,18 +50,21 @@ STATE_DELETES, STATE_MERGED = "__deletes", "__merged"
 HISTORY_COLUMNS = (STATE_DELETES, STATE_MERGED)
 RETENTION_PROPERTY = "apply_tombstone_retention_days"
 DEFAULT_RETENTION_DAYS = 7.0
+LEGACY_SUFFIX = "__apply_state"  # <target>__apply_state: the state before internal tables
 
 
 @dataclass(frozen=True)
 class StateTable:
     """The state table as this apply reads it; ``target`` None: this apply creates it (replacing
-    a stale one left by a dropped target when ``replace``)."""
+    a stale one when ``replace``). ``moves``: updates of the apply's commit that move a legacy
+    state table into the internal namespace (or drop a stale one)."""
 
     name: str
     schema: TableSchema
     properties: tuple[tuple[str, str], ...]
     target: Target | None
     replace: bool = False
+    moves: tuple[Update, ...] = ()
 
     @property
     def state(self) -> TableState:
@@ -69,12 +76,13 @@ class StateTable:
 def state_table(
     ctx: StatementContext,
     target: TableInfo,
-    name: str,
     *,
     keys: list[Column],
     seq_type: str,
 ) -> StateTable:
     """The state table of ``target`` keyed by ``keys`` (found, or to be created)."""
+    internal = InternalTable(target.table_id, APPLY_STATE)
+    name = internal.name
     columns = [Column(i, k.name, k.type) for i, k in enumerate(keys, start=1)]
     n = len(columns)
     columns += [
@@ -91,29 +99,51 @@ def state_table(
         ("before_images", "false"),
         ("comment", f"APPLY CHANGES state of {target.name}"),
         ("data_retention_time_in_days", "1"),
+        *internal.properties,
     )
     schema = TableSchema(tuple(columns))
     info = ctx.catalog.find_table(name)
-    current = info is not None and info.properties.get("apply_target_id") == str(target.table_id)
-    if current:
-        found_schema = ctx.catalog.schema_at(info.table_id, info.current_version)  # type: ignore[union-attr]
-        # written before the history columns were kept: started over
-        current = all(found_schema.find(c) is not None for c in HISTORY_COLUMNS)
-    if not current:
+    legacy = _legacy(ctx, target) if info is None else None
+    found = info or legacy
+    if found is None or not _current(ctx, found, target):
         if ctx.transaction is not None:
             raise InvalidStatementError(
                 f"The first APPLY CHANGES INTO {target.name} creates its state table {name};"
                 " run it outside BEGIN ... COMMIT."
             )
-        return StateTable(name, schema, properties, None, replace=info is not None)
-    if info.properties.get("apply_keys") != key_list:
+        drop = (DropTable(legacy.table_id),) if legacy is not None else ()
+        return StateTable(name, schema, properties, None, replace=info is not None, moves=drop)
+    if found.properties.get("apply_keys") != key_list:
         raise InvalidStatementError(
             f"APPLY CHANGES INTO {target.name}: earlier applies used KEYS"
-            f" ({info.properties.get('apply_keys')}), this one ({key_list}). Use the same keys,"
-            f" or DROP TABLE {name} to start over (tombstones are then forgotten)."
+            f" ({found.properties.get('apply_keys')}), this one ({key_list}). Use the same keys,"
+            f" or start the state over with {APPLY_STATE.start_over.format(owner=target.name)}."
         )
-    found = Target.of(ctx, name)
-    return StateTable(name, found.state.schema, properties, found)
+    moves: tuple[Update, ...] = ()
+    if legacy is not None:
+        moves = (
+            RenameTable(legacy.table_id, name),
+            SetProperties(legacy.table_id, internal.properties),
+        )
+    state = Target(found, ctx.state(found))
+    return StateTable(name, state.state.schema, properties, state, moves=moves)
+
+
+def _current(ctx: StatementContext, found: TableInfo, target: TableInfo) -> bool:
+    """Whether ``found`` holds ``target``'s state as this changelake keeps it; a stale one (of a
+    dropped target) or one written before the history columns were kept starts over."""
+    if found.properties.get("apply_target_id") != str(target.table_id):
+        return False
+    schema = ctx.catalog.schema_at(found.table_id, found.current_version)
+    return all(schema.find(c) is not None for c in HISTORY_COLUMNS)
+
+
+def _legacy(ctx: StatementContext, target: TableInfo) -> TableInfo | None:
+    """The state table an earlier changelake kept for ``target`` as an ordinary table."""
+    found = ctx.catalog.find_table(f"{target.name}{LEGACY_SUFFIX}")
+    if found is None or found.properties.get("apply_target_id") != str(target.table_id):
+        return None  # none, or a user's table of that name
+    return found
 
 
 def retention_seconds(target: TableInfo) -> float:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
 
+from changelake.catalog.internal import check_user_may_change
 from changelake.catalog.model import DataFile, NewDeletes, TableInfo
 from changelake.catalog.requests import (
     AddDeletes,
@@ -42,7 +43,9 @@ class Target:
 
     @staticmethod
     def of(ctx: StatementContext, name: str) -> Target:
+        """The table a user statement names; InternalTableError for an internal table."""
         info = ctx.table(name)
+        check_user_may_change(ctx.catalog, info, action="change")
         return Target(info, ctx.state(info))
 
     @staticmethod
@@ -50,6 +53,7 @@ class Target:
         """A target for a blind append: its schema, without listing its files (appends never
         read or conflict with existing rows, so their cost must not grow with the table)."""
         info = ctx.table(name)
+        check_user_may_change(ctx.catalog, info, action="change")
         return Target(info, ctx.schema_state(info))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
+from changelake.catalog.internal import check_user_may_change, check_user_name
 from changelake.catalog.requests import (
     CommitRequest,
     CreateTable,
@@ -158,6 +159,7 @@ def create_table(
 ) -> StatementResult:
     ctx.require_no_transaction("CREATE TABLE")
     name = stmt.name
+    check_user_name(name, kind="table")
     properties = properties_of(stmt.properties, table=name)
     binder = Binder(ctx, spark, warehouse)
     added: list = []
@@ -212,11 +214,16 @@ def create_view(
 ) -> StatementResult:
     ctx.require_no_transaction("CREATE VIEW")
     name, query = stmt.name, stmt.query
+    check_user_name(name, kind="view")
     Binder(ctx, spark, warehouse).query(query)  # validates names and types now, not at first use
     depends = sorted(
         {t.name.lower() for t in query.find_all(exp.Table) if isinstance(t.this, exp.Identifier)}
         - {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}
     )
+    for dependency in depends:
+        table = ctx.catalog.find_table(dependency)
+        if table is not None:  # dropping the owner drops an internal table, views or not
+            check_user_may_change(ctx.catalog, table, action=f"create view {name} on")
     if_exists = IfExists.of(replace=stmt.replace, if_not_exists=False)
     view = CreateView(name.lower(), to_spark(query), tuple(depends), if_exists)
     ctx.commit(CommitRequest(ctx.statement_id, "CREATE VIEW", (view,)))
@@ -231,6 +238,8 @@ def drop(ctx: StatementContext, stmt: s.Drop) -> StatementResult:
     catalog = ctx.catalog
     if kind == "TABLE":
         info = catalog.find_table(name)
+        if info is not None:
+            check_user_may_change(catalog, info, action="drop")
         found, update = info is not None, DropTable(info.table_id) if info else None
         missing = TableNotFoundError(
             f"Table {name!r} does not exist.{did_you_mean(name, catalog.object_names())}"
@@ -351,6 +360,7 @@ def alter(ctx: StatementContext, stmt: s.AlterTable) -> StatementResult:
         return _drop_columns(ctx, target, action)
     if isinstance(action, exp.AlterRename):
         new_name = action.this.name
+        check_user_name(new_name, kind="table")
         ctx.commit(
             CommitRequest(statement_id, "RENAME TABLE", (RenameTable(info.table_id, new_name),))
         )

@@ -140,6 +140,7 @@ _SHOW: dict[str, Callable[[Env, s.Show], DataFrame]] = {
     "VIEWS": lambda env, _: show.show_views(env.ctx, env.spark),
     "STREAMS": lambda env, _: show_streams(env.ctx, env.spark),
     "CHANNELS": lambda env, st: show.show_channels(env.ctx, env.spark, st.table),
+    "INTERNAL TABLES": lambda env, st: show.show_internal_tables(env.ctx, env.spark, st.table),
 }
 
 HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {

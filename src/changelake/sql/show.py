@@ -1,4 +1,5 @@
-"""DESCRIBE TABLE, DESCRIBE HISTORY, SHOW TABLES / VIEWS: catalog metadata as small DataFrames."""
+"""DESCRIBE TABLE, DESCRIBE HISTORY, SHOW [INTERNAL] TABLES / VIEWS / CHANNELS: catalog metadata
+as small DataFrames."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import datetime as dt
 
 from pyspark.sql import DataFrame, SparkSession
 
+from changelake.catalog.internal import InternalTable
+from changelake.catalog.model import TableInfo
 from changelake.txn.context import StatementContext
 
 
@@ -44,24 +47,49 @@ def describe_history(ctx: StatementContext, spark: SparkSession, name: str) -> D
     )
 
 
+_TABLE_COLUMNS = (
+    "created_at timestamp, version bigint, rows bigint, files int, retention_days double"
+)
+
+
+def _table_row(ctx: StatementContext, info: TableInfo) -> tuple:
+    files = ctx.catalog.snapshot_files(info.table_id, info.current_version)
+    return (
+        _ts(info.created_at),
+        info.current_version,
+        sum(f.live_rows for f in files),
+        len(files),
+        float(info.retention_days()),
+    )
+
+
 def show_tables(ctx: StatementContext, spark: SparkSession) -> DataFrame:
+    """The user's tables (internal ones: ``show_internal_tables``)."""
+    rows = [
+        (info.name, *_table_row(ctx, info))
+        for info in ctx.catalog.list_tables()
+        if InternalTable.of(info.name) is None
+    ]
+    return spark.createDataFrame(rows, f"name string, {_TABLE_COLUMNS}")
+
+
+def show_internal_tables(
+    ctx: StatementContext, spark: SparkSession, owner: str | None
+) -> DataFrame:
+    """SHOW INTERNAL TABLES [IN TABLE owner]: the tables changelake keeps for itself (for
+    ``owner``), each with its owner table and purpose."""
+    tables = ctx.catalog.list_tables()
+    names = {info.table_id: info.name for info in tables}
+    owner_id = ctx.table(owner).table_id if owner is not None else None
     rows = []
-    for info in ctx.catalog.list_tables():
-        files = ctx.catalog.snapshot_files(info.table_id, info.current_version)
-        rows.append(
-            (
-                info.name,
-                _ts(info.created_at),
-                info.current_version,
-                sum(f.live_rows for f in files),
-                len(files),
-                float(info.retention_days()),
-            )
-        )
+    for info in tables:
+        internal = InternalTable.of(info.name)
+        if internal is None or owner_id not in (None, internal.owner_id):
+            continue
+        owner_name = names.get(internal.owner_id)
+        rows.append((info.name, owner_name, internal.purpose.label, *_table_row(ctx, info)))
     return spark.createDataFrame(
-        rows,
-        "name string, created_at timestamp, version bigint, rows bigint, files int,"
-        " retention_days double",
+        rows, f"name string, owner string, purpose string, {_TABLE_COLUMNS}"
     )
 
 

@@ -118,8 +118,8 @@ class DescribeStream:
 
 @dataclass(frozen=True)
 class Show:
-    kind: str  # TABLES | VIEWS | STREAMS | CHANNELS
-    table: str | None = None  # SHOW CHANNELS IN TABLE t
+    kind: str  # TABLES | INTERNAL TABLES | VIEWS | STREAMS | CHANNELS
+    table: str | None = None  # SHOW CHANNELS | INTERNAL TABLES IN TABLE t
 
 
 @dataclass(frozen=True)

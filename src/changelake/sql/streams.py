@@ -6,6 +6,7 @@ import datetime as dt
 
 from pyspark.sql import DataFrame, SparkSession
 
+from changelake.catalog.internal import check_user_may_change, check_user_name
 from changelake.catalog.model import StreamInfo, TableInfo
 from changelake.catalog.requests import CommitRequest, CreateStream, IfExists
 from changelake.dml.result import StatementResult
@@ -36,6 +37,7 @@ def create_stream(
 ) -> StatementResult:
     ctx.require_no_transaction("CREATE STREAM")
     name = stmt.name
+    check_user_name(name, kind="stream")
     if stmt.replace and stmt.if_not_exists:
         raise InvalidStatementError(
             f"CREATE OR REPLACE STREAM IF NOT EXISTS {name}: OR REPLACE and IF NOT EXISTS exclude"
@@ -67,6 +69,7 @@ def _on_table(ctx: StatementContext, stmt: s.CreateStream, point: Point | None) 
             f"{stmt.table} is a view: write CREATE STREAM {stmt.name} ON VIEW {stmt.table}."
         )
     info = ctx.table(stmt.table)
+    check_user_may_change(ctx.catalog, info, action=f"create stream {stmt.name} on")
     frontier = resolve(ctx, info, point) if point is not None else info.current_version
     return CreateStream(
         stmt.name.lower(),
