@@ -74,13 +74,15 @@ class _Version:
     version: int
     files_added: int = 0
     files_removed: int = 0
+    rows_inserted: int | None = None  # None: as the request's row counts say
 
 
 @dataclass
 class _Commit:
     conn: Connection
     postgres: bool
-    stamp: Snapshot = Snapshot(0, 0.0)  # this commit's number and time, once taken
+    reading: float  # the clock when the commit began: the time of creations and drops
+    stamp: Snapshot | None = None  # this commit's number and time, taken last
     versions: dict[int, list[int]] = field(default_factory=dict)
     tables: dict[str, Any] = field(default_factory=dict)
     row_id_bases: dict[int, int] = field(default_factory=dict)
@@ -88,10 +90,11 @@ class _Commit:
     request: CommitRequest | None = None  # being applied
     pending: dict[int, _Version] = field(default_factory=dict)  # versions it makes
     next_row_ids: dict[int, int] = field(default_factory=dict)  # the one row-id counter per table
+    made: dict[int, int] = field(default_factory=dict)  # the last version started per table
 
     @property
     def now(self) -> float:
-        return self.stamp.committed_at
+        return self.reading if self.stamp is None else self.stamp.committed_at
 
     def lock(self, table_id: int) -> Any:
         return table_repo.lock(self.conn, table_id, for_update=self.postgres)
@@ -99,8 +102,13 @@ class _Commit:
     def version_of(self, table_id: int) -> _Version:
         """The version the current request makes of ``table_id`` (started at first use)."""
         if table_id not in self.pending:
-            row = self.lock(table_id)
-            self.pending[table_id] = _Version(row.current_version + 1)
+            # An earlier request of this commit may have made a version already (versions are
+            # recorded at the end, once the commit is stamped).
+            last = self.made.get(table_id)
+            if last is None:
+                last = self.lock(table_id).current_version
+            self.pending[table_id] = _Version(last + 1)
+            self.made[table_id] = last + 1
         return self.pending[table_id]
 
     def next_row_id(self, table_id: int) -> int:
@@ -115,7 +123,7 @@ def commit(
 ) -> CommitResult:
     """Check every requirement of ``requests``, then apply them in order. Raises (and the caller's
     transaction rolls back) if a requirement or an update fails."""
-    state = _Commit(conn, postgres)
+    state = _Commit(conn, postgres, round(clock.now(), 6))
     requests = [r for r in requests if not _kept(state, r)]
     if not requests:
         return CommitResult(applied=False, tables=_infos(state))
@@ -129,18 +137,21 @@ def commit(
     for request in requests:
         for requirement in request.requirements:
             _CHECKS[type(requirement)](state, requirement)
-    # Numbered and stamped last among the locks: the clock row is held only while this commit
-    # writes, and every lock taken after it (channels, names) is one no commit waiting for the
-    # clock can hold, so there is no deadlock.
-    state.stamp = clock_repo.advance(conn, clock, postgres=postgres)
-    fault_point("stamped")
+    made = []
     for request in requests:
         state.request, state.pending = request, {}
         for update in request.updates:
             _APPLY[type(update)](state, update)
-        _record_versions(state, request)
+        made.append((request, state.pending))
     for table_id, next_row_id in state.next_row_ids.items():
         table_repo.set_counters(conn, table_id, next_row_id=next_row_id)
+    # Numbered and stamped last, just before the versions are recorded: the clock row, which
+    # serializes all commits, is held only for these few writes and the database commit. No
+    # commit holding it waits for a lock of another: it writes only its own versions and tables.
+    state.stamp = clock_repo.advance(conn, clock, postgres=postgres)
+    fault_point("stamped")
+    for request, versions in made:
+        _record_versions(state, request, versions)
     return CommitResult(
         applied=True,
         commit=state.stamp,
@@ -199,10 +210,12 @@ def _kept(state: _Commit, request: CommitRequest) -> bool:
     return False
 
 
-def _record_versions(state: _Commit, request: CommitRequest) -> None:
+def _record_versions(state: _Commit, request: CommitRequest, versions: dict[int, _Version]) -> None:
+    assert state.stamp is not None
     counts = {c.table_id: c for c in request.row_counts}
-    for table_id, made in sorted(state.pending.items()):
+    for table_id, made in sorted(versions.items()):
         c = counts.get(table_id)
+        inserted = made.rows_inserted if made.rows_inserted is not None else c.inserted if c else 0
         table_repo.insert_version(
             state.conn,
             table_id,
@@ -211,7 +224,7 @@ def _record_versions(state: _Commit, request: CommitRequest) -> None:
             commit_number=state.stamp.commit_number,
             operation=request.operation,
             statement_id=request.statement_id,
-            rows_inserted=c.inserted if c else 0,
+            rows_inserted=inserted,
             rows_updated=c.updated if c else 0,
             rows_deleted=c.deleted if c else 0,
             files_added=made.files_added,
@@ -285,25 +298,12 @@ def _create_table(state: _Commit, u: CreateTable) -> None:
     table_id = table_repo.insert(conn, name, dict(u.properties), now=state.now)
     table_repo.set_schema(conn, table_id, u.schema, version=0)
     next_row_id = file_repo.add_files(conn, table_id, u.files, version=0, next_row_id=0)
-    table_repo.set_counters(
-        conn, table_id, next_row_id=next_row_id, current_commit=state.stamp.commit_number
+    table_repo.set_counters(conn, table_id, next_row_id=next_row_id)
+    state.pending[table_id] = _Version(
+        0, files_added=len(u.files), rows_inserted=sum(f.row_count for f in u.files)
     )
-    table_repo.insert_version(
-        conn,
-        table_id,
-        0,
-        committed_at=state.now,
-        commit_number=state.stamp.commit_number,
-        operation=request.operation,
-        statement_id=request.statement_id,
-        rows_inserted=sum(f.row_count for f in u.files),
-        rows_updated=0,
-        rows_deleted=0,
-        files_added=len(u.files),
-        files_removed=0,
-    )
+    state.made[table_id] = 0
     state.tables[name] = table_id
-    state.versions.setdefault(table_id, []).append(0)
 
 
 def _drop_table(state: _Commit, u: DropTable) -> None:
