@@ -44,21 +44,26 @@ class _Process:
             start_new_session=True,  # its own process group: the JVM dies with it when killed
         )
         self.lines: list[str] = []
-        self.err = ""
-        self._out = threading.Thread(target=self._read, daemon=True)
-        self._out.start()
+        self.err: list[str] = []
+        self._readers = [
+            threading.Thread(target=self._read, args=(pipe, into), daemon=True)
+            for pipe, into in ((self.proc.stdout, self.lines), (self.proc.stderr, self.err))
+        ]
+        for reader in self._readers:
+            reader.start()
 
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.strip())
+    @staticmethod
+    def _read(pipe, into: list[str]) -> None:
+        for line in pipe:
+            into.append(line.strip())
 
     def acked(self) -> list[int]:
         return [int(line.split()[1]) for line in list(self.lines) if line.startswith("ACK ")]
 
     def wait(self) -> int:
-        _, self.err = self.proc.communicate(timeout=TIMEOUT_SECONDS)
-        self._out.join(timeout=10)
+        self.proc.wait(timeout=TIMEOUT_SECONDS)
+        for reader in self._readers:
+            reader.join(timeout=30)
         return self.proc.returncode
 
     def kill(self) -> None:
@@ -66,7 +71,7 @@ class _Process:
 
     def failure(self) -> str:
         return (
-            f"exit {self.proc.returncode}\nstdout:\n{self.lines[-20:]}\nstderr:\n{self.err[-3000:]}"
+            f"exit {self.proc.returncode}\nstdout:\n{self.lines[-20:]}\nstderr:\n{self.err[-40:]}"
         )
 
 

@@ -171,3 +171,18 @@ def test_a_legacy_state_table_becomes_internal_on_the_next_apply(applied):
     assert session.catalog.table(name).table_id == legacy.table_id
     assert [r.name for r in session.sql("SHOW TABLES").collect()] == ["src", "t"]
     assert _applied(session, (2, "new", 6, "U")) == [(1, "a"), (2, "new")]
+
+
+def test_ingest_channels_cannot_write_an_internal_table(applied, tmp_path):
+    from changelake.ingest import Client
+
+    session = applied
+    state = _state(session)
+    before = session.catalog.table(state).current_version
+    with Client(str(tmp_path / "wh"), compact_after_files=None) as client:
+        with pytest.raises(InternalTableError, match="Cannot open an ingest channel on table #"):
+            client.open_channel("c", table=state)
+        with pytest.raises(InternalTableError, match="names starting with # are reserved"):
+            client.open_channel("c", table="t", error_table=state)
+    assert session.catalog.table(state).current_version == before
+    assert session.catalog.list_channels(session.catalog.table(state).table_id) == []

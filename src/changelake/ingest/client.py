@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from changelake.catalog import Catalog
+from changelake.catalog.internal import check_user_may_change
 from changelake.catalog.requests import ChannelHeld, CommitRequest, DropChannel, OpenChannel
 from changelake.clock import Clock, SystemClock
 from changelake.errors import (
@@ -114,6 +115,7 @@ class Client:
         self._check_open()
         mode = OnError.of(on_error)
         info = self._catalog.table(table)
+        check_user_may_change(self._catalog, info, action="open an ingest channel on")
         schema = self._catalog.schema_at(info.table_id, info.current_version)
         rejects = (
             open_error_table(self._catalog, error_table, source_table=info.name, clock=self._clock)

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from changelake.catalog import Catalog
+from changelake.catalog.internal import check_user_name
 from changelake.catalog.model import TableInfo
 from changelake.catalog.requests import CommitRequest, CreateTable, IfExists
 from changelake.clock import Clock
@@ -101,6 +102,7 @@ class Rejects:
 def error_table(catalog: Catalog, name: str, *, source_table: str, clock: Clock) -> Rejects:
     """The error table ``name``, created if it does not exist; an existing table must have the
     error columns (any extra columns stay NULL)."""
+    check_user_name(name, kind="TABLE")
     schema = TableSchema(
         tuple(Column(i + 1, col, kind) for i, (col, kind) in enumerate(ERROR_COLUMNS))
     )

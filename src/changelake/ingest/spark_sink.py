@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from changelake.catalog import Catalog
+from changelake.catalog.internal import check_user_may_change
 from changelake.catalog.model import ChannelInfo, DataFile
 from changelake.catalog.requests import (
     AddFiles,
@@ -62,6 +63,7 @@ class SparkSink:
         self, catalog: Catalog, warehouse: Warehouse, clock: Clock, *, table: str, channel: str
     ):
         info = catalog.table(table)
+        check_user_may_change(catalog, info, action="open an ingest channel on")
         result = catalog.commit(
             [
                 CommitRequest(
