@@ -87,10 +87,13 @@ def test_bank_no_anomalies_with_stalled_and_killed_writers(kind, request, tmp_pa
     bank_worker.setup(session)
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    stop = tmp_path / "stop"
-    reader = _Process("reader", warehouse, catalog, str(stop), str(seed))
+    stop, stalls = tmp_path / "stop", tmp_path / "stalls"
+    stalls.mkdir()
+    reader = _Process("reader", warehouse, catalog, str(stop), str(seed), str(stalls))
     writers = {
-        w: _Process("writer", warehouse, catalog, str(w), str(TRANSACTIONS), str(seed + w))
+        w: _Process(
+            "writer", warehouse, catalog, str(w), str(TRANSACTIONS), str(seed + w), str(stalls)
+        )
         for w in (1, 2)
     }
     # Writer 2 dies part-way: after a random number of acknowledged commits, at a random moment.

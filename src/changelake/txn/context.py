@@ -61,13 +61,14 @@ class StatementContext:
             self._pinned[info.table_id] = version_in(self.catalog, info, self.snapshot())
         return self._pinned[info.table_id]
 
-    def check_readable(self, info: TableInfo, version: int, *, committed: bool = False) -> None:
-        """Raise TimeTravelError unless ``version`` of ``info`` exists and is within retention.
-        ``committed``: the catalog named the version (a time point), so it exists even when it
-        is later than this statement's snapshot."""
-        latest = self.read_version(info)
-        if committed:
-            latest = max(latest, version)
+    def check_readable(self, info: TableInfo, version: int) -> None:
+        """Raise TimeTravelError unless ``version`` of ``info`` exists and is within retention."""
+        check_readable(self.catalog, info, version, latest=self.read_version(info), now=self.now())
+
+    def check_committed_readable(self, info: TableInfo, version: int) -> None:
+        """``check_readable`` for a version the catalog named (a time or statement point): it
+        exists even when a commit after this statement's snapshot made it."""
+        latest = max(self.read_version(info), version)
         check_readable(self.catalog, info, version, latest=latest, now=self.now())
 
     def state(self, info: TableInfo, version: int | None = None) -> TableState:
