@@ -156,7 +156,9 @@ class Session:
     def read_changelog(
         self, path: str, *, format: str = "odf", table: str | None = None
     ) -> DataFrame:
-        """An ODF Parquet or Debezium JSON-lines changelog file (images typed as ``table``)."""
+        """The changelog files at ``path`` (Parquet or JSON lines, e.g. a directory COPY INTO
+        wrote) in ``format`` (odf, flink, retract, upsert, debezium), to hand to
+        ``apply_changes``; JSON values are read with the types of ``table``'s columns."""
         return read_changelog(self._context(), self.spark, path, format=format, table=table)
 
     # -- end APPLY CHANGES --

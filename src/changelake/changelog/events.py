@@ -6,7 +6,8 @@ What an OP COLUMN value means, per FORMAT:
   new image);
 - FLINK: ``+I`` and ``+U`` upsert, ``-D`` delete, ``-U`` ignored;
 - DEBEZIUM: ``c``, ``u``, ``r`` upsert the ``after`` image, ``d`` deletes the key of the
-  ``before`` image; the target's columns are read from those structs;
+  ``before`` image; the target's columns are read from those structs, their values as Debezium
+  writes them in JSON (``json_values.py``: a date as a day count, binary as base64, ...);
 - SNOWFLAKE (the op column is ``METADATA$ACTION``, beside ``METADATA$ISUPDATE``): INSERT upserts,
   DELETE deletes, and the DELETE half of an update is ignored.
 
@@ -31,10 +32,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from changelake.changelog.json_values import decoded
 from changelake.changelog.spec import ApplySpec, OpFormat
 from changelake.dialect import to_spark
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
 from changelake.schema import TableSchema, quoted
+from changelake.storage.snapshot import spark_type
 from changelake.storage.spark_errors import invalid_input
 from changelake.storage.writer import check_assignable
 
@@ -139,11 +142,16 @@ def normalize(source: DataFrame, spec: ApplySpec, schema: TableSchema, chosen: l
         raw_op, _ = resolve(source.schema, spec.op_column, what="OP COLUMN", where=where)
         op = raw_op
     if fmt is OpFormat.DEBEZIUM:
-        image_fields = _debezium_fields(source.schema, where)
-        image = F.when(F.lower(raw_op) == "d", F.col("before")).otherwise(F.col("after"))
+        images = _debezium_images(source.schema, where)
+        deleted = F.lower(raw_op) == "d"
 
         def value(name: str) -> Column:
-            return image[_field(image_fields, name, what="Column", where=where).name]
+            target = spark_type(schema.column(name, table=spec.target).type)
+            before, after = (
+                _image_value(side, fields, name, target=target, where=where)
+                for side, fields in images
+            )
+            return F.when(deleted, before).otherwise(after)
 
     else:
 
@@ -181,17 +189,38 @@ def value_hash(values: list[Column]) -> Column:
     return F.xxhash64(*values, *[v.isNull() for v in values])
 
 
-def _debezium_fields(schema: StructType, where: str) -> list[StructField]:
-    fields: list[StructField] = []
-    for side in ("after", "before"):
+def _debezium_images(
+    schema: StructType, where: str
+) -> tuple[tuple[str, list[StructField] | None], ...]:
+    """(column, its fields) of the ``before`` and ``after`` images; fields None for a column
+    that is NULL in every row (JSON read without a schema types it STRING)."""
+    images = []
+    for side in ("before", "after"):
         found = next((f for f in schema.fields if f.name.lower() == side), None)
-        if found is None or not isinstance(found.dataType, StructType):
+        if found is None or not isinstance(found.dataType, StructType | StringType | NullType):
             raise InvalidStatementError(
                 f"{where}: FORMAT DEBEZIUM needs struct columns before and after (the row images);"
                 f" the source has {', '.join(schema.names)}."
             )
-        fields = fields or list(found.dataType.fields)
-    return fields
+        fields = found.dataType.fields if isinstance(found.dataType, StructType) else None
+        images.append((found.name, fields))
+    if all(fields is None for _, fields in images):
+        raise InvalidStatementError(
+            f"{where}: FORMAT DEBEZIUM needs struct columns before and after (the row images);"
+            " both are NULL in every row of the source."
+        )
+    return tuple(images)
+
+
+def _image_value(
+    side: str, fields: list[StructField] | None, name: str, *, target: DataType, where: str
+) -> Column:
+    """Column ``name`` of image ``side`` as a ``target`` value, read as Debezium writes it
+    (``json_values.py``); NULL when the side is NULL in every row."""
+    if fields is None:
+        return F.lit(None).cast(target)
+    found = _field(fields, name, what="Column", where=where)
+    return decoded(F.col(quoted(side))[found.name], source=found.dataType, target=target)
 
 
 def _kind(

@@ -5,6 +5,8 @@ streams it reads consumed exactly once.
 ``SELECT * FROM s CHANGES (FORMAT => ODF)`` exports as Parquet with ODF's INT32 ``op`` and the
 ``offset`` order column, in offset order; ``… (FORMAT => DEBEZIUM)`` with ``TYPE = JSON`` as JSON
 lines, one Debezium envelope per line (``before``/``after`` written as ``null`` when absent).
+Every value is kept exactly: Parquet holds every type; in JSON, timestamps, dates, decimals and
+binary values are written as ``json_values.py`` says (Debezium's conventions).
 
 Exactly once: the statement writes its files into a temporary directory, renames it into place
 with its ``_SUCCESS`` manifest, and only then commits the frontier moves of the streams it read
@@ -37,6 +39,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.catalog.requests import CommitRequest
+from changelake.changelog.json_values import WRITE_OPTIONS, encoded
 from changelake.changelog.layout import (
     TEMPORARY,
     Consumption,
@@ -266,12 +269,11 @@ def _write(
     statement: str,
 ) -> tuple[ExportedFile, ...]:
     uri = target.uri_of(temporary)
-    writer = df.write.mode("errorifexists")
     try:
         if file_format is FileFormat.PARQUET:
-            writer.parquet(uri)
+            df.write.mode("errorifexists").parquet(uri)
         else:
-            writer.option("ignoreNullFields", "false").json(uri)
+            encoded(df).write.mode("errorifexists").options(**WRITE_OPTIONS).json(uri)
         files = target.data_files(temporary)
         counts = _row_counts(spark, target, temporary, [n for n, _ in files], file_format)
     except (PySparkException, Py4JError) as e:

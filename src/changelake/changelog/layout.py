@@ -153,6 +153,33 @@ def directory_name(consumed: tuple[Consumption, ...], *, statement_id: str) -> s
     return f"{first}-{hashlib.sha256(name.encode()).hexdigest()[:20]}"
 
 
+_SUFFIXES = {".parquet": "parquet", ".json": "json", ".jsonl": "json", ".ndjson": "json"}
+
+
+def stored_as(location: str) -> str | None:
+    """What the changelog at ``location`` (a file or a directory) is stored as, "parquet" or
+    "json": what the manifest of an export directory says, else what the files' names say;
+    None when neither says."""
+    uri = location.strip().rstrip("/")
+    try:
+        fs, base = pafs.FileSystem.from_uri(uri if "://" in uri else os.path.abspath(uri))
+        info = fs.get_file_info(base)
+        if info.type == pafs.FileType.Directory:
+            try:
+                with fs.open_input_stream(f"{base}/{MANIFEST}") as f:
+                    return Manifest.from_json(f.read().decode()).file_format
+            except (FileNotFoundError, json.JSONDecodeError, KeyError):
+                pass
+            names = [i.base_name for i in fs.get_file_info(pafs.FileSelector(base))]
+        else:
+            names = [info.base_name]
+    except (OSError, ValueError):
+        return None
+    found = {_SUFFIXES.get(os.path.splitext(n.removesuffix(".gz"))[1]) for n in names}
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
+
+
 @dataclass(frozen=True)
 class ExportDirectory:
     """The target directory of an export, as Spark (``uri``) and PyArrow (``fs``, ``base``)

@@ -32,6 +32,15 @@ from enum import Enum
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    ByteType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
@@ -125,6 +134,31 @@ def render(
     if not (ordered and rendering.row_by_row):
         staged = staged.orderBy(*_order())
     return _numbered(staged).select(*out, *_trailer())
+
+
+def rendered_schema(fmt: Format, row: StructType) -> StructType:
+    """The schema of ``render``'s output in format ``fmt`` for changes of rows of type ``row``:
+    what reading a changelog back from files that do not keep types (JSON) needs."""
+    if fmt is Format.DEBEZIUM:
+        source = StructType(
+            [StructField("table", StringType())]
+            + [StructField(n, LongType()) for n in ("version", "ts_ms")]
+            + [StructField("row_id", StringType()), StructField(OFFSET, LongType())]
+        )
+        return StructType(
+            [StructField(OP, StringType()), StructField("before", row), StructField("after", row),
+             StructField("source", source), StructField("ts_ms", LongType())]
+        )  # fmt: skip
+    if fmt is Format.FLINK:
+        op = [StructField(OP, StringType()), StructField("op_code", ByteType())]
+    else:
+        op = [StructField(OP, IntegerType())]
+    trailer = [
+        StructField(COMMIT_VERSION, LongType()),
+        StructField(COMMIT_TIMESTAMP, TimestampType()),
+        StructField(ROW_ID, StringType()),
+    ]
+    return StructType([StructField(OFFSET, LongType()), *op, *row.fields, *trailer])
 
 
 # -- the pieces -----------------------------------------------------------------------------------
