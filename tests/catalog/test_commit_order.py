@@ -14,6 +14,7 @@ import pytest
 import sqlalchemy as sa
 from catalog.test_catalog import T0, commit, create, data_file
 
+import changelake
 from changelake.catalog import Catalog
 from changelake.catalog import commit as commit_path
 from changelake.clock import ManualClock, SystemClock
@@ -239,3 +240,44 @@ def test_commits_from_many_threads_get_distinct_increasing_numbers(catalog):
     assert [s.commit_number for s in by_number] == list(range(5, 25))
     times = [s.committed_at for s in by_number]
     assert times == sorted(times) and len(set(times)) == len(times)
+
+
+# -- statements at a snapshot (SQL) ---------------------------------------------------------------
+
+
+def test_a_statement_reads_every_table_at_the_snapshot_it_started_with(session):
+    """A transaction over two tables commits after a statement began: the statement sees neither
+    half of it, although it looks both tables up after the commit."""
+    from changelake.txn.context import StatementContext
+
+    session.sql("CREATE TABLE a (x INT)")
+    session.sql("CREATE TABLE b (x INT)")
+    ctx = StatementContext(session.catalog, session.clock)  # a statement starts
+    session.sql("BEGIN")
+    session.sql("INSERT INTO a VALUES (1)")
+    session.sql("INSERT INTO b VALUES (1)")
+    session.sql("COMMIT")
+    a, b = session.catalog.table("a"), session.catalog.table("b")
+    assert (ctx.read_version(a), ctx.read_version(b)) == (0, 0)
+    later = StatementContext(session.catalog, session.clock)
+    assert (later.read_version(a), later.read_version(b)) == (1, 1)
+
+
+def test_time_travel_to_a_commit_after_the_snapshot_reads_it(session):
+    """Inside a transaction that began before a commit, AT (TIMESTAMP) and AT (STATEMENT) name
+    that commit's version and read it (time travel is absolute); plain reads stay at BEGIN."""
+    session.sql("CREATE TABLE t (x INT)")
+    session.sql("BEGIN")
+    assert session.sql("SELECT count(*) FROM t").first()[0] == 0
+    other = changelake.connect(session.warehouse.root, spark=session.spark, clock=session.clock)
+    done = other.sql("INSERT INTO t VALUES (1), (2)").first()
+    stamped = other.catalog.versions(other.catalog.table("t").table_id)[-1].committed_at
+    at_time = f"SELECT count(*) FROM t AT (TIMESTAMP => {stamped:.6f})"
+    at_statement = f"SELECT count(*) FROM t AT (STATEMENT => '{done['statement_id']}')"
+    assert session.sql(at_time).first()[0] == 2
+    assert session.sql(at_statement).first()[0] == 2
+    assert session.sql("SELECT count(*) FROM t").first()[0] == 0
+    changes = f"SELECT * FROM t CHANGES (INFORMATION => DEFAULT) AT (TIMESTAMP => {stamped:.6f})"
+    assert session.sql(changes).count() == 0  # from that version to it: nothing
+    session.sql("COMMIT")
+    other.close()

@@ -56,9 +56,8 @@ from changelake.errors import (
     did_you_mean,
 )
 
-# A test hook: concurrency tests stall or kill commits at ``fault_point("start")`` (before the
-# database transaction opens) and ``fault_point("stamped")`` (holding the commit clock). None in
-# normal use.
+# A test hook: concurrency tests stall commits at ``fault_point("stamped")``, while they hold
+# the commit clock. None in normal use.
 fault_hook: Callable[[str], None] | None = None
 
 
@@ -236,6 +235,8 @@ def _record_versions(state: _Commit, request: CommitRequest, versions: dict[int,
             current_version=made.version,
             current_commit=state.stamp.commit_number,
         )
+        if made.version == 0:  # created: at its first version's time, as time travel sees it
+            table_repo.set_created_at(state.conn, table_id, state.now)
         state.versions.setdefault(table_id, []).append(made.version)
 
 

@@ -55,7 +55,6 @@ class Catalog:
         transaction, after its locks. Transient lock failures are retried."""
 
         def attempt() -> CommitResult:
-            commit_path.fault_point("start")
             with writing(self.engine) as conn:
                 return commit_path.commit(conn, requests, clock=clock, postgres=self._is_postgres)
 

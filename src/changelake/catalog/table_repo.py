@@ -264,6 +264,12 @@ def set_counters(conn: Connection, table_id: int, **values: int) -> None:
     conn.execute(t.tables.update().where(t.tables.c.table_id == table_id).values(**values))
 
 
+def set_created_at(conn: Connection, table_id: int, created_at: float) -> None:
+    conn.execute(
+        t.tables.update().where(t.tables.c.table_id == table_id).values(created_at=created_at)
+    )
+
+
 def set_vacuumed_before(conn: Connection, table_id: int, version: int, *, postgres: bool) -> None:
     larger = func.greatest if postgres else func.max
     conn.execute(

@@ -26,7 +26,8 @@ def resolve_interval(
             " AT (VERSION => 1) or AT (OFFSET => -3600)."
         )
     first = resolve(ctx, info, start)
-    last = resolve(ctx, info, end) if end is not None else ctx.read_version(info)
+    # Without an end: what the statement reads, or a later version a time point named.
+    last = resolve(ctx, info, end) if end is not None else max(first, ctx.read_version(info))
     return first, last
 
 

@@ -29,8 +29,8 @@ class StatementContext:
     """Everything a statement needs to know about the catalog besides its own text.
 
     A statement reads every table at one point of the warehouse's commit order: outside a
-    transaction, the last commit when it first reads a table; inside one, the last commit when
-    the transaction began, plus what the transaction staged.
+    transaction, the last commit when the statement began (before it looked up any table);
+    inside one, the last commit when the transaction began, plus what the transaction staged.
     """
 
     catalog: Catalog
@@ -40,6 +40,12 @@ class StatementContext:
     _pinned: dict[int, int] = field(default_factory=dict)
     _snapshot: Snapshot | None = None
 
+    def __post_init__(self) -> None:
+        # Taken before any table is looked up: a TableInfo read later is never older than the
+        # snapshot, so a table whose current version is in it needs no further read.
+        if self.transaction is None:
+            self._snapshot = self.catalog.snapshot()
+
     def now(self) -> float:
         return round(self.clock.now(), 6)
 
@@ -47,11 +53,10 @@ class StatementContext:
         return self.catalog.table(name)
 
     def snapshot(self) -> Snapshot:
-        """The commit point this statement reads at (one catalog read, the first time)."""
+        """The commit point this statement reads at."""
         if self.transaction is not None:
             return self.transaction.snapshot
-        if self._snapshot is None:
-            self._snapshot = self.catalog.snapshot()
+        assert self._snapshot is not None
         return self._snapshot
 
     def read_version(self, info: TableInfo) -> int:
@@ -62,13 +67,12 @@ class StatementContext:
         return self._pinned[info.table_id]
 
     def check_readable(self, info: TableInfo, version: int) -> None:
-        """Raise TimeTravelError unless ``version`` of ``info`` exists and is within retention."""
-        check_readable(self.catalog, info, version, latest=self.read_version(info), now=self.now())
-
-    def check_committed_readable(self, info: TableInfo, version: int) -> None:
-        """``check_readable`` for a version the catalog named (a time or statement point): it
-        exists even when a commit after this statement's snapshot made it."""
-        latest = max(self.read_version(info), version)
+        """Raise TimeTravelError unless ``version`` of ``info`` exists and is within retention.
+        A version committed after this statement's snapshot exists too (a time or statement
+        point may name one)."""
+        latest = self.read_version(info)
+        if version > latest and self.catalog.version_info(info.table_id, version) is not None:
+            latest = version
         check_readable(self.catalog, info, version, latest=latest, now=self.now())
 
     def state(self, info: TableInfo, version: int | None = None) -> TableState:

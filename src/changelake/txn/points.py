@@ -59,7 +59,7 @@ def resolve(ctx: StatementContext, info: TableInfo, point: Point) -> int:
             )
         epoch = ctx.now() + float(value) if point.kind is PointKind.OFFSET else float(value)
         version = _version_at_time(ctx, info, epoch, inclusive=not before, point=point)
-        ctx.check_committed_readable(info, version)
+        ctx.check_readable(info, version)
         return version
     elif point.kind is PointKind.STATEMENT:
         found = ctx.catalog.statement_commit(str(value))
@@ -74,7 +74,7 @@ def resolve(ctx: StatementContext, info: TableInfo, point: Point) -> int:
         else:
             at = ctx.catalog.version_at(info.table_id, commit_number - (1 if before else 0))
             version = _existed(info, at, point)
-        ctx.check_committed_readable(info, version)
+        ctx.check_readable(info, version)
         return version
     else:
         if before:
