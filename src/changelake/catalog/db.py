@@ -211,9 +211,12 @@ def _number_commits(conn: Connection) -> None:
         )
     conn.execute(
         t.tables.update().values(
-            current_commit=select(v.commit_number)
-            .where(v.table_id == t.tables.c.table_id, v.version == t.tables.c.current_version)
-            .scalar_subquery()
+            current_commit=func.coalesce(
+                select(v.commit_number)
+                .where(v.table_id == t.tables.c.table_id, v.version == t.tables.c.current_version)
+                .scalar_subquery(),
+                0,
+            )
         )
     )
     clock_repo.initialize(conn)
