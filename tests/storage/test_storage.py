@@ -528,6 +528,9 @@ def test_vacuum_keeps_files_of_other_tables_and_recent_orphans(session, clock):
 
 def test_time_travel_by_timestamp_uses_the_session_clock(session, clock):
     session.sql("CREATE TABLE c (id INT, name STRING, n INT)")
+    # Two commits at one clock reading are stamped a microsecond apart (the commit order is
+    # strict), the second after the reading: a real clock has moved on between two statements.
+    clock.advance(seconds=1)
     session.sql("INSERT INTO c VALUES (1, 'a', 0)")
     mark = dt.datetime.fromtimestamp(clock.now()).isoformat(sep=" ")
     clock.advance(seconds=10)

@@ -90,6 +90,7 @@ class _Commit:
     pending: dict[int, _Version] = field(default_factory=dict)  # versions it makes
     next_row_ids: dict[int, int] = field(default_factory=dict)  # the one row-id counter per table
     made: dict[int, int] = field(default_factory=dict)  # the last version started per table
+    consumed: set[int] = field(default_factory=set)  # streams it advances
 
     @property
     def now(self) -> float:
@@ -151,6 +152,7 @@ def commit(
     fault_point("stamped")
     for request, versions in made:
         _record_versions(state, request, versions)
+    stream_repo.mark_consumed(conn, state.consumed, now=state.stamp.committed_at)
     return CommitResult(
         applied=True,
         commit=state.stamp,
@@ -418,7 +420,8 @@ def _drop_stream(state: _Commit, u: DropStream) -> None:
 
 
 def _advance_stream(state: _Commit, u: AdvanceStream) -> None:
-    stream_repo.advance(state.conn, u.stream_id, u.frontiers, now=state.now)
+    stream_repo.advance(state.conn, u.stream_id, u.frontiers)
+    state.consumed.add(u.stream_id)
 
 
 def _open_channel(state: _Commit, u: OpenChannel) -> None:

@@ -4,6 +4,7 @@ and advance them."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -153,10 +154,9 @@ def drop_on_table(conn: Connection, table_id: int, *, now: float) -> None:
     )
 
 
-def advance(
-    conn: Connection, stream_id: int, frontiers: tuple[tuple[int, int], ...], *, now: float
-) -> None:
-    """Move the frontiers (the caller locked and checked them first)."""
+def advance(conn: Connection, stream_id: int, frontiers: tuple[tuple[int, int], ...]) -> None:
+    """Move the frontiers (the caller locked and checked them first); ``mark_consumed`` stamps
+    the stream once the commit has its time."""
     for table_id, version in frontiers:
         conn.execute(
             t.stream_frontiers.update()
@@ -166,8 +166,14 @@ def advance(
             )
             .values(version=version)
         )
-    conn.execute(
-        t.streams.update()
-        .where(t.streams.c.stream_id == stream_id)
-        .values(initial_consumed=True, consumed_at=now)
-    )
+
+
+def mark_consumed(conn: Connection, stream_ids: Iterable[int], *, now: float) -> None:
+    """Record that the streams were consumed by the commit stamped ``now``."""
+    ids = list(stream_ids)
+    if ids:
+        conn.execute(
+            t.streams.update()
+            .where(t.streams.c.stream_id.in_(ids))
+            .values(initial_consumed=True, consumed_at=now)
+        )
