@@ -20,6 +20,7 @@ from sqlglot.tokens import TokenType
 
 import changelake
 from changelake import server
+from changelake.dynamic.scheduler import HostedScheduler, Scheduler
 from changelake.errors import ChangelakeError, SqlSyntaxError
 from changelake.storage.spark_errors import spark_errors
 
@@ -180,6 +181,11 @@ def describe(target: _Target, table: str, max_rows: int) -> None:
     show_default=True,
     help="Largest request body accepted (413 past it).",
 )
+@click.option(
+    "--no-scheduler",
+    is_flag=True,
+    help="Do not refresh dynamic tables (another serve, or ALTER ... REFRESH, does).",
+)
 @click.pass_obj
 def serve(
     target: _Target,
@@ -190,20 +196,30 @@ def serve(
     token: str | None,
     max_client_lag: float,
     max_request_bytes: int,
+    no_scheduler: bool,
 ) -> None:
     """Serve the ingest channels of WAREHOUSE over HTTP until Ctrl-C or SIGTERM; buffered rows
-    are committed before it exits. The API is described at /openapi.json."""
+    are committed before it exits. The API is described at /openapi.json. Unless
+    --no-scheduler, it also keeps the warehouse's dynamic tables within their target lags (one
+    serve per warehouse does: the others wait to take over)."""
     err = Console(stderr=True, soft_wrap=True)
+    catalog = catalog_url or target.catalog
+
+    def scheduler() -> Scheduler:
+        session = changelake.connect(warehouse, catalog=catalog)
+        return Scheduler(session.spark, session.warehouse, session.catalog, session.clock)
+
     try:
         server.serve(
             warehouse,
-            catalog=catalog_url or target.catalog,
+            catalog=catalog,
             host=host,
             port=port,
             token=token,
             max_client_lag=max_client_lag,
             max_request_bytes=max_request_bytes,
             announce=lambda url: err.print(Text(f"changelake serve: listening on {url}")),
+            background=() if no_scheduler else (HostedScheduler(scheduler),),
         )
     except ChangelakeError as e:
         err.print(Text(f"error: {e}", style="red"))

@@ -86,6 +86,10 @@ class InternalTableError(InvalidStatementError):
     an object a name reserved for those tables."""
 
 
+class DynamicTableError(InvalidStatementError):
+    """A statement that would write, alter or drop a dynamic table as if it were a table."""
+
+
 class TimeTravelError(ChangelakeError, ValueError):
     """A point in time outside the table's readable history."""
 

@@ -15,6 +15,9 @@ from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_yo
 HIDDEN_PREFIX = "_cl_"
 ROW_ID = "_cl_row_id"
 ROW_VERSION = "_cl_row_version"
+# A dynamic table's column holding each row's ROW_ID in its defining query: stored as a column of
+# the table (so writes, deletion-vector images and compaction keep it), never shown to users.
+ROW_KEY = "_cl_row_key"
 
 # SQL spellings accepted in DDL, mapped to the Spark type name stored in the catalog.
 _TYPE_ALIASES = {
@@ -102,8 +105,18 @@ class TableSchema:
         return {c.name.lower(): c for c in self.columns}
 
     @property
+    def visible(self) -> tuple[Column, ...]:
+        """The columns users see: all but a dynamic table's row key."""
+        return tuple(c for c in self.columns if c.name != ROW_KEY)
+
+    @property
+    def row_key(self) -> Column | None:
+        """A dynamic table's row-key column (its rows' ROW_IDs in the defining query)."""
+        return self._by_lower.get(ROW_KEY)
+
+    @property
     def names(self) -> list[str]:
-        return [c.name for c in self.columns]
+        return [c.name for c in self.visible]
 
     def find(self, name: str) -> Column | None:
         return self._by_lower.get(name.lower())

@@ -5,7 +5,6 @@ commit clock."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection
@@ -13,12 +12,13 @@ from sqlalchemy import Connection
 from changelake.catalog import (
     channel_repo,
     clock_repo,
+    commit_dynamic,
     file_repo,
     stream_repo,
     table_repo,
     view_repo,
 )
-from changelake.catalog.model import Snapshot
+from changelake.catalog.commit_state import CommitState, Version
 from changelake.catalog.requests import (
     AddDeletes,
     AddFiles,
@@ -66,64 +66,12 @@ def fault_point(name: str) -> None:
         fault_hook(name)
 
 
-@dataclass
-class _Version:
-    """A table version being made by one request."""
-
-    version: int
-    files_added: int = 0
-    files_removed: int = 0
-    rows_inserted: int | None = None  # None: as the request's row counts say
-
-
-@dataclass
-class _Commit:
-    conn: Connection
-    postgres: bool
-    reading: float  # the clock when the commit began: the time of creations and drops
-    stamp: Snapshot | None = None  # this commit's number and time, taken last
-    versions: dict[int, list[int]] = field(default_factory=dict)
-    tables: dict[str, Any] = field(default_factory=dict)
-    row_id_bases: dict[int, int] = field(default_factory=dict)
-    channels: dict[tuple[int, str], Any] = field(default_factory=dict)
-    request: CommitRequest | None = None  # being applied
-    pending: dict[int, _Version] = field(default_factory=dict)  # versions it makes
-    next_row_ids: dict[int, int] = field(default_factory=dict)  # the one row-id counter per table
-    made: dict[int, int] = field(default_factory=dict)  # the last version started per table
-    consumed: set[int] = field(default_factory=set)  # streams it advances
-
-    @property
-    def now(self) -> float:
-        return self.reading if self.stamp is None else self.stamp.committed_at
-
-    def lock(self, table_id: int) -> Any:
-        return table_repo.lock(self.conn, table_id, for_update=self.postgres)
-
-    def version_of(self, table_id: int) -> _Version:
-        """The version the current request makes of ``table_id`` (started at first use)."""
-        if table_id not in self.pending:
-            # An earlier request of this commit may have made a version already (versions are
-            # recorded at the end, once the commit is stamped).
-            last = self.made.get(table_id)
-            if last is None:
-                last = self.lock(table_id).current_version
-            self.pending[table_id] = _Version(last + 1)
-            self.made[table_id] = last + 1
-        return self.pending[table_id]
-
-    def next_row_id(self, table_id: int) -> int:
-        """The table's next free row id as this commit has moved it so far."""
-        if table_id not in self.next_row_ids:
-            self.next_row_ids[table_id] = self.lock(table_id).next_row_id
-        return self.next_row_ids[table_id]
-
-
 def commit(
     conn: Connection, requests: Sequence[CommitRequest], *, clock: Clock, postgres: bool
 ) -> CommitResult:
     """Check every requirement of ``requests``, then apply them in order. Raises (and the caller's
     transaction rolls back) if a requirement or an update fails."""
-    state = _Commit(conn, postgres, round(clock.now(), 6))
+    state = CommitState(conn, postgres, round(clock.now(), 6))
     requests = [r for r in requests if not _kept(state, r)]
     if not requests:
         return CommitResult(applied=False, tables=_infos(state))
@@ -153,6 +101,7 @@ def commit(
     for request, versions in made:
         _record_versions(state, request, versions)
     stream_repo.mark_consumed(conn, state.consumed, now=state.stamp.committed_at)
+    commit_dynamic.record_history(state)
     return CommitResult(
         applied=True,
         commit=state.stamp,
@@ -163,7 +112,7 @@ def commit(
     )
 
 
-def _infos(state: _Commit) -> dict[str, Any]:
+def _infos(state: CommitState) -> dict[str, Any]:
     return {
         name: table_repo.table_info(table_repo.by_id(state.conn, i))
         for name, i in state.tables.items()
@@ -191,7 +140,7 @@ def _streams_of(requests: Sequence[CommitRequest]) -> set[int]:
     }
 
 
-def _kept(state: _Commit, request: CommitRequest) -> bool:
+def _kept(state: CommitState, request: CommitRequest) -> bool:
     """Whether ``request`` creates, IF NOT EXISTS, an object that exists: then none of it
     applies (a kept table is still reported, as it is)."""
     for u in request.updates:
@@ -211,7 +160,9 @@ def _kept(state: _Commit, request: CommitRequest) -> bool:
     return False
 
 
-def _record_versions(state: _Commit, request: CommitRequest, versions: dict[int, _Version]) -> None:
+def _record_versions(
+    state: CommitState, request: CommitRequest, versions: dict[int, Version]
+) -> None:
     assert state.stamp is not None
     counts = {c.table_id: c for c in request.row_counts}
     for table_id, made in sorted(versions.items()):
@@ -245,39 +196,40 @@ def _record_versions(state: _Commit, request: CommitRequest, versions: dict[int,
 # -- requirements ---------------------------------------------------------------------------------
 
 
-def _table_live(state: _Commit, r: TableLive) -> None:
+def _table_live(state: CommitState, r: TableLive) -> None:
     state.lock(r.table_id)
 
 
-def _schema_unchanged(state: _Commit, r: SchemaUnchanged) -> None:
+def _schema_unchanged(state: CommitState, r: SchemaUnchanged) -> None:
     table_repo.check_schema_unchanged(state.conn, r.table_id, r.name, since_version=r.since_version)
 
 
-def _columns_writable(state: _Commit, r: ColumnsWritable) -> None:
+def _columns_writable(state: CommitState, r: ColumnsWritable) -> None:
     row = state.lock(r.table_id)
     table_repo.check_columns_writable(
         state.conn, r.table_id, r.name, r.columns, version=row.current_version
     )
 
 
-def _files_untouched(state: _Commit, r: FilesUntouched) -> None:
+def _files_untouched(state: CommitState, r: FilesUntouched) -> None:
     if r.paths:
         file_repo.check_untouched(
             state.conn, r.table_id, r.name, r.paths, since_version=r.since_version
         )
 
 
-def _frontier_at(state: _Commit, r: FrontierAt) -> None:
+def _frontier_at(state: CommitState, r: FrontierAt) -> None:
     stream_repo.check_frontier(
         state.conn, r.stream_id, r.name, r.frontiers, initial_consumed=r.initial_consumed
     )
 
 
-def _channel_held(state: _Commit, r: ChannelHeld) -> None:
+def _channel_held(state: CommitState, r: ChannelHeld) -> None:
     channel_repo.check_held(state.conn, r.table_id, r.table, r.name, r.epoch, r.offset_token)
 
 
-_CHECKS: dict[type, Callable[[_Commit, Any], None]] = {
+_CHECKS: dict[type, Callable[[CommitState, Any], None]] = {
+    **commit_dynamic.CHECKS,
     TableLive: _table_live,
     SchemaUnchanged: _schema_unchanged,
     ColumnsWritable: _columns_writable,
@@ -289,7 +241,7 @@ _CHECKS: dict[type, Callable[[_Commit, Any], None]] = {
 # -- updates --------------------------------------------------------------------------------------
 
 
-def _create_table(state: _Commit, u: CreateTable) -> None:
+def _create_table(state: CommitState, u: CreateTable) -> None:
     conn, name, request = state.conn, u.name.lower(), state.request
     assert request is not None
     existing = table_repo.find_live(conn, name)
@@ -302,14 +254,14 @@ def _create_table(state: _Commit, u: CreateTable) -> None:
     table_repo.set_schema(conn, table_id, u.schema, version=0)
     next_row_id = file_repo.add_files(conn, table_id, u.files, version=0, next_row_id=0)
     table_repo.set_counters(conn, table_id, next_row_id=next_row_id)
-    state.pending[table_id] = _Version(
+    state.pending[table_id] = Version(
         0, files_added=len(u.files), rows_inserted=sum(f.row_count for f in u.files)
     )
     state.made[table_id] = 0
     state.tables[name] = table_id
 
 
-def _drop_table(state: _Commit, u: DropTable) -> None:
+def _drop_table(state: CommitState, u: DropTable) -> None:
     row = state.lock(u.table_id)
     table_repo.check_no_dependents(state.conn, row.name, action="drop")
     table_repo.drop(state.conn, u.table_id, now=state.now)
@@ -317,7 +269,7 @@ def _drop_table(state: _Commit, u: DropTable) -> None:
     channel_repo.drop_on_table(state.conn, u.table_id)
 
 
-def _rename_table(state: _Commit, u: RenameTable) -> None:
+def _rename_table(state: CommitState, u: RenameTable) -> None:
     row = state.lock(u.table_id)
     new_name = u.new_name.lower()
     table_repo.check_no_dependents(state.conn, row.name, action="rename")
@@ -325,18 +277,18 @@ def _rename_table(state: _Commit, u: RenameTable) -> None:
     table_repo.rename(state.conn, u.table_id, new_name)
 
 
-def _set_properties(state: _Commit, u: SetProperties) -> None:
+def _set_properties(state: CommitState, u: SetProperties) -> None:
     state.lock(u.table_id)
     table_repo.set_properties(state.conn, u.table_id, dict(u.properties))
 
 
-def _set_schema(state: _Commit, u: SetSchema) -> None:
+def _set_schema(state: CommitState, u: SetSchema) -> None:
     table_repo.set_schema(
         state.conn, u.table_id, u.schema, version=state.version_of(u.table_id).version
     )
 
 
-def _add_files(state: _Commit, u: AddFiles) -> None:
+def _add_files(state: CommitState, u: AddFiles) -> None:
     made = state.version_of(u.table_id)
     state.next_row_ids[u.table_id] = file_repo.add_files(
         state.conn,
@@ -348,32 +300,32 @@ def _add_files(state: _Commit, u: AddFiles) -> None:
     made.files_added += len(u.files)
 
 
-def _remove_files(state: _Commit, u: RemoveFiles) -> None:
+def _remove_files(state: CommitState, u: RemoveFiles) -> None:
     made = state.version_of(u.table_id)
     file_repo.remove_files(state.conn, u.table_id, u.paths, version=made.version)
     made.files_removed += len(u.paths)
 
 
-def _add_deletes(state: _Commit, u: AddDeletes) -> None:
+def _add_deletes(state: CommitState, u: AddDeletes) -> None:
     if u.deletes:
         made = state.version_of(u.table_id)
         file_repo.add_deletes(state.conn, u.table_id, u.deletes, version=made.version)
 
 
-def _reserve_row_ids(state: _Commit, u: ReserveRowIds) -> None:
+def _reserve_row_ids(state: CommitState, u: ReserveRowIds) -> None:
     base = state.next_row_id(u.table_id)
     state.next_row_ids[u.table_id] = base + u.count
     state.row_id_bases[u.table_id] = base
 
 
-def _forget_files(state: _Commit, u: ForgetFiles) -> None:
+def _forget_files(state: CommitState, u: ForgetFiles) -> None:
     file_repo.forget_files(state.conn, u.table_id, u.paths)
     table_repo.set_vacuumed_before(
         state.conn, u.table_id, u.vacuumed_before, postgres=state.postgres
     )
 
 
-def _create_view(state: _Commit, u: CreateView) -> None:
+def _create_view(state: CommitState, u: CreateView) -> None:
     conn, name = state.conn, u.name.lower()
     if view_repo.sql_of(conn, name) is not None and u.if_exists is IfExists.REPLACE:
         view_repo.drop_named(conn, name, now=state.now)
@@ -382,7 +334,7 @@ def _create_view(state: _Commit, u: CreateView) -> None:
     view_repo.insert(conn, name, u.sql, u.depends_on, now=state.now)
 
 
-def _drop_view(state: _Commit, u: DropView) -> None:
+def _drop_view(state: CommitState, u: DropView) -> None:
     conn, name = state.conn, u.name.lower()
     if view_repo.sql_of(conn, name) is None:
         known = table_repo.live_names(conn) + view_repo.live_names(conn)
@@ -391,7 +343,7 @@ def _drop_view(state: _Commit, u: DropView) -> None:
     view_repo.drop_named(conn, name, now=state.now)
 
 
-def _create_stream(state: _Commit, u: CreateStream) -> None:
+def _create_stream(state: CommitState, u: CreateStream) -> None:
     conn, name = state.conn, u.name.lower()
     if stream_repo.find_live(conn, name) is not None and u.if_exists is IfExists.REPLACE:
         stream_repo.drop_named(conn, name, now=state.now)
@@ -411,7 +363,7 @@ def _create_stream(state: _Commit, u: CreateStream) -> None:
     )
 
 
-def _drop_stream(state: _Commit, u: DropStream) -> None:
+def _drop_stream(state: CommitState, u: DropStream) -> None:
     if not stream_repo.drop_named(state.conn, u.name, now=state.now):
         known = stream_repo.live_names(state.conn)
         raise StreamNotFoundError(
@@ -419,12 +371,12 @@ def _drop_stream(state: _Commit, u: DropStream) -> None:
         )
 
 
-def _advance_stream(state: _Commit, u: AdvanceStream) -> None:
+def _advance_stream(state: CommitState, u: AdvanceStream) -> None:
     stream_repo.advance(state.conn, u.stream_id, u.frontiers)
     state.consumed.add(u.stream_id)
 
 
-def _open_channel(state: _Commit, u: OpenChannel) -> None:
+def _open_channel(state: CommitState, u: OpenChannel) -> None:
     state.lock(u.table_id)
     state.channels[(u.table_id, u.name)] = channel_repo.open_(
         state.conn,
@@ -436,7 +388,7 @@ def _open_channel(state: _Commit, u: OpenChannel) -> None:
     )
 
 
-def _advance_channel(state: _Commit, u: AdvanceChannel) -> None:
+def _advance_channel(state: CommitState, u: AdvanceChannel) -> None:
     assert state.request is not None
     adds_files = any(
         isinstance(x, AddFiles) and x.table_id == u.table_id and x.files
@@ -454,7 +406,7 @@ def _advance_channel(state: _Commit, u: AdvanceChannel) -> None:
     )
 
 
-def _drop_channel(state: _Commit, u: DropChannel) -> None:
+def _drop_channel(state: CommitState, u: DropChannel) -> None:
     row = state.lock(u.table_id)
     if not channel_repo.drop(state.conn, u.table_id, u.name):
         known = [c.name for c in channel_repo.list_on(state.conn, u.table_id)]
@@ -464,7 +416,8 @@ def _drop_channel(state: _Commit, u: DropChannel) -> None:
         )
 
 
-_APPLY: dict[type, Callable[[_Commit, Any], None]] = {
+_APPLY: dict[type, Callable[[CommitState, Any], None]] = {
+    **commit_dynamic.APPLY,
     CreateTable: _create_table,
     DropTable: _drop_table,
     RenameTable: _rename_table,

@@ -180,6 +180,8 @@ def _upgrade(conn: Connection, found: int) -> None:
     # Version 4 adds ingest channels (cl_channels), which create_all has made.
     if found < 5:
         _number_commits(conn)
+    # Version 6 adds dynamic tables (cl_dynamic_tables, cl_dt_refreshes) and leases (cl_leases),
+    # which create_all has made.
 
 
 def _number_commits(conn: Connection) -> None:

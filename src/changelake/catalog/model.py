@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 Stats = dict[str, dict[str, Any]]  # physical column -> {"min": v, "max": v, "nulls": n}
+DYNAMIC_PROPERTY = "dynamic"  # "true" in a dynamic table's properties
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,10 @@ class TableInfo:
 
     def max_extension_days(self) -> float:
         return float(self.properties.get("max_data_extension_time_in_days", "14"))
+
+    def is_dynamic(self) -> bool:
+        """Whether it is a dynamic table (its rows are its query's result)."""
+        return self.properties.get(DYNAMIC_PROPERTY) == "true"
 
     def before_images(self) -> bool:
         """Whether deletes keep the deleted rows beside their positions (the default)."""
@@ -174,3 +179,67 @@ class Snapshot:
 
     commit_number: int
     committed_at: float
+
+
+@dataclass(frozen=True)
+class DynamicDefinition:
+    """What a dynamic table is: its query and how it is kept up to date."""
+
+    sql: str
+    depends_on: tuple[str, ...]  # the tables and views its query names, lower case
+    fingerprint: str  # of the query and the views it reads: a change means REINITIALIZE
+    target_lag: float | None  # seconds; None: DOWNSTREAM
+    refresh_mode: str  # AUTO | FULL | INCREMENTAL, as asked
+    effective_mode: str  # FULL | INCREMENTAL, as chosen
+    mode_reason: str
+    initialize: str  # ON_CREATE | ON_SCHEDULE
+
+
+@dataclass(frozen=True)
+class DynamicTableInfo:
+    """A dynamic table: its table, its definition and where its refreshes have got to."""
+
+    info: TableInfo
+    definition: DynamicDefinition
+    scheduling_state: str  # ACTIVE | SUSPENDED
+    suspended_reason: str
+    failures: int  # consecutive failed refreshes
+    frontiers: tuple[tuple[int, int], ...] | None  # None: never refreshed
+    data_timestamp: float | None
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def table_id(self) -> int:
+        return self.info.table_id
+
+
+@dataclass(frozen=True)
+class RefreshRecord:
+    """One refresh of a dynamic table as its history keeps it. ``frontiers``: where a
+    SUCCEEDED refresh leaves the table (None for one that failed or was skipped)."""
+
+    action: str  # NO_DATA | INCREMENTAL | FULL | REINITIALIZE
+    state: str  # SUCCEEDED | FAILED | SKIPPED | CANCELLED
+    trigger: str  # SCHEDULED | MANUAL | CREATION | DOWNSTREAM
+    data_timestamp: float | None
+    started_at: float
+    frontiers: tuple[tuple[int, int], ...] | None = None
+    rows_inserted: int = 0
+    rows_deleted: int = 0
+    rows_updated: int = 0
+    spark_jobs: int = 0
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class RefreshInfo:
+    """A recorded refresh: the record, its id, when its commit ended it, the version it left."""
+
+    refresh_id: int
+    table_id: int
+    record: RefreshRecord
+    ended_at: float
+    version: int | None

@@ -12,7 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from changelake.catalog.model import ChannelInfo, DataFile, NewDeletes, Snapshot, TableInfo
+from changelake.catalog.model import (
+    ChannelInfo,
+    DataFile,
+    DynamicDefinition,
+    NewDeletes,
+    RefreshRecord,
+    Snapshot,
+    TableInfo,
+)
 from changelake.schema import Column, TableSchema
 
 
@@ -177,6 +185,32 @@ class DropChannel:
     name: str
 
 
+@dataclass(frozen=True)
+class DefineDynamicTable:
+    """Make table ``name``, created by the same request, a dynamic table."""
+
+    name: str
+    definition: DynamicDefinition
+
+
+@dataclass(frozen=True)
+class RecordRefresh:
+    """A refresh of a dynamic table (by id, or by the name of one this request creates) goes
+    into its history; a SUCCEEDED one moves its frontiers and data timestamp."""
+
+    table: int | str
+    refresh: RefreshRecord
+
+
+@dataclass(frozen=True)
+class AlterDynamicTable:
+    """Set fields of a dynamic table's definition or scheduling state (ALTER DYNAMIC TABLE, a
+    suspension after failures)."""
+
+    table_id: int
+    fields: tuple[tuple[str, object], ...]
+
+
 Update = (
     CreateTable
     | DropTable
@@ -196,6 +230,9 @@ Update = (
     | OpenChannel
     | AdvanceChannel
     | DropChannel
+    | DefineDynamicTable
+    | RecordRefresh
+    | AlterDynamicTable
 )
 
 # -- requirements ---------------------------------------------------------------------------------
@@ -264,8 +301,34 @@ class ChannelHeld:
     offset_token: str | None
 
 
+@dataclass(frozen=True)
+class RefreshedFrom:
+    """The dynamic table is live and its frontiers are still ``frontiers`` (else ConflictError):
+    no other refresh committed while this one ran."""
+
+    table_id: int
+    name: str
+    frontiers: tuple[tuple[int, int], ...] | None
+
+
+@dataclass(frozen=True)
+class LeaseHeld:
+    """Lease ``name`` is still at ``epoch``: no other process took it over (else ConflictError).
+    What the scheduler's refreshes and task runs require."""
+
+    name: str
+    epoch: int
+
+
 Requirement = (
-    TableLive | SchemaUnchanged | ColumnsWritable | FilesUntouched | FrontierAt | ChannelHeld
+    TableLive
+    | SchemaUnchanged
+    | ColumnsWritable
+    | FilesUntouched
+    | FrontierAt
+    | ChannelHeld
+    | RefreshedFrom
+    | LeaseHeld
 )
 
 

@@ -11,7 +11,9 @@ from sqlalchemy import select
 from changelake.catalog import (
     channel_repo,
     clock_repo,
+    dynamic_repo,
     file_repo,
+    lease_repo,
     stream_repo,
     table_repo,
     view_repo,
@@ -21,7 +23,9 @@ from changelake.catalog import tables as t
 from changelake.catalog.db import engine_for, migrate, reading, retrying, writing
 from changelake.catalog.model import (
     ChannelInfo,
+    DynamicTableInfo,
     LiveFile,
+    RefreshInfo,
     Snapshot,
     StreamInfo,
     TableInfo,
@@ -225,6 +229,50 @@ class Catalog:
     def list_views(self) -> list[tuple[str, str, float]]:
         with reading(self.engine) as conn:
             return view_repo.list_live(conn)
+
+    # -- dynamic tables -----------------------------------------------------------------------
+
+    def find_dynamic_table(self, name: str) -> DynamicTableInfo | None:
+        with reading(self.engine) as conn:
+            return dynamic_repo.find(conn, name)
+
+    def dynamic_table_by_id(self, table_id: int) -> DynamicTableInfo | None:
+        with reading(self.engine) as conn:
+            return dynamic_repo.by_id(conn, table_id)
+
+    def list_dynamic_tables(self) -> list[DynamicTableInfo]:
+        with reading(self.engine) as conn:
+            return dynamic_repo.list_live(conn)
+
+    def dynamic_version_at(self, table_id: int, data_timestamp: float) -> int | None:
+        """The version of a dynamic table that holds its query at ``data_timestamp`` (None: it
+        was not refreshed at that point)."""
+        with reading(self.engine) as conn:
+            return dynamic_repo.version_at(conn, table_id, data_timestamp)
+
+    def refresh_history(
+        self, table_id: int | None = None, *, limit: int | None = None
+    ) -> list[RefreshInfo]:
+        with reading(self.engine) as conn:
+            return dynamic_repo.history(conn, table_id, limit=limit)
+
+    # -- leases -------------------------------------------------------------------------------
+
+    def acquire_lease(self, name: str, holder: str, *, ttl: float, clock: Clock) -> int | None:
+        """Take or renew lease ``name`` for ``holder`` (its epoch), or None while another
+        holder's has not expired."""
+
+        def attempt() -> int | None:
+            with writing(self.engine) as conn:
+                return lease_repo.acquire(
+                    conn, name, holder, now=clock.now(), ttl=ttl, postgres=self._is_postgres
+                )
+
+        return retrying(attempt)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with writing(self.engine) as conn:
+            lease_repo.release(conn, name, holder)
 
     # -- ingest channels ----------------------------------------------------------------------
 

@@ -218,6 +218,23 @@ def check_no_dependents(conn: Connection, name: str, *, action: str) -> None:
             f"Cannot {action} {name!r}: view(s) {', '.join(sorted(dependents))} depend on it."
             f" Drop or replace those views first."
         )
+    dynamic = _dynamic_dependents(conn, name)
+    if dynamic:
+        raise DependencyError(
+            f"Cannot {action} {name!r}: dynamic table(s) {', '.join(dynamic)} read it. Drop or"
+            " replace those dynamic tables first."
+        )
+
+
+def _dynamic_dependents(conn: Connection, name: str) -> list[str]:
+    """The live dynamic tables whose query names table or view ``name``."""
+    d = t.dynamic_tables.c
+    rows = conn.execute(
+        select(t.tables.c.name, d.depends_on)
+        .join(t.dynamic_tables, d.table_id == t.tables.c.table_id)
+        .where(t.tables.c.dropped_at.is_(None))
+    )
+    return sorted(r.name for r in rows if name.lower() in json.loads(r.depends_on))
 
 
 # -- updates --------------------------------------------------------------------------------------

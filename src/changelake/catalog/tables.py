@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 metadata = MetaData()
 
@@ -189,4 +189,60 @@ channels = Table(
     Column("committed_version", BigInteger),
     Column("created_at", Float, nullable=False),
     Column("updated_at", Float, nullable=False),
+)
+
+# A dynamic table: a table (cl_tables, same id) whose rows are its query's result at its data
+# timestamp. ``frontiers`` is JSON [[table id, version], ...]: per table the query reads, the
+# version the last refresh read (NULL until the first refresh).
+dynamic_tables = Table(
+    "cl_dynamic_tables",
+    metadata,
+    Column("table_id", Integer, primary_key=True, autoincrement=False),
+    Column("sql", Text, nullable=False),
+    Column("depends_on", Text, nullable=False),  # JSON: the tables and views the query names
+    Column("fingerprint", Text, nullable=False),  # of the query and the views it reads
+    Column("target_lag", Float),  # seconds; NULL: DOWNSTREAM
+    Column("refresh_mode", String(16), nullable=False),
+    Column("effective_mode", String(16), nullable=False),
+    Column("mode_reason", Text, nullable=False),
+    Column("initialize", String(16), nullable=False),
+    Column("scheduling_state", String(16), nullable=False),
+    Column("suspended_reason", Text, nullable=False),
+    Column("failures", Integer, nullable=False),
+    Column("frontiers", Text),
+    Column("data_timestamp", Float),
+)
+
+# The refresh history of dynamic tables, retained like table history.
+dt_refreshes = Table(
+    "cl_dt_refreshes",
+    metadata,
+    Column("refresh_id", Integer, primary_key=True, autoincrement=True),
+    Column("table_id", Integer, nullable=False),
+    Column("action", String(16), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("trigger", String(16), nullable=False),
+    Column("data_timestamp", Float),
+    Column("started_at", Float, nullable=False),
+    Column("ended_at", Float, nullable=False),
+    Column("rows_inserted", BigInteger, nullable=False),
+    Column("rows_deleted", BigInteger, nullable=False),
+    Column("rows_updated", BigInteger, nullable=False),
+    Column("spark_jobs", Integer, nullable=False),
+    Column("error", Text, nullable=False),
+    Column("version", BigInteger),  # the dynamic table's version after the refresh
+    Column("commit_number", BigInteger, nullable=False),
+)
+Index("cl_dt_refreshes_table", dt_refreshes.c.table_id, dt_refreshes.c.data_timestamp)
+
+# Leases: one holder at a time for a warehouse-wide role (the scheduler of `changelake serve`).
+# ``epoch`` grows with every new holder; work done under a lease commits only while its epoch is
+# current (the LeaseHeld requirement), so a holder that lost its lease cannot commit.
+leases = Table(
+    "cl_leases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", String(255), nullable=False),
+    Column("epoch", BigInteger, nullable=False),
+    Column("expires_at", Float, nullable=False),
 )

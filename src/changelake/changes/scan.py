@@ -20,7 +20,7 @@ from pyspark.sql.types import (
 from changelake.catalog import Catalog
 from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information
 from changelake.schema import ROW_ID as ROW_ID_COLUMN
-from changelake.schema import TableSchema
+from changelake.schema import TableSchema, quoted
 from changelake.storage.deletion import (
     DV_FILE,
     KEY,
@@ -58,6 +58,13 @@ def row_id(table_id: int, rid: SparkColumn) -> SparkColumn:
     row, which a large APPEND_ONLY read can afford, unlike a cryptographic hash.
     """
     return F.hex(_scrambled(table_id, rid))
+
+
+def table_row_id(table_id: int, schema: TableSchema) -> SparkColumn:
+    """The METADATA$ROW_ID of rows read with their identity (``_cl_rid``, and the row key of a
+    dynamic table, whose rows keep their defining query's ROW_IDs)."""
+    key = schema.row_key
+    return row_id(table_id, F.col(RID)) if key is None else F.col(quoted(key.name))
 
 
 def _mask(table_id: int) -> int:
@@ -214,20 +221,7 @@ def _minimize(
     keys = [TAG, _X, _P]
     joined = side(before, "_b").join(side(after, "_a"), keys, "full_outer")
     changed = joined.where(~F.col("_b").eqNullSafe(F.col("_a")))
-    has_b, has_a = F.col("_b").isNotNull(), F.col("_a").isNotNull()
-    event = F.explode(
-        F.array(
-            F.when(
-                has_b,
-                F.struct(F.lit("DELETE").alias("a"), has_a.alias("u"), F.col("_b").alias("v")),
-            ),
-            F.when(
-                has_a,
-                F.struct(F.lit("INSERT").alias("a"), has_b.alias("u"), F.col("_a").alias("v")),
-            ),
-        )
-    )
-    events = changed.select(F.col(TAG), F.col(_X), event.alias("_e"))
+    events = changed.select(F.col(TAG), F.col(_X), pair_events(F.col("_b"), F.col("_a")))
     return events.where(F.col("_e").isNotNull()).select(
         *[F.col("_e").getField("v").getField(c.name).alias(c.name) for c in schema.columns],
         F.col("_e").getField("a").alias(ACTION),
@@ -237,8 +231,24 @@ def _minimize(
     )
 
 
+def pair_events(before: SparkColumn, after: SparkColumn) -> SparkColumn:
+    """``_e``: per row of a before/after pairing (the old row image or NULL, the new or NULL),
+    its DELETE event then its INSERT event (``a``: action, ``u``: is an update, ``v``: the
+    image), one row each; a NULL event for a missing side, to filter out."""
+    has_b, has_a = before.isNotNull(), after.isNotNull()
+    return F.explode(
+        F.array(
+            F.when(
+                has_b, F.struct(F.lit("DELETE").alias("a"), has_a.alias("u"), before.alias("v"))
+            ),
+            F.when(has_a, F.struct(F.lit("INSERT").alias("a"), has_b.alias("u"), after.alias("v"))),
+        )
+    ).alias("_e")
+
+
 def output_schema(schema: TableSchema, information: Information) -> StructType:
-    fields = list(logical_schema(schema).fields) + [
+    shown = {c.name for c in schema.visible}
+    fields = [f for f in logical_schema(schema).fields if f.name in shown] + [
         StructField(ACTION, StringType(), False),
         StructField(ISUPDATE, BooleanType(), False),
         StructField(ROW_ID, StringType(), False),
@@ -285,9 +295,19 @@ def execute_plan(
             plan.table_id,
             None,
         )
+    df = _keyed(df, schema)
     if plan.information is Information.REDO:
         return _with_commit_info(spark, catalog, plan, df)
     return df.drop(TAG)
+
+
+def _keyed(df: DataFrame, schema: TableSchema) -> DataFrame:
+    """A dynamic table's changes: their ROW_ID is the row key (the defining query's ROW_ID),
+    which is not a column of the output."""
+    key = schema.row_key
+    if key is None:
+        return df
+    return df.withColumn(ROW_ID, F.col(quoted(key.name))).drop(key.name)
 
 
 def _with_commit_info(

@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass
 
 from changelake.catalog.model import TableInfo
+from changelake.dialect import parse_one
 from changelake.plan.build import Builder, Catalog
 from changelake.plan.ir import Node
 from changelake.plan.monotonic import Refusal, refusal
@@ -22,7 +23,7 @@ def _catalog(ctx: StatementContext, read: list[tuple[str, str]]) -> Catalog:
         info = ctx.catalog.find_table(name)
         if info is None:
             return None
-        return info, tuple(c.name for c in ctx.state(info).schema.columns)
+        return info, tuple(c.name for c in ctx.state(info).schema.visible)
 
     def view_sql(name: str) -> str | None:
         sql = ctx.catalog.view_sql(name)
@@ -58,3 +59,14 @@ def view_definition(ctx: StatementContext, name: str, about: str) -> ViewDefinit
 
 def view_tree(ctx: StatementContext, name: str, about: str) -> Node:
     return view_definition(ctx, name, about).tree
+
+
+def query_definition(ctx: StatementContext, sql: str, about: str) -> ViewDefinition:
+    """A query (a dynamic table's) as the catalog's tables and views define it now; its
+    fingerprint covers the query and the views it reads. Raises UnsupportedError naming the
+    operator that has no differentiation rule."""
+    read: list[tuple[str, str]] = [("", sql)]
+    builder = Builder(_catalog(ctx, read), about)
+    tree = builder.query(parse_one(sql), {})
+    fingerprint = hashlib.sha256(json.dumps(read).encode()).hexdigest()
+    return ViewDefinition(tree, fingerprint, tuple(builder.built))

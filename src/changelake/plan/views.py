@@ -20,7 +20,7 @@ from changelake.catalog.model import StreamInfo, TableInfo
 from changelake.changes.plan import Information
 from changelake.changes.query import changes_between, plan_interval, resolve_interval
 from changelake.changes.scan import ACTION as ACTION_COLUMN
-from changelake.changes.scan import COMMIT_TIMESTAMP, COMMIT_VERSION, ISUPDATE, row_id
+from changelake.changes.scan import COMMIT_TIMESTAMP, COMMIT_VERSION, ISUPDATE, table_row_id
 from changelake.changes.scan import ROW_ID as ROW_ID_COLUMN
 from changelake.errors import InvalidStatementError, StaleStreamError, UnsupportedError
 from changelake.plan.compile import ACTION, RID, compile_node, net_changes
@@ -39,8 +39,8 @@ from changelake.plan.ir import (
     scans,
 )
 from changelake.plan.monotonic import appended
+from changelake.schema import quoted
 from changelake.storage.pruning import Comparison, prune, value_range
-from changelake.storage.snapshot import RID as TABLE_RID
 from changelake.storage.snapshot import read_state
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
@@ -436,8 +436,8 @@ class _Leaves:
         df = read_state(self.spark, self.warehouse, state, identity=True)
         if bounds is not None:
             df = df.where(F.col(f"`{key}`").between(F.lit(bounds[0]), F.lit(bounds[1])))
-        columns = [F.col(f"`{c.name}`") for c in state.schema.columns]
-        return df.select(*columns, row_id(info.table_id, F.col(TABLE_RID)).alias(RID))
+        columns = [F.col(quoted(c.name)) for c in state.schema.visible]
+        return df.select(*columns, table_row_id(info.table_id, state.schema).alias(RID))
 
     def _touched(self, info: TableInfo, key: str, changed: tuple[int, int]) -> tuple | None:
         first, last = changed
@@ -460,7 +460,23 @@ class _Leaves:
             information=information,
         )
         schema = self.ctx.catalog.schema_at(info.table_id, last)
-        columns = [F.col(f"`{c.name}`") for c in schema.columns]
+        columns = [F.col(quoted(c.name)) for c in schema.visible]
         return df.select(
             *columns, F.col(ROW_ID_COLUMN).alias(RID), F.col(ACTION_COLUMN).alias(ACTION)
         )
+
+
+def rows_at(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    tree: Node,
+    versions: dict[int, tuple[TableInfo, int]],
+) -> DataFrame:
+    """The rows of query ``tree`` with each base table at the given version, with their
+    METADATA$ROW_ID (a dynamic table's full refresh)."""
+    at_versions = {t: (info, v, v) for t, (info, v) in versions.items()}
+    read = _Leaves(ctx, spark, warehouse, at_versions, None).read
+    df = compile_node(at(tree, End.START), read)
+    names = [F.col(c.id).alias(c.name) for c in tree.columns]
+    return df.select(*names, F.col(RID).alias(ROW_ID_COLUMN))

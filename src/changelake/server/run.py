@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import uvicorn
 
@@ -21,6 +22,14 @@ BLOCK_SECONDS = 5.0
 # Requests still running this long after SIGTERM are cancelled (a /wait may take an hour); the
 # client is closed, committing its rows, either way.
 GRACE_SECONDS = 30.0
+
+
+class Background(Protocol):
+    """Work the service hosts beside its endpoint (started before it listens, stopped after)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 def url_of(sock: socket.socket) -> str:
@@ -56,12 +65,14 @@ def serve(
     max_client_lag: float = 1.0,
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     announce: Callable[[str], None] = _announce,
+    background: Sequence[Background] = (),
 ) -> None:
     """Serve the ingest channels of ``warehouse`` over HTTP until SIGINT or SIGTERM; then close
     the client, which commits every buffered row. ``announce`` receives the URL once the service
     accepts connections (by default it is printed to stderr).
 
-    Without ``token`` the service only listens on a loopback address."""
+    Without ``token`` the service only listens on a loopback address. ``background`` services
+    (the scheduler of dynamic tables) run while it serves."""
     check_exposure(host, token)
     if max_request_bytes <= 0:
         raise ConfigurationError(f"max_request_bytes must be positive, not {max_request_bytes}.")
@@ -81,7 +92,13 @@ def serve(
         app, lifespan="on", server_header=False, timeout_graceful_shutdown=GRACE_SECONDS
     )
     url = url_of(sock)
-    _Server(config, on_listening=lambda: announce(url)).run(sockets=[sock])
+    for service in background:
+        service.start()
+    try:
+        _Server(config, on_listening=lambda: announce(url)).run(sockets=[sock])
+    finally:
+        for service in background:
+            service.stop()
 
 
 def _listen(host: str, port: int) -> socket.socket:

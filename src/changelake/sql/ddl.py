@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from sqlglot import exp
 
 from changelake.catalog.internal import check_user_may_change, check_user_name
@@ -34,7 +34,7 @@ from changelake.plan.bind import Binder
 from changelake.schema import Column, TableSchema, check_column_name, normalize_type
 from changelake.sql import statements as s
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import write_data
+from changelake.storage.writer import schema_of_dataframe, write_data
 from changelake.txn.context import StatementContext
 
 # Table properties a user may set, with how to check the value.
@@ -116,44 +116,6 @@ def _column_defs(schema_node: exp.Schema, *, table: str) -> TableSchema:
     return TableSchema(tuple(columns))
 
 
-_SPARK_TO_TYPE = {
-    "int": "int",
-    "smallint": "int",
-    "tinyint": "int",
-    "bigint": "bigint",
-    "float": "double",
-    "double": "double",
-    "string": "string",
-    "boolean": "boolean",
-    "date": "date",
-    "timestamp": "timestamp",
-    "timestamp_ntz": "timestamp",
-    "binary": "binary",
-    "void": "string",
-}
-
-
-def schema_of_dataframe(df: DataFrame, *, table: str) -> TableSchema:
-    columns = []
-    seen: set[str] = set()
-    for i, field in enumerate(df.schema.fields, start=1):
-        check_column_name(field.name)
-        if field.name.lower() in seen:
-            raise InvalidStatementError(
-                f"CREATE TABLE {table} AS SELECT: column name {field.name} appears twice; alias one."
-            )
-        seen.add(field.name.lower())
-        simple = field.dataType.simpleString()
-        type_name = simple if simple.startswith("decimal") else _SPARK_TO_TYPE.get(simple)
-        if type_name is None:
-            raise UnsupportedError(
-                f"Column {field.name} of {table} would have type {simple.upper()}, which tables"
-                " cannot hold; cast it to a supported type."
-            )
-        columns.append(Column(i, field.name, type_name, True))
-    return TableSchema(tuple(columns))
-
-
 def create_table(
     ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, stmt: s.CreateTable
 ) -> StatementResult:
@@ -165,7 +127,7 @@ def create_table(
     added: list = []
     if stmt.query is not None:
         df = binder.query(stmt.query)
-        schema = schema_of_dataframe(df, table=name)
+        schema = schema_of_dataframe(df, about=f"CREATE TABLE {name} AS SELECT")
         if stmt.columns is not None:
             raise UnsupportedError(
                 "CREATE TABLE t (columns) AS SELECT: give either columns or a query."

@@ -20,12 +20,18 @@ from changelake.dml.insert import insert
 from changelake.dml.merge import merge
 from changelake.dml.modify import delete, update
 from changelake.dml.result import StatementResult
+from changelake.dynamic.create import (
+    alter_dynamic_table,
+    create_dynamic_table,
+    drop_dynamic_table,
+)
 from changelake.errors import TransactionError
 from changelake.plan.bind import Binder
-from changelake.sql import ddl, show
+from changelake.sql import ddl, dynamic, show
 from changelake.sql import statements as s
 from changelake.sql.explain import explain
 from changelake.sql.streams import create_stream, describe_stream, show_streams
+from changelake.sql.table_functions import expand_table_functions
 from changelake.storage.maintenance import optimize, vacuum
 from changelake.storage.spark_errors import spark_errors
 from changelake.storage.warehouse import Warehouse
@@ -75,7 +81,8 @@ def _label(text: str, tree: exp.Expression) -> str:
 
 
 def _query(env: Env, stmt: s.Query) -> DataFrame:
-    return Binder(*env.io).query(stmt.tree)
+    binder = Binder(*env.io)
+    return binder.query(expand_table_functions(binder, stmt.tree.copy()))
 
 
 def _begin(env: Env, _: s.Begin) -> StatementResult:
@@ -141,6 +148,7 @@ _SHOW: dict[str, Callable[[Env, s.Show], DataFrame]] = {
     "STREAMS": lambda env, _: show_streams(env.ctx, env.spark),
     "CHANNELS": lambda env, st: show.show_channels(env.ctx, env.spark, st.table),
     "INTERNAL TABLES": lambda env, st: show.show_internal_tables(env.ctx, env.spark, st.table),
+    "DYNAMIC TABLES": lambda env, _: dynamic.show_dynamic_tables(env.ctx, env.spark),
 }
 
 HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
@@ -183,4 +191,14 @@ HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
         *env.io, st.query, path=st.path, file_format=FileFormat.parse(st.file_format)
     ).to_dataframe(env.spark),
     # -- end export --
+    dynamic.CreateDynamicTable: lambda env, st: create_dynamic_table(*env.io, st.new),
+    dynamic.AlterDynamicTable: lambda env, st: alter_dynamic_table(
+        *env.io, st.name, st.action, st.options
+    ),
+    dynamic.DropDynamicTable: lambda env, st: drop_dynamic_table(
+        env.ctx, st.name, if_exists=st.if_exists
+    ),
+    dynamic.DescribeDynamicTable: lambda env, st: dynamic.describe_dynamic_table(
+        env.ctx, env.spark, st.name
+    ),
 }

@@ -19,7 +19,7 @@ def _ts(epoch: float) -> dt.datetime:
 def describe_table(ctx: StatementContext, spark: SparkSession, name: str) -> DataFrame:
     info = ctx.catalog.table(name)
     schema = ctx.catalog.schema_at(info.table_id, ctx.read_version(info))
-    rows = [(c.name, c.type.upper(), c.nullable) for c in schema.columns]
+    rows = [(c.name, c.type.upper(), c.nullable) for c in schema.visible]
     return spark.createDataFrame(rows, "name string, type string, nullable boolean")
 
 

@@ -15,6 +15,7 @@ from sqlglot import exp
 from changelake import dialect as d
 from changelake.changelog.spec import ApplySpec, OpFormat  # APPLY CHANGES
 from changelake.errors import InvalidStatementError, UnsupportedError
+from changelake.sql import dynamic
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,7 @@ Statement = (
     | Explain
     | ApplyChanges
     | Export
+    | dynamic.DynamicStatement
 )
 
 
@@ -377,6 +379,7 @@ _BUILDERS: dict[type, Callable[..., Statement]] = {
     d.Explain: lambda t: Explain(t.this),
     d.ApplyChanges: _apply_changes,
     exp.Copy: _export,
+    **dynamic.BUILDERS,
 }
 
 

@@ -75,9 +75,11 @@ def read_state(
     address: bool = False,
 ) -> DataFrame:
     """The live rows of ``state`` with logical column names, plus the hidden address columns if
-    ``address`` and the address and identity columns if ``identity``."""
+    ``address`` and the address and identity columns if ``identity``. A dynamic table's row key
+    comes only with ``address`` or ``identity`` (it is part of a row's identity)."""
     physical = physical_schema(state.schema)
-    logical = [F.col(c.physical).alias(c.name) for c in state.schema.columns]
+    shown = state.schema.columns if identity or address else state.schema.visible
+    logical = [F.col(c.physical).alias(c.name) for c in shown]
     hidden = [F.col(h) for h in (*ADDRESS, *IDENTITY) if identity or (address and h in ADDRESS)]
     if not state.files:
         empty = StructType(

@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from changelake.catalog.model import DataFile, NewDeletes
-from changelake.errors import TypeMismatchError
-from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
+from changelake.errors import InvalidStatementError, TypeMismatchError, UnsupportedError
+from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema, check_column_name
 from changelake.storage.deletion import DV_FILE, DV_POS
 from changelake.storage.footers import describe_files
 from changelake.storage.snapshot import FILE, POS, RID, VER, spark_type
@@ -157,3 +157,42 @@ def write_deletes(
         name: NewDeletes(file_path="", dv_path=dv_file.path, row_count=n)
         for name, n in counts.items()
     }
+
+
+_SPARK_TO_TYPE = {
+    "int": "int",
+    "smallint": "int",
+    "tinyint": "int",
+    "bigint": "bigint",
+    "float": "double",
+    "double": "double",
+    "string": "string",
+    "boolean": "boolean",
+    "date": "date",
+    "timestamp": "timestamp",
+    "timestamp_ntz": "timestamp",
+    "binary": "binary",
+    "void": "string",
+}
+
+
+def schema_of_dataframe(df: DataFrame, *, about: str) -> TableSchema:
+    """The table schema of ``df``'s columns (all nullable); errors name ``about``."""
+    columns = []
+    seen: set[str] = set()
+    for i, field in enumerate(df.schema.fields, start=1):
+        check_column_name(field.name)
+        if field.name.lower() in seen:
+            raise InvalidStatementError(
+                f"{about}: column name {field.name} appears twice; alias one."
+            )
+        seen.add(field.name.lower())
+        simple = field.dataType.simpleString()
+        type_name = simple if simple.startswith("decimal") else _SPARK_TO_TYPE.get(simple)
+        if type_name is None:
+            raise UnsupportedError(
+                f"{about}: column {field.name} would have type {simple.upper()}, which tables"
+                " cannot hold; cast it to a supported type."
+            )
+        columns.append(Column(i, field.name, type_name, True))
+    return TableSchema(tuple(columns))

@@ -14,6 +14,7 @@ from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import TokenType
 
+from changelake.dialect.dynamic import DynamicTableParser
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 
 METADATA_COLUMNS = ("ACTION", "ISUPDATE", "ROW_ID", "COMMIT_VERSION", "COMMIT_TIMESTAMP")
@@ -136,7 +137,7 @@ class Changelake(Spark):
         }
         COMMANDS = Spark.Tokenizer.COMMANDS - {TokenType.SHOW}
 
-    class Parser(Spark.Parser):
+    class Parser(DynamicTableParser, Spark.Parser):
         HISTORICAL_DATA_KIND = Spark.Parser.HISTORICAL_DATA_KIND | {"TS"}
 
         def _parse_statement(self) -> exp.Expression | None:
@@ -151,6 +152,9 @@ class Changelake(Spark):
             )
 
         def _own_statement(self):  # noqa: ANN202 - a bound parse method or None
+            dynamic = self._dynamic_statement()
+            if dynamic is not None:
+                return dynamic
             if self._peek("CREATE", "STREAM") or self._peek("CREATE", "OR", "REPLACE", "STREAM"):
                 return self._parse_create_stream
             for words, parse in (
@@ -213,10 +217,12 @@ class Changelake(Spark):
             terse = self._match_text_seq("TERSE")
             if self._match_text_seq("INTERNAL", "TABLES"):
                 kind = "INTERNAL TABLES"
+            elif self._match_text_seq("DYNAMIC", "TABLES"):
+                kind = "DYNAMIC TABLES"
             else:
                 if not self._match_texts(("TABLES", "VIEWS", "STREAMS", "CHANNELS")):
                     self.raise_error(
-                        "Expected SHOW TABLES, VIEWS, STREAMS or CHANNELS, or SHOW INTERNAL TABLES"
+                        "Expected SHOW TABLES, VIEWS, STREAMS, CHANNELS, DYNAMIC TABLES or INTERNAL TABLES"
                     )
                 kind = self._prev.text.upper()
             table = None
@@ -328,7 +334,10 @@ class Changelake(Spark):
                     f"CREATE OR REPLACE STREAM IF NOT EXISTS {name.name}: OR REPLACE and IF NOT"
                     " EXISTS exclude each other; use one."
                 )
-            if not self._match(TokenType.ON) or not self._match_texts(("TABLE", "VIEW")):
+            if not self._match(TokenType.ON):
+                self.raise_error("Expected ON TABLE <name> or ON VIEW <name>")
+            self._match_text_seq("DYNAMIC")  # a dynamic table is a table
+            if not self._match_texts(("TABLE", "VIEW")):
                 self.raise_error("Expected ON TABLE <name> or ON VIEW <name>")
             kind = self._prev.text.upper()
             node = CreateStream(

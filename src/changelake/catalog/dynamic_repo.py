@@ -1,0 +1,198 @@
+"""Dynamic tables: their definitions, where their refreshes have got to, and their history."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from changelake.catalog import tables as t
+from changelake.catalog.model import (
+    DynamicDefinition,
+    DynamicTableInfo,
+    RefreshInfo,
+    RefreshRecord,
+)
+from changelake.catalog.table_repo import table_info
+from changelake.errors import ConflictError
+
+_DT, _T, _R = t.dynamic_tables.c, t.tables.c, t.dt_refreshes.c
+
+
+def _frontiers(text_: str | None) -> tuple[tuple[int, int], ...] | None:
+    return None if text_ is None else tuple((int(a), int(b)) for a, b in json.loads(text_))
+
+
+def _info(row: Any) -> DynamicTableInfo:
+    return DynamicTableInfo(
+        info=table_info(row),
+        definition=DynamicDefinition(
+            sql=row.sql,
+            depends_on=tuple(json.loads(row.depends_on)),
+            fingerprint=row.fingerprint,
+            target_lag=row.target_lag,
+            refresh_mode=row.refresh_mode,
+            effective_mode=row.effective_mode,
+            mode_reason=row.mode_reason,
+            initialize=row.initialize,
+        ),
+        scheduling_state=row.scheduling_state,
+        suspended_reason=row.suspended_reason,
+        failures=row.failures,
+        frontiers=_frontiers(row.frontiers),
+        data_timestamp=row.data_timestamp,
+    )
+
+
+def _live() -> Any:
+    return (
+        select(t.tables, t.dynamic_tables.c)
+        .join(t.dynamic_tables, _DT.table_id == _T.table_id)
+        .where(_T.dropped_at.is_(None))
+    )
+
+
+def find(conn: Connection, name: str) -> DynamicTableInfo | None:
+    row = conn.execute(_live().where(_T.name == name.lower())).first()
+    return None if row is None else _info(row)
+
+
+def by_id(conn: Connection, table_id: int) -> DynamicTableInfo | None:
+    row = conn.execute(_live().where(_T.table_id == table_id)).first()
+    return None if row is None else _info(row)
+
+
+def list_live(conn: Connection) -> list[DynamicTableInfo]:
+    return [_info(r) for r in conn.execute(_live().order_by(_T.name))]
+
+
+def version_at(conn: Connection, table_id: int, data_timestamp: float) -> int | None:
+    """The version of dynamic table ``table_id`` that a successful refresh at exactly
+    ``data_timestamp`` left (None: it was not refreshed at that point)."""
+    return conn.execute(
+        select(_R.version)
+        .where(
+            _R.table_id == table_id,
+            _R.state == "SUCCEEDED",
+            _R.data_timestamp == data_timestamp,
+        )
+        .order_by(_R.refresh_id.desc())
+        .limit(1)
+    ).scalar()
+
+
+def history(
+    conn: Connection, table_id: int | None = None, *, limit: int | None = None
+) -> list[RefreshInfo]:
+    """Refreshes, newest first (of one dynamic table, or of all)."""
+    query = select(t.dt_refreshes).order_by(_R.refresh_id.desc())
+    if table_id is not None:
+        query = query.where(_R.table_id == table_id)
+    if limit is not None:
+        query = query.limit(limit)
+    return [
+        RefreshInfo(
+            refresh_id=r.refresh_id,
+            table_id=r.table_id,
+            record=RefreshRecord(
+                action=r.action,
+                state=r.state,
+                trigger=r.trigger,
+                data_timestamp=r.data_timestamp,
+                started_at=r.started_at,
+                rows_inserted=r.rows_inserted,
+                rows_deleted=r.rows_deleted,
+                rows_updated=r.rows_updated,
+                spark_jobs=r.spark_jobs,
+                error=r.error,
+            ),
+            ended_at=r.ended_at,
+            version=r.version,
+        )
+        for r in conn.execute(query)
+    ]
+
+
+# -- requirements and updates ---------------------------------------------------------------------
+
+
+def check_frontiers(
+    conn: Connection, table_id: int, name: str, expected: tuple[tuple[int, int], ...] | None
+) -> None:
+    """Refuse a refresh that started from frontiers another refresh has moved since."""
+    found = conn.execute(select(_DT.frontiers).where(_DT.table_id == table_id)).first()
+    if found is None or _frontiers(found.frontiers) != expected:
+        raise ConflictError(
+            f"Dynamic table {name} was refreshed (or replaced) by another refresh while this one"
+            " ran; nothing was written. Its contents are up to date as of that refresh; refresh"
+            " again for a later data timestamp."
+        )
+
+
+def insert(conn: Connection, table_id: int, d: DynamicDefinition) -> None:
+    conn.execute(
+        t.dynamic_tables.insert().values(
+            table_id=table_id,
+            sql=d.sql,
+            depends_on=json.dumps(sorted(set(d.depends_on))),
+            fingerprint=d.fingerprint,
+            target_lag=d.target_lag,
+            refresh_mode=d.refresh_mode,
+            effective_mode=d.effective_mode,
+            mode_reason=d.mode_reason,
+            initialize=d.initialize,
+            scheduling_state="ACTIVE",
+            suspended_reason="",
+            failures=0,
+            frontiers=None,
+            data_timestamp=None,
+        )
+    )
+
+
+def set_fields(conn: Connection, table_id: int, fields: dict[str, Any]) -> None:
+    conn.execute(t.dynamic_tables.update().where(_DT.table_id == table_id).values(**fields))
+
+
+def reached(conn: Connection, table_id: int, r: RefreshRecord) -> None:
+    """A successful refresh moved the table to ``r.frontiers`` at ``r.data_timestamp``."""
+    assert r.frontiers is not None
+    set_fields(
+        conn,
+        table_id,
+        {
+            "frontiers": json.dumps([list(f) for f in r.frontiers]),
+            "data_timestamp": r.data_timestamp,
+            "failures": 0,
+        },
+    )
+
+
+def record(
+    conn: Connection,
+    table_id: int,
+    r: RefreshRecord,
+    *,
+    ended_at: float,
+    version: int | None,
+    commit_number: int,
+) -> None:
+    conn.execute(
+        t.dt_refreshes.insert().values(
+            table_id=table_id,
+            action=r.action,
+            state=r.state,
+            trigger=r.trigger,
+            data_timestamp=r.data_timestamp,
+            started_at=r.started_at,
+            ended_at=ended_at,
+            rows_inserted=r.rows_inserted,
+            rows_deleted=r.rows_deleted,
+            rows_updated=r.rows_updated,
+            spark_jobs=r.spark_jobs,
+            error=r.error,
+            version=version,
+            commit_number=commit_number,
+        )
+    )

@@ -1,0 +1,264 @@
+"""CREATE, ALTER and DROP DYNAMIC TABLE.
+
+A dynamic table is a table (``cl_tables``, marked by its ``dynamic`` property) with a row in
+``cl_dynamic_tables``. Its columns are its query's, plus the hidden row key (``_cl_row_key``, the
+query's ROW_ID), last. With INITIALIZE = ON_CREATE, the table is created holding the query's rows
+at the creation's data timestamp, and its first refresh recorded, in one commit: a query that
+fails creates nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from changelake.catalog.internal import check_user_name
+from changelake.catalog.model import DYNAMIC_PROPERTY, DynamicDefinition, RefreshRecord
+from changelake.catalog.requests import (
+    AlterDynamicTable,
+    CommitRequest,
+    CreateTable,
+    DefineDynamicTable,
+    DropTable,
+    IfExists,
+    RecordRefresh,
+    SetProperties,
+    Update,
+)
+from changelake.changes.scan import ROW_ID
+from changelake.dml.result import StatementResult
+from changelake.dynamic.dag import dynamic_table, refresh_round, refresh_with_upstreams
+from changelake.dynamic.definition import Definition, define, effective_mode
+from changelake.dynamic.evaluate import query_rows
+from changelake.dynamic.refresh import data_timestamp_now, version_at
+from changelake.dynamic.spec import REFRESH_MODES, DynamicSpec, choice, table_properties, target_lag
+from changelake.errors import ConflictError, InvalidStatementError, ObjectExistsError
+from changelake.schema import ROW_KEY, Column, TableSchema, quoted
+from changelake.storage.jobs import counted_jobs
+from changelake.storage.warehouse import Warehouse
+from changelake.storage.writer import schema_of_dataframe, write_data
+from changelake.txn.context import StatementContext, new_statement_id
+
+
+@dataclass(frozen=True)
+class NewDynamicTable:
+    """CREATE [OR REPLACE] DYNAMIC TABLE [IF NOT EXISTS] name [(columns)] ... AS sql."""
+
+    name: str
+    columns: tuple[str, ...] | None
+    sql: str
+    spec: DynamicSpec
+    if_exists: IfExists
+
+
+def create_dynamic_table(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, new: NewDynamicTable
+) -> StatementResult:
+    name = new.name.lower()
+    about = f"CREATE DYNAMIC TABLE {name}"
+    ctx.require_no_transaction(about)
+    check_user_name(name, kind="dynamic table")
+    existing = ctx.catalog.find_table(name)
+    if existing is not None and new.if_exists is IfExists.KEEP:
+        return StatementResult(
+            ctx.statement_id, "CREATE DYNAMIC TABLE", name, message=f"{name} already exists."
+        )
+    if existing is not None and new.if_exists is IfExists.REPLACE and not existing.is_dynamic():
+        raise ObjectExistsError(
+            f"{about}: {name} is a table, not a dynamic table; OR REPLACE replaces only a"
+            f" dynamic table. Drop the table first (DROP TABLE {name})."
+        )
+    definition = define(ctx, new.sql, about)
+    if name in definition.depends_on:
+        raise InvalidStatementError(f"{about}: its query reads {name} itself.")
+    mode, reason = effective_mode(new.spec.refresh_mode, definition, about)
+    initialize = new.spec.initialize == "ON_CREATE" and not (
+        existing is not None and new.if_exists is IfExists.ERROR
+    )
+    data_timestamp = data_timestamp_now(ctx)
+    if initialize:
+        _refresh_upstreams(ctx, spark, warehouse, definition, data_timestamp)
+        versions = {
+            t: (info, version_at(ctx, info, data_timestamp))
+            for t, info in definition.tables.items()
+        }
+    else:  # only the columns are needed now
+        versions = {t: (info, ctx.read_version(info)) for t, info in definition.tables.items()}
+    rows = query_rows(ctx, spark, warehouse, definition, versions, data_timestamp)
+    rows = _named(rows, new.columns, about)
+    visible = schema_of_dataframe(rows.drop(ROW_ID), about=about)
+    key = Column(visible.next_column_id, ROW_KEY, "string", True)
+    schema = TableSchema((*visible.columns, key))
+    statement_id = new_statement_id()
+    files: list = []
+    jobs = 0
+    if initialize:
+        with counted_jobs(spark, f"creation of dynamic table {name}") as count:
+            files = write_data(
+                warehouse,
+                rows.select(*[F.col(quoted(c.name)) for c in visible.columns], F.col(ROW_ID)),
+                schema=schema,
+                table=name,
+                directory=warehouse.data_dir(statement_id),
+            )
+            jobs = count()
+    properties = {"data_retention_time_in_days": "1", **dict(new.spec.properties)}
+    properties[DYNAMIC_PROPERTY] = "true"
+    updates: list[Update] = [
+        CreateTable(name, schema, tuple(sorted(properties.items())), tuple(files), new.if_exists),
+        DefineDynamicTable(
+            name,
+            DynamicDefinition(
+                sql=new.sql,
+                depends_on=definition.depends_on,
+                fingerprint=definition.fingerprint,
+                target_lag=new.spec.target_lag,
+                refresh_mode=new.spec.refresh_mode,
+                effective_mode=mode,
+                mode_reason=reason,
+                initialize=new.spec.initialize,
+            ),
+        ),
+    ]
+    rows_inserted = sum(f.row_count for f in files)
+    if initialize:
+        record = RefreshRecord(
+            action="FULL",
+            state="SUCCEEDED",
+            trigger="CREATION",
+            data_timestamp=data_timestamp,
+            started_at=data_timestamp,
+            frontiers=tuple((t, v) for t, (_, v) in sorted(versions.items())),
+            rows_inserted=rows_inserted,
+            spark_jobs=jobs,
+        )
+        updates.append(RecordRefresh(name, record))
+    result = ctx.catalog.commit(
+        [CommitRequest(statement_id, "CREATE DYNAMIC TABLE", updates=tuple(updates))],
+        clock=ctx.clock,
+    )
+    info = result.tables[name]
+    when = "initialized" if initialize else "created; its first scheduled refresh initializes it"
+    return StatementResult(
+        statement_id,
+        "CREATE DYNAMIC TABLE",
+        info.name,
+        info.current_version,
+        rows_inserted=rows_inserted,
+        message=f"Dynamic table {info.name} {when} (refresh mode {mode}: {reason}).",
+    )
+
+
+def _refresh_upstreams(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    definition: Definition,
+    data_timestamp: float,
+) -> None:
+    """Refresh the dynamic tables a new one reads at its first data timestamp."""
+    upstreams = [
+        found
+        for info in definition.tables.values()
+        if info.is_dynamic() and (found := ctx.catalog.dynamic_table_by_id(info.table_id))
+    ]
+    if not upstreams:
+        return
+    done = refresh_round(
+        ctx, spark, warehouse, upstreams, data_timestamp, trigger=lambda _: "DOWNSTREAM"
+    )
+    if done.failed:
+        raise next(iter(done.failed.values()))
+    if done.lost:
+        raise ConflictError(
+            "A dynamic table the new one reads was refreshed by another refresh meanwhile;"
+            " create it again."
+        )
+
+
+def _named(rows: DataFrame, columns: tuple[str, ...] | None, about: str) -> DataFrame:
+    shown = [c for c in rows.columns if c != ROW_ID]
+    if columns is None:
+        return rows
+    if len(columns) != len(shown):
+        raise InvalidStatementError(
+            f"{about}: {len(columns)} column name(s) for a query of {len(shown)} column(s)."
+        )
+    renamed = [F.col(quoted(a)).alias(b) for a, b in zip(shown, columns, strict=True)]
+    return rows.select(*renamed, F.col(ROW_ID))
+
+
+def alter_dynamic_table(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    name: str,
+    action: str,
+    options: dict[str, str],
+) -> StatementResult:
+    """ALTER DYNAMIC TABLE name REFRESH | SUSPEND | RESUME | SET ..."""
+    about = f"ALTER DYNAMIC TABLE {name}"
+    dyn = dynamic_table(ctx, name)
+    if action == "REFRESH":
+        outcomes = refresh_with_upstreams(ctx, spark, warehouse, dyn.name)
+        mine = outcomes[-1]
+        r = mine.record
+        return StatementResult(
+            ctx.statement_id,
+            "REFRESH",
+            dyn.name,
+            mine.version,
+            rows_inserted=r.rows_inserted,
+            rows_updated=r.rows_updated,
+            rows_deleted=r.rows_deleted,
+            message=f"{r.action} refresh of {dyn.name}"
+            + (f" (and {len(outcomes) - 1} upstream)" if len(outcomes) > 1 else "")
+            + ".",
+        )
+    fields: list[tuple[str, object]] = []
+    updates: list[Update] = []
+    if action == "SUSPEND":
+        fields = [("scheduling_state", "SUSPENDED"), ("suspended_reason", "suspended by ALTER")]
+    elif action == "RESUME":
+        fields = [("scheduling_state", "ACTIVE"), ("suspended_reason", ""), ("failures", 0)]
+    else:
+        if "TARGET_LAG" in options:
+            fields.append(("target_lag", target_lag(options["TARGET_LAG"], about=about)))
+        if "REFRESH_MODE" in options:
+            mode = choice(
+                options["REFRESH_MODE"], REFRESH_MODES, option="REFRESH_MODE", about=about
+            )
+            definition = define(ctx, dyn.definition.sql, about)
+            effective, reason = effective_mode(mode, definition, about)
+            fields += [
+                ("refresh_mode", mode),
+                ("effective_mode", effective),
+                ("mode_reason", reason),
+            ]
+        properties = dict(table_properties(options, about=about))
+        if properties:
+            updates.append(SetProperties(dyn.table_id, tuple(sorted(properties.items()))))
+    if fields:
+        updates.append(AlterDynamicTable(dyn.table_id, tuple(fields)))
+    ctx.commit(CommitRequest(ctx.statement_id, f"ALTER DYNAMIC TABLE {action}", tuple(updates)))
+    return StatementResult(
+        ctx.statement_id, f"ALTER DYNAMIC TABLE {action}", dyn.name, message=f"{dyn.name} altered."
+    )
+
+
+def drop_dynamic_table(ctx: StatementContext, name: str, *, if_exists: bool) -> StatementResult:
+    found = ctx.catalog.find_dynamic_table(name)
+    if found is None and if_exists and ctx.catalog.find_table(name) is None:
+        return StatementResult(
+            ctx.statement_id, "DROP DYNAMIC TABLE", name, message=f"{name} did not exist."
+        )
+    dyn = found or dynamic_table(ctx, name)
+    ctx.commit(CommitRequest(ctx.statement_id, "DROP DYNAMIC TABLE", (DropTable(dyn.table_id),)))
+    return StatementResult(
+        ctx.statement_id,
+        "DROP DYNAMIC TABLE",
+        dyn.name,
+        message=f"Dynamic table {dyn.name} dropped.",
+    )

@@ -1,0 +1,272 @@
+"""Refreshing dynamic tables with their upstreams at one data timestamp.
+
+The dynamic tables a query reads (directly or through views) are refreshed first, each before
+those that read it, all at the same data timestamp, so that a downstream never mixes two upstream
+points (a dynamic table reads an upstream only at the version its refresh at exactly that point
+left). A refresh that fails records a FAILED history row (its own commit); the dynamic tables
+that read it are not refreshed in that round (a SKIPPED row each). A refresh that lost a race
+with another refresh of the same table records nothing: the other refresh is the history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from changelake.catalog.model import DynamicTableInfo, RefreshRecord
+from changelake.catalog.requests import (
+    AlterDynamicTable,
+    CommitRequest,
+    RecordRefresh,
+    Requirement,
+    Update,
+)
+from changelake.dynamic.definition import define
+from changelake.dynamic.refresh import Outcome, data_timestamp_now, plan_refresh, run_refresh
+from changelake.errors import (
+    ChangelakeError,
+    ConflictError,
+    DynamicTableError,
+    TableNotFoundError,
+    did_you_mean,
+)
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import StatementContext, new_statement_id
+
+_RETRIES = 3  # a manual refresh whose upstream moved to a later point meanwhile starts over
+
+
+def dynamic_table(ctx: StatementContext, name: str) -> DynamicTableInfo:
+    """The dynamic table called ``name``, or an error saying what ``name`` is instead."""
+    found = ctx.catalog.find_dynamic_table(name)
+    if found is not None:
+        return found
+    if ctx.catalog.find_table(name) is not None:
+        raise TableNotFoundError(
+            f"{name} is a table, not a dynamic table; ALTER TABLE and DROP TABLE work on it."
+        )
+    known = [d.name for d in ctx.catalog.list_dynamic_tables()]
+    raise TableNotFoundError(f"Dynamic table {name!r} does not exist.{did_you_mean(name, known)}")
+
+
+def upstreams_of(ctx: StatementContext, dyn: DynamicTableInfo) -> list[DynamicTableInfo]:
+    """The dynamic tables ``dyn``'s query reads (directly or through views)."""
+    found = []
+    for info in define(ctx, dyn.definition.sql, f"dynamic table {dyn.name}").tables.values():
+        if info.is_dynamic():
+            upstream = ctx.catalog.dynamic_table_by_id(info.table_id)
+            if upstream is not None:
+                found.append(upstream)
+    return found
+
+
+def in_order(
+    ctx: StatementContext, roots: Sequence[DynamicTableInfo]
+) -> tuple[list[DynamicTableInfo], dict[int, list[int]]]:
+    """``roots`` and their upstreams, transitively, each after those it reads; and each one's
+    upstream ids."""
+    order: list[DynamicTableInfo] = []
+    reads: dict[int, list[int]] = {}
+
+    def visit(d: DynamicTableInfo) -> None:
+        if d.table_id in reads:
+            return
+        upstreams = upstreams_of(ctx, d)
+        reads[d.table_id] = [u.table_id for u in upstreams]
+        for u in upstreams:
+            visit(u)
+        order.append(d)
+
+    for root in roots:
+        visit(root)
+    return order, reads
+
+
+@dataclass
+class Round:
+    """What refreshing a set of dynamic tables at one data timestamp did."""
+
+    data_timestamp: float
+    refreshed: list[Outcome]
+    failed: dict[int, ChangelakeError]  # table id -> its error, or its upstream's (skipped)
+    lost: list[int]  # table ids another refresh got to first
+
+
+def refresh_round(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    roots: Sequence[DynamicTableInfo],
+    data_timestamp: float,
+    *,
+    trigger: Callable[[DynamicTableInfo], str],
+    requirements: tuple[Requirement, ...] = (),
+    suspend_after: int | None = None,
+    skip_suspended: bool = False,
+) -> Round:
+    """Refresh ``roots`` and their upstreams at ``data_timestamp``, each once; with
+    ``skip_suspended`` (the scheduler), a suspended one and those that read it are not."""
+    order, reads = in_order(ctx, roots)
+    done = Round(data_timestamp, [], {}, [])
+    for dyn in order:
+        current = ctx.catalog.dynamic_table_by_id(dyn.table_id)
+        if current is None:
+            continue  # dropped meanwhile
+        blocked = [u for u in reads[dyn.table_id] if u in done.failed or u in done.lost]
+        if blocked:
+            if blocked[0] in done.failed:
+                error = done.failed[blocked[0]]
+                reason = f"an upstream dynamic table failed: {error}"
+                _record(ctx, current, "SKIPPED", trigger(current), data_timestamp, reason)
+                done.failed[dyn.table_id] = error
+            else:
+                done.lost.append(dyn.table_id)
+            continue
+        if skip_suspended and current.scheduling_state == "SUSPENDED":
+            done.failed[dyn.table_id] = DynamicTableError(
+                f"dynamic table {current.name} is suspended ({current.suspended_reason})"
+            )
+            continue
+        if current.data_timestamp == data_timestamp:
+            continue  # refreshed at this point already (by another refresh of this round's)
+        try:
+            done.refreshed.append(
+                refresh_one(
+                    ctx,
+                    spark,
+                    warehouse,
+                    current,
+                    data_timestamp,
+                    trigger=trigger(current),
+                    requirements=requirements,
+                    suspend_after=suspend_after,
+                )
+            )
+        except ConflictError:
+            done.lost.append(dyn.table_id)
+        except ChangelakeError as e:
+            done.failed[dyn.table_id] = e
+    return done
+
+
+def refresh_with_upstreams(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    name: str,
+    *,
+    trigger: str = "MANUAL",
+) -> list[Outcome]:
+    """Refresh dynamic table ``name`` now, its upstreams first at the same data timestamp.
+    Raises the refresh's error if it or an upstream failed."""
+    ctx.require_no_transaction(f"ALTER DYNAMIC TABLE {name} REFRESH")
+    target = dynamic_table(ctx, name)
+    for attempt in range(_RETRIES):
+        done = refresh_round(
+            ctx,
+            spark,
+            warehouse,
+            [target],
+            data_timestamp_now(ctx),
+            trigger=lambda d: trigger if d.table_id == target.table_id else "DOWNSTREAM",
+        )
+        if done.failed:
+            raise next(iter(done.failed.values()))
+        if target.table_id not in done.lost or attempt == _RETRIES - 1:
+            break
+    if target.table_id in done.lost:
+        raise ConflictError(
+            f"Dynamic table {target.name} kept being refreshed by other refreshes while this one"
+            " ran; it is up to date as of their data timestamp."
+        )
+    return done.refreshed
+
+
+def refresh_one(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    dyn: DynamicTableInfo,
+    data_timestamp: float,
+    *,
+    trigger: str,
+    requirements: tuple[Requirement, ...] = (),
+    suspend_after: int | None = None,
+) -> Outcome:
+    """Refresh ``dyn`` at ``data_timestamp``; a failure goes into its history, then raises."""
+    started = ctx.now()
+    action = "FULL"
+    try:
+        plan = plan_refresh(ctx, dyn, data_timestamp)
+        action = plan.action
+        return run_refresh(
+            ctx,
+            spark,
+            warehouse,
+            plan,
+            trigger=trigger,
+            started_at=started,
+            requirements=requirements,
+        )
+    except ConflictError:
+        raise
+    except ChangelakeError as e:
+        _record(
+            ctx,
+            dyn,
+            "FAILED",
+            trigger,
+            data_timestamp,
+            str(e),
+            action=action,
+            started=started,
+            suspend_after=suspend_after,
+        )
+        raise
+
+
+def _record(
+    ctx: StatementContext,
+    dyn: DynamicTableInfo,
+    state: str,
+    trigger: str,
+    data_timestamp: float,
+    error: str,
+    *,
+    action: str = "NO_DATA",
+    started: float | None = None,
+    suspend_after: int | None = None,
+) -> None:
+    """Record a refresh that did not happen (FAILED: counted; ``suspend_after`` consecutive
+    failures suspend the table with the error as the reason; SKIPPED)."""
+    updates: list[Update] = []
+    if state == "FAILED":
+        failures = dyn.failures + 1
+        fields: list[tuple[str, object]] = [("failures", failures)]
+        if suspend_after is not None and failures >= suspend_after:
+            reason = f"suspended after {failures} failed refreshes in a row; the last: {error}"
+            fields += [("scheduling_state", "SUSPENDED"), ("suspended_reason", reason)]
+        updates.append(AlterDynamicTable(dyn.table_id, tuple(fields)))
+    record = RefreshRecord(
+        action=action,
+        state=state,
+        trigger=trigger,
+        data_timestamp=data_timestamp,
+        started_at=started if started is not None else ctx.now(),
+        error=error,
+    )
+    try:
+        ctx.catalog.commit(
+            [
+                CommitRequest(
+                    new_statement_id(),
+                    f"REFRESH {state}",
+                    updates=(*updates, RecordRefresh(dyn.table_id, record)),
+                )
+            ],
+            clock=ctx.clock,
+        )
+    except ConflictError:
+        pass  # dropped meanwhile: no history to keep; the refresh's own error says more

@@ -1,0 +1,289 @@
+"""Refreshing dynamic tables.
+
+A refresh reads every table its query reads at one *data timestamp* T: a base table at its last
+version committed at or before T (as ``AT (TIMESTAMP => T)`` reads it), an upstream dynamic table
+at the version its refresh for the latest data timestamp <= T left. It commits the result with,
+per base table, the version it read (its frontier), in one request that also records the refresh
+in the history and requires the frontiers it started from (``RefreshedFrom``): of two refreshes
+racing, one commits and the other changes nothing.
+
+Actions: NO_DATA (no table changed since the frontiers: no Spark job, the data timestamp moves),
+INCREMENTAL (the query's minimum delta from the frontiers, ``plan.views.changes_over``),
+FULL (the query at T, diffed with the stored rows by ROW_ID: only what differs is written), and
+REINITIALIZE (a FULL one because the frontiers no longer tell what changed: a view it reads was
+replaced, a table it reads was replaced, or their history left retention).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from changelake.catalog.model import DynamicTableInfo, RefreshRecord, TableInfo
+from changelake.catalog.requests import (
+    AddDeletes,
+    AddFiles,
+    AlterDynamicTable,
+    CommitRequest,
+    FilesUntouched,
+    RecordRefresh,
+    RefreshedFrom,
+    RemoveFiles,
+    Requirement,
+    RowCounts,
+    SchemaUnchanged,
+    TableLive,
+    Update,
+)
+from changelake.changes.plan import Information
+from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID, pair_events
+from changelake.dml.common import Target
+from changelake.dynamic.apply import Applied, apply_delta
+from changelake.dynamic.definition import Definition, define
+from changelake.dynamic.evaluate import query_rows
+from changelake.errors import ConflictError, TimeTravelError
+from changelake.plan.views import changes_over
+from changelake.schema import ROW_KEY, quoted
+from changelake.storage.jobs import counted_jobs
+from changelake.storage.snapshot import read_state
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import StatementContext, new_statement_id
+from changelake.txn.points import Point, PointKind, resolve
+
+Versions = dict[int, tuple[TableInfo, int, int]]  # table id -> (table, frontier, version at T)
+
+
+@dataclass(frozen=True)
+class RefreshPlan:
+    """What a refresh of ``dt`` at ``data_timestamp`` will do, and why."""
+
+    dt: DynamicTableInfo
+    definition: Definition
+    action: str
+    reason: str
+    data_timestamp: float
+    versions: Versions
+
+    @property
+    def frontiers(self) -> tuple[tuple[int, int], ...]:
+        return tuple((t, end) for t, (_, _, end) in sorted(self.versions.items()))
+
+    def lines(self) -> list[str]:
+        """The plan, for EXPLAIN."""
+        when = dt.datetime.fromtimestamp(self.data_timestamp).isoformat(sep=" ")
+        lines = [
+            f"REFRESH dynamic table {self.dt.name}: {self.action} ({self.reason})",
+            f"  data timestamp {when}",
+        ]
+        for info, start, end in sorted(self.versions.values(), key=lambda v: v[0].name):
+            lines.append(f"  {info.name}: versions {start} -> {end}")
+        return lines
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A committed refresh: the table, its history record and the version it left."""
+
+    table_id: int
+    name: str
+    record: RefreshRecord
+    version: int
+
+
+def data_timestamp_now(ctx: StatementContext) -> float:
+    """The data timestamp of a refresh starting now: the clock, or the last commit if that is
+    later (a clock behind another machine's), so that everything committed before the refresh
+    began is in it."""
+    return max(round(ctx.now(), 6), ctx.catalog.settled_snapshot().committed_at)
+
+
+def version_at(ctx: StatementContext, info: TableInfo, data_timestamp: float) -> int:
+    """The version of ``info`` a refresh at ``data_timestamp`` reads."""
+    if info.is_dynamic():
+        found = ctx.catalog.dynamic_version_at(info.table_id, data_timestamp)
+        if found is None:
+            # it was refreshed to another point meanwhile: reading it would mix two points
+            raise ConflictError(
+                f"Dynamic table {info.name} was not refreshed at the data timestamp"
+                f" {dt.datetime.fromtimestamp(data_timestamp).isoformat(sep=' ')} (another"
+                " refresh moved it); refresh again."
+            )
+        return found
+    when = dt.datetime.fromtimestamp(data_timestamp).isoformat(sep=" ")
+    return resolve(ctx, info, Point(PointKind.TIMESTAMP, data_timestamp, text=repr(when)))
+
+
+def plan_refresh(
+    ctx: StatementContext, dyn: DynamicTableInfo, data_timestamp: float
+) -> RefreshPlan:
+    """The refresh of ``dyn`` at ``data_timestamp`` (its upstreams refreshed at it already)."""
+    about = f"dynamic table {dyn.name}"
+    if dyn.data_timestamp is not None and dyn.data_timestamp > data_timestamp:
+        raise ConflictError(
+            f"Dynamic table {dyn.name} was refreshed to a later point than this refresh's;"
+            " nothing was written."
+        )
+    definition = define(ctx, dyn.definition.sql, about)
+    ends = {t: version_at(ctx, info, data_timestamp) for t, info in definition.tables.items()}
+    frontiers = dict(dyn.frontiers or ())
+    versions = {
+        t: (info, frontiers.get(t, ends[t]), ends[t]) for t, info in definition.tables.items()
+    }
+    action, reason = _action(ctx, dyn, definition, frontiers, ends)
+    return RefreshPlan(dyn, definition, action, reason, data_timestamp, versions)
+
+
+def _action(
+    ctx: StatementContext,
+    dyn: DynamicTableInfo,
+    definition: Definition,
+    frontiers: dict[int, int],
+    ends: dict[int, int],
+) -> tuple[str, str]:
+    if dyn.frontiers is None:
+        return "FULL", "its first refresh"
+    if definition.fingerprint != dyn.definition.fingerprint:
+        return "REINITIALIZE", "a view its query reads was replaced"
+    if set(frontiers) != set(ends):
+        return "REINITIALIZE", "a table its query reads was replaced"
+    for t, start in frontiers.items():
+        try:
+            ctx.check_readable(definition.tables[t], start)
+        except TimeTravelError:
+            return (
+                "REINITIALIZE",
+                f"the history of {definition.tables[t].name} since its last refresh left retention",
+            )
+    if all(ends[t] == start for t, start in frontiers.items()) and definition.tables:
+        return "NO_DATA", "no table it reads changed since its last refresh"
+    if dyn.definition.effective_mode == "FULL":
+        return "FULL", dyn.definition.mode_reason
+    return "INCREMENTAL", "its query's changes since the last refresh"
+
+
+def run_refresh(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    plan: RefreshPlan,
+    *,
+    trigger: str,
+    started_at: float,
+    requirements: tuple[Requirement, ...] = (),
+) -> Outcome:
+    """Run ``plan`` and commit it, also requiring ``requirements`` (the scheduler's lease);
+    raises, and commits nothing, if it fails or lost a race."""
+    dyn = plan.dt
+    target = Target(dyn.info, ctx.state(dyn.info, dyn.info.current_version))
+    statement_id = new_statement_id()
+    applied, jobs = Applied(), 0
+    if plan.action != "NO_DATA":
+        with counted_jobs(spark, f"refresh of dynamic table {dyn.name}") as count:
+            delta = _delta(ctx, spark, warehouse, plan, target)
+            applied = apply_delta(spark, warehouse, target, delta, statement_id=statement_id)
+            jobs = count()
+    record = RefreshRecord(
+        action=plan.action,
+        state="SUCCEEDED",
+        trigger=trigger,
+        data_timestamp=plan.data_timestamp,
+        started_at=started_at,
+        frontiers=plan.frontiers,
+        rows_inserted=applied.inserted,
+        rows_deleted=applied.deleted,
+        rows_updated=applied.updated,
+        spark_jobs=jobs,
+    )
+    table_id, name, since = dyn.table_id, dyn.name, target.state.version
+    updates: list[Update] = []
+    if applied.added:
+        updates.append(AddFiles(table_id, applied.added))
+    if applied.removed:
+        updates.append(RemoveFiles(table_id, applied.removed))
+    if applied.deletes:
+        updates.append(AddDeletes(table_id, applied.deletes))
+    if plan.definition.fingerprint != dyn.definition.fingerprint:
+        updates.append(AlterDynamicTable(table_id, (("fingerprint", plan.definition.fingerprint),)))
+    touched = applied.removed + tuple(d.file_path for d in applied.deletes)
+    required: list[Requirement] = [
+        *requirements,
+        RefreshedFrom(table_id, name, dyn.frontiers),
+        TableLive(table_id, name),
+        SchemaUnchanged(table_id, name, since),
+    ]
+    if touched:
+        required.append(FilesUntouched(table_id, name, touched, since))
+    result = ctx.catalog.commit(
+        [
+            CommitRequest(
+                statement_id,
+                f"REFRESH {plan.action}",
+                updates=(*updates, RecordRefresh(table_id, record)),
+                requirements=tuple(required),
+                row_counts=(
+                    RowCounts(table_id, applied.inserted, applied.updated, applied.deleted),
+                ),
+            )
+        ],
+        clock=ctx.clock,
+    )
+    return Outcome(table_id, name, record, result.version_of(table_id) or since)
+
+
+def _delta(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    plan: RefreshPlan,
+    target: Target,
+) -> DataFrame:
+    """The minimum delta that brings the stored rows to the query at the data timestamp."""
+    names = [c.name for c in target.state.schema.visible]
+    tree = plan.definition.tree
+    if plan.action == "INCREMENTAL" and tree is not None:
+        df, _ = changes_over(
+            ctx,
+            spark,
+            warehouse,
+            plan.dt.name,
+            tree,
+            plan.versions,
+            information=Information.DEFAULT,
+        )
+        return _renamed(df, names, (ACTION, ISUPDATE, ROW_ID))
+    ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
+    rows = query_rows(ctx, spark, warehouse, plan.definition, ends, plan.data_timestamp)
+    return diff(
+        read_state(spark, warehouse, target.state, address=True),
+        _renamed(rows, names, (ROW_ID,)),
+        names,
+    )
+
+
+def _renamed(df: DataFrame, names: list[str], hidden: tuple[str, ...]) -> DataFrame:
+    """``df``'s query columns renamed by position to the dynamic table's column names."""
+    shown = [c for c in df.columns if c not in hidden]
+    return df.select(
+        *[F.col(quoted(a)).alias(b) for a, b in zip(shown, names, strict=True)],
+        *[F.col(h) for h in hidden],
+    )
+
+
+def diff(stored: DataFrame, rows: DataFrame, names: list[str]) -> DataFrame:
+    """The minimum delta from ``stored`` (with the row key) to ``rows`` (with METADATA$ROW_ID),
+    matched by ROW_ID: a key in both with other values is an update pair."""
+    values = [F.col(quoted(n)) for n in names]
+    old = stored.select(F.col(quoted(ROW_KEY)).alias("_k"), F.struct(*values).alias("_b"))
+    new = rows.select(F.col(ROW_ID).alias("_k"), F.struct(*values).alias("_a"))
+    changed = old.join(new, "_k", "full_outer").where(~F.col("_b").eqNullSafe(F.col("_a")))
+    events = changed.select(F.col("_k"), pair_events(F.col("_b"), F.col("_a")))
+    events = events.where(F.col("_e").isNotNull())
+    return events.select(
+        *[F.col("_e").getField("v").getField(n).alias(n) for n in names],
+        F.col("_e").getField("a").alias(ACTION),
+        F.col("_e").getField("u").alias(ISUPDATE),
+        F.col("_k").alias(ROW_ID),
+    )

@@ -1,0 +1,157 @@
+"""The scheduler: keeps every dynamic table with a target lag within it (hosted by
+``changelake serve``).
+
+Each round (every ``tick`` seconds) renews the warehouse's ``scheduler`` lease, a catalog query;
+without the lease (another ``serve`` holds it) it does nothing. A dynamic table is *due* when its
+data timestamp is older than half its target lag (so a refresh that takes less than the other
+half keeps it within the lag), or it was never refreshed. The due tables and every dynamic table
+they read (DOWNSTREAM ones included) are refreshed in one round at one data timestamp, each once:
+tables that share upstreams are aligned. A table whose sources did not change gets a NO_DATA
+refresh: no Spark job. Every refresh requires the lease's epoch, so a scheduler that lost its
+lease (paused, partitioned) cannot commit. A failed refresh is retried after a backoff that
+doubles, and the table is suspended after ``suspend_after`` failures in a row, with the error
+as the reason (SHOW DYNAMIC TABLES); ALTER DYNAMIC TABLE ... RESUME resumes it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+
+from changelake.catalog import Catalog
+from changelake.catalog.model import DynamicTableInfo
+from changelake.catalog.requests import LeaseHeld
+from changelake.clock import Clock
+from changelake.dynamic.dag import Round, refresh_round
+from changelake.dynamic.refresh import data_timestamp_now
+from changelake.errors import ChangelakeError
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import StatementContext
+
+LEASE = "scheduler"
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    tick: float = 1.0  # seconds between rounds
+    lease: float = 15.0  # a dead scheduler's successor takes over within this
+    suspend_after: int = 3  # failed refreshes in a row
+    backoff: float = 2.0  # seconds before the first retry; doubles, up to max_backoff
+    max_backoff: float = 300.0
+
+
+class Scheduler:
+    """Refreshes the warehouse's dynamic tables as their target lags require."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        warehouse: Warehouse,
+        catalog: Catalog,
+        clock: Clock,
+        settings: SchedulerSettings | None = None,
+    ):
+        self.spark = spark
+        self.warehouse = warehouse
+        self.catalog = catalog
+        self.clock = clock
+        self.settings = settings or SchedulerSettings()
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.epoch: int | None = None
+        self._retry_at: dict[int, float] = {}
+        self._failures: dict[int, int] = {}
+
+    # -- rounds -------------------------------------------------------------------------------
+
+    def step(self) -> Round | None:
+        """One round: renew the lease, then refresh what is due (None: nothing was)."""
+        self.epoch = self.catalog.acquire_lease(
+            LEASE, self.holder, ttl=self.settings.lease, clock=self.clock
+        )
+        if self.epoch is None:
+            return None
+        ctx = StatementContext(self.catalog, self.clock, None)
+        due = self.due()
+        if not due:
+            return None
+        due_ids = {d.table_id for d in due}
+        done = refresh_round(
+            ctx,
+            self.spark,
+            self.warehouse,
+            due,
+            data_timestamp_now(ctx),
+            trigger=lambda d: "SCHEDULED" if d.table_id in due_ids else "DOWNSTREAM",
+            requirements=(LeaseHeld(LEASE, self.epoch),),
+            suspend_after=self.settings.suspend_after,
+            skip_suspended=True,
+        )
+        now = self.clock.now()
+        for outcome in done.refreshed:
+            self._failures.pop(outcome.table_id, None)
+            self._retry_at.pop(outcome.table_id, None)
+        for table_id in done.failed:
+            failures = self._failures.get(table_id, 0) + 1
+            self._failures[table_id] = failures
+            wait = min(self.settings.backoff * 2 ** (failures - 1), self.settings.max_backoff)
+            self._retry_at[table_id] = now + wait
+        return done
+
+    def due(self) -> list[DynamicTableInfo]:
+        """The active dynamic tables with a target lag whose data timestamp is older than half
+        of it (or that were never refreshed), past their backoff."""
+        now = self.clock.now()
+        found = []
+        for dyn in self.catalog.list_dynamic_tables():
+            lag = dyn.definition.target_lag
+            if dyn.scheduling_state != "ACTIVE" or lag is None:
+                continue
+            if self._retry_at.get(dyn.table_id, 0.0) > now:
+                continue
+            if dyn.data_timestamp is None or now - dyn.data_timestamp >= lag / 2:
+                found.append(dyn)
+        return found
+
+    # -- running ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Run rounds until ``stop`` is set; then give up the lease."""
+        try:
+            while not stop.is_set():
+                try:
+                    self.step()
+                except ChangelakeError:
+                    pass  # a lost lease or a catalog hiccup: the next round tries again
+                stop.wait(self.settings.tick)
+        finally:
+            if self.epoch is not None:
+                self.catalog.release_lease(LEASE, self.holder)
+
+
+class HostedScheduler:
+    """The scheduler as ``changelake serve`` hosts it: ``connect`` (which starts Spark) runs in
+    the scheduler's own thread, so the service listens at once."""
+
+    def __init__(self, connect: Callable[[], Scheduler]):
+        self._connect = connect
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="changelake-scheduler", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        self._connect().run(self._stop)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop after the refresh in progress (waiting up to ``timeout`` seconds for it)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)

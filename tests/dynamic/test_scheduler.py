@@ -1,0 +1,144 @@
+"""The scheduler with a manual clock: lag kept, DOWNSTREAM, alignment, NO_DATA, backoff and
+suspension, and the lease that lets one scheduler commit at a time."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from tests.conftest import rows
+
+from changelake.catalog.requests import LeaseHeld
+from changelake.dynamic.dag import refresh_round
+from changelake.dynamic.refresh import data_timestamp_now
+from changelake.dynamic.scheduler import LEASE, Scheduler, SchedulerSettings
+from changelake.txn.context import StatementContext
+
+
+def _scheduler(session, **settings) -> Scheduler:
+    return Scheduler(
+        session.spark,
+        session.warehouse,
+        session.catalog,
+        session.clock,
+        SchedulerSettings(**settings),
+    )
+
+
+def _history(session, name: str) -> list:
+    table_id = session.catalog.table(name).table_id
+    return [r.record for r in session.catalog.refresh_history(table_id)]
+
+
+@pytest.fixture
+def base(session, clock):
+    session.sql("CREATE TABLE src (k INT, v INT)")
+    session.sql("INSERT INTO src VALUES (1, 10), (2, 20), (1, 5)")
+    clock.advance(seconds=1)
+    return session
+
+
+def test_a_table_is_refreshed_when_half_its_lag_has_passed(base, clock):
+    session = base
+    session.sql(
+        "CREATE DYNAMIC TABLE agg TARGET_LAG = '1 minute' AS SELECT k, SUM(v) AS s FROM src GROUP BY k"
+    )
+    scheduler = _scheduler(session)
+    assert scheduler.step() is None  # just created: within its lag
+    clock.advance(seconds=20)
+    session.sql("INSERT INTO src VALUES (3, 1)")
+    clock.advance(seconds=11)  # 31 s since the data timestamp
+    done = scheduler.step()
+    assert [o.record.action for o in done.refreshed] == ["INCREMENTAL"]
+    assert done.refreshed[0].record.trigger == "SCHEDULED"
+    assert Counter(rows(session.sql("SELECT * FROM agg"))) == Counter([(1, 15), (2, 20), (3, 1)])
+    clock.advance(seconds=31)
+    done = scheduler.step()
+    no_data = done.refreshed[0].record
+    assert (no_data.action, no_data.spark_jobs) == ("NO_DATA", 0)
+
+
+def test_downstream_lag_is_refreshed_only_for_a_reader_and_shared_upstreams_once(base, clock):
+    session = base
+    session.sql(
+        "CREATE DYNAMIC TABLE up TARGET_LAG = DOWNSTREAM AS SELECT k, v FROM src WHERE v > 1"
+    )
+    session.sql(
+        "CREATE DYNAMIC TABLE a TARGET_LAG = '1 minute' AS SELECT k, COUNT(*) AS n FROM up GROUP BY k"
+    )
+    session.sql("CREATE DYNAMIC TABLE b TARGET_LAG = '2 minutes' AS SELECT v FROM up WHERE k = 1")
+    scheduler = _scheduler(session)
+    clock.advance(seconds=40)
+    session.sql("INSERT INTO src VALUES (1, 7)")
+    clock.advance(seconds=21)  # a is due (61 s > 30 s), b too (61 s > 60 s); up never by itself
+    done = scheduler.step()
+    refreshed = Counter(o.name for o in done.refreshed)
+    assert refreshed == Counter({"up": 1, "a": 1, "b": 1})
+    stamps = {o.record.data_timestamp for o in done.refreshed}
+    assert len(stamps) == 1  # one data timestamp for the round
+    assert {o.name: o.record.trigger for o in done.refreshed}["up"] == "DOWNSTREAM"
+    assert sorted(rows(session.sql("SELECT * FROM b"))) == [(5,), (7,), (10,)]
+    # a DOWNSTREAM table with no reader due is left alone
+    session.sql("ALTER DYNAMIC TABLE a SUSPEND")
+    session.sql("ALTER DYNAMIC TABLE b SUSPEND")
+    clock.advance(seconds=600)
+    assert scheduler.step() is None
+
+
+def test_failures_back_off_then_suspend_the_table_with_the_error(base, clock):
+    session = base
+    session.sql(
+        "CREATE DYNAMIC TABLE q TARGET_LAG = '10 seconds' AS SELECT k, 100 DIV v AS r FROM src"
+    )
+    session.sql("INSERT INTO src VALUES (9, 0)")
+    scheduler = _scheduler(session, backoff=30.0)
+    clock.advance(seconds=6)
+    done = scheduler.step()
+    assert list(done.failed) == [session.catalog.table("q").table_id]
+    clock.advance(seconds=6)
+    assert scheduler.step() is None  # backing off (30 s)
+    for _ in range(2):
+        clock.advance(seconds=300)
+        scheduler.step()
+    dyn = session.catalog.find_dynamic_table("q")
+    assert dyn.scheduling_state == "SUSPENDED"
+    assert "3 failed refreshes" in dyn.suspended_reason and "divi" in dyn.suspended_reason.lower()
+    assert [r.state for r in _history(session, "q")][:3] == ["FAILED"] * 3
+    clock.advance(seconds=300)
+    assert scheduler.step() is None  # suspended: not refreshed
+    session.sql("DELETE FROM src WHERE v = 0")
+    session.sql("ALTER DYNAMIC TABLE q RESUME")
+    clock.advance(seconds=1)
+    done = scheduler.step()
+    assert [o.record.state for o in done.refreshed] == ["SUCCEEDED"]
+
+
+def test_one_scheduler_holds_the_lease_and_a_zombie_cannot_commit(base, clock):
+    session = base
+    session.sql("CREATE DYNAMIC TABLE d TARGET_LAG = '10 seconds' AS SELECT k, v FROM src")
+    first = _scheduler(session, lease=15.0)
+    second = _scheduler(session, lease=15.0)
+    clock.advance(seconds=6)
+    assert first.step() is not None and first.epoch == 1
+    session.sql("INSERT INTO src VALUES (4, 4)")
+    clock.advance(seconds=6)
+    assert second.step() is None and second.epoch is None  # first's lease has not expired
+    clock.advance(seconds=16)  # first is gone (no renewal): second takes over
+    assert second.step() is not None and second.epoch == 2
+    version = session.catalog.table("d").current_version
+    session.sql("INSERT INTO src VALUES (5, 5)")
+    clock.advance(seconds=1)
+    # first wakes up mid-refresh, still under epoch 1: its commit is refused, nothing written
+    ctx = StatementContext(session.catalog, clock, None)
+    done = refresh_round(
+        ctx,
+        session.spark,
+        session.warehouse,
+        [session.catalog.find_dynamic_table("d")],
+        data_timestamp_now(ctx),
+        trigger=lambda _: "SCHEDULED",
+        requirements=(LeaseHeld(LEASE, 1),),
+    )
+    assert done.refreshed == [] and done.lost == [session.catalog.table("d").table_id]
+    assert session.catalog.table("d").current_version == version
+    assert first.step() is None  # and it does not get the lease back while second renews it
