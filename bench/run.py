@@ -21,6 +21,7 @@ from bench import (
     commit_throughput,
     consume,
     delete,
+    dynamic_join,
     ingest_arrow,
     ingest_dicts,
     ingest_http,
@@ -67,6 +68,7 @@ BENCHMARKS = {
         ingest_http,
         changes_odf,
         apply_changes,
+        dynamic_join,
     )
 }
 MASTER = "local[2]"

@@ -6,6 +6,7 @@ Results go to stdout; progress, notes and errors go to stderr, so the output can
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
@@ -20,7 +21,8 @@ from sqlglot.tokens import TokenType
 
 import changelake
 from changelake import server
-from changelake.dynamic.scheduler import HostedScheduler, Scheduler
+from changelake.dynamic.scheduler import HostedScheduler, Scheduler, SchedulerSettings
+from changelake.dynamic.service import Resources, service_for
 from changelake.errors import ChangelakeError, SqlSyntaxError
 from changelake.storage.spark_errors import spark_errors
 
@@ -186,6 +188,13 @@ def describe(target: _Target, table: str, max_rows: int) -> None:
     is_flag=True,
     help="Do not refresh dynamic tables (another serve, or ALTER ... REFRESH, does).",
 )
+@click.option(
+    "--scheduler-lease",
+    type=click.FloatRange(min=1.0),
+    default=SchedulerSettings.lease,
+    show_default=True,
+    help="Seconds after which another serve takes over scheduling from one that died.",
+)
 @click.pass_obj
 def serve(
     target: _Target,
@@ -197,6 +206,7 @@ def serve(
     max_client_lag: float,
     max_request_bytes: int,
     no_scheduler: bool,
+    scheduler_lease: float,
 ) -> None:
     """Serve the ingest channels of WAREHOUSE over HTTP until Ctrl-C or SIGTERM; buffered rows
     are committed before it exits. The API is described at /openapi.json. Unless
@@ -205,9 +215,20 @@ def serve(
     err = Console(stderr=True, soft_wrap=True)
     catalog = catalog_url or target.catalog
 
+    lock, sessions = threading.Lock(), []
+
+    def resources() -> Resources:  # one session (one Spark) for the scheduler and the routes
+        with lock:
+            if not sessions:
+                sessions.append(changelake.connect(warehouse, catalog=catalog))
+            s = sessions[0]
+            return s.spark, s.warehouse, s.catalog, s.clock
+
+    service = service_for(warehouse, catalog, resources)
+
     def scheduler() -> Scheduler:
-        session = changelake.connect(warehouse, catalog=catalog)
-        return Scheduler(session.spark, session.warehouse, session.catalog, session.clock)
+        settings = SchedulerSettings(lease=scheduler_lease)
+        return Scheduler(service.catalog, service.clock, resources, settings)
 
     try:
         server.serve(
@@ -220,6 +241,7 @@ def serve(
             max_request_bytes=max_request_bytes,
             announce=lambda url: err.print(Text(f"changelake serve: listening on {url}")),
             background=() if no_scheduler else (HostedScheduler(scheduler),),
+            dynamic_tables=service,
         )
     except ChangelakeError as e:
         err.print(Text(f"error: {e}", style="red"))

@@ -19,9 +19,11 @@ from changelake.changes.plan import ChangePlan, Information
 from changelake.changes.query import changes_between, plan_interval, resolve_interval
 from changelake.clock import Clock, SystemClock
 from changelake.dml.append import append
+from changelake.dynamic.create import alter_dynamic_table
 from changelake.ingest.spark_sink import SparkSink
 from changelake.plan.streams import has_data
 from changelake.plan.views import view_changes
+from changelake.sql.dynamic import HISTORY_COLUMNS, history_rows, show_dynamic_tables
 from changelake.sql.execute import execute
 from changelake.storage.snapshot import read_state
 from changelake.storage.spark_setup import default_spark, prepare, quiet_query_context_loggers
@@ -102,7 +104,7 @@ class Session:
                 information=Information.parse(information),
             )
             return render(df, rendering, Commit(name.lower())) if rendering else df
-        info, first, last, kind = self._interval(name, start, end, information, before)
+        info, first, last, kind = _interval(self._context(), name, start, end, information, before)
         between = {"start": first, "end": last, "information": kind, "rendering": rendering}
         return changes_between(self.catalog, self.spark, self.warehouse, info, **between)
 
@@ -118,7 +120,7 @@ class Session:
         """What :meth:`changes` with the same arguments would read, decided from catalog
         metadata alone: the interval, the plan shape, and the files and rows of each side
         (what ``EXPLAIN`` of the SQL form reports)."""
-        info, first, last, kind = self._interval(name, start, end, information, before)
+        info, first, last, kind = _interval(self._context(), name, start, end, information, before)
         return plan_interval(self.catalog, info, start=first, end=last, information=kind)
 
     def stream_has_data(self, name: str) -> bool:
@@ -162,6 +164,18 @@ class Session:
         return read_changelog(self._context(), self.spark, path, format=format, table=table)
 
     # -- end APPLY CHANGES --
+    def refresh(self, name: str) -> DataFrame:
+        """ALTER DYNAMIC TABLE ``name`` REFRESH: now, its upstreams first at one data timestamp."""
+        done = alter_dynamic_table(self._context(), self.spark, self.warehouse, name, "REFRESH", {})
+        return done.to_dataframe(self.spark)
+
+    def dynamic_tables(self, name: str | None = None, *, history: bool = False) -> DataFrame:
+        """SHOW DYNAMIC TABLES; with ``history``, the refresh history (of ``name``, or all)."""
+        ctx = self._context()
+        if history:
+            return self.spark.createDataFrame(history_rows(ctx, name), HISTORY_COLUMNS)
+        return show_dynamic_tables(ctx, self.spark)
+
     def close(self) -> None:
         """Release the catalog connection (the SparkSession stays up for others)."""
         self.catalog.close()
@@ -169,19 +183,24 @@ class Session:
     def _context(self) -> StatementContext:
         return StatementContext(self.catalog, self.clock, self.transaction)
 
-    def _interval(
-        self, name: str, start: Point, end: Point | None, information: str, before: bool
-    ) -> tuple[TableInfo, int, int, Information]:
-        ctx = self._context()
-        info = ctx.table(name)
-        kind = Information.parse(information)
-        first, last = resolve_interval(
-            ctx,
-            info,
-            start=point_from_python(start, Edge.BEFORE if before else Edge.AT),
-            end=point_from_python(end, Edge.END) if end is not None else None,
-        )
-        return info, first, last, kind
+
+def _interval(
+    ctx: StatementContext,
+    name: str,
+    start: Point,
+    end: Point | None,
+    information: str,
+    before: bool,
+) -> tuple[TableInfo, int, int, Information]:
+    """The table, the versions and the kind of a change query the Python API asks for."""
+    info = ctx.table(name)
+    first, last = resolve_interval(
+        ctx,
+        info,
+        start=point_from_python(start, Edge.BEFORE if before else Edge.AT),
+        end=point_from_python(end, Edge.END) if end is not None else None,
+    )
+    return info, first, last, Information.parse(information)
 
 
 def connect(

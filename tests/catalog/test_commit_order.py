@@ -17,6 +17,7 @@ from catalog.test_catalog import T0, commit, create, data_file
 import changelake
 from changelake.catalog import Catalog
 from changelake.catalog import commit as commit_path
+from changelake.catalog.tables import SCHEMA_VERSION
 from changelake.clock import ManualClock, SystemClock
 from changelake.errors import ConfigurationError
 
@@ -164,8 +165,11 @@ def test_eight_processes_open_a_fresh_catalog_at_once(catalog_url):
 
 
 def _back_to_schema_4(catalog: Catalog) -> None:
-    """Undo schema 5 (the commit order), as a catalog written by an earlier changelake."""
+    """Undo schemas 5 (the commit order) and 6 (dynamic tables, leases), as a catalog written
+    by an earlier changelake."""
     with catalog.engine.begin() as conn:
+        for table in ("cl_dynamic_tables", "cl_dt_refreshes", "cl_leases"):
+            conn.execute(sa.text(f"DROP TABLE {table}"))
         conn.execute(sa.text("DROP INDEX cl_versions_commit"))
         conn.execute(sa.text("ALTER TABLE cl_versions DROP COLUMN commit_number"))
         conn.execute(sa.text("ALTER TABLE cl_tables DROP COLUMN current_commit"))
@@ -201,7 +205,8 @@ def test_eight_processes_migrate_an_old_catalog_at_once(catalog_url):
             version = conn.execute(
                 sa.text("SELECT value FROM cl_meta WHERE key = 'schema_version'")
             ).scalar()
-        assert version == "5"
+        assert version == str(SCHEMA_VERSION)
+        assert catalog.list_dynamic_tables() == []  # schema 6's tables are there
     finally:
         catalog.close()
 

@@ -252,11 +252,17 @@ def test_user_statements_cannot_change_a_dynamic_table_or_break_what_it_reads(sh
     ):
         with pytest.raises(DynamicTableError, match="dynamic table"):
             session.sql(statement)
-    for statement in ("DROP TABLE people", "ALTER TABLE people RENAME TO p2"):
+    for statement in (
+        "DROP TABLE people",
+        "ALTER TABLE people RENAME TO p2",
+        "ALTER TABLE people DROP COLUMN region",
+        "ALTER TABLE people RENAME COLUMN region TO area",
+    ):
         with pytest.raises(DependencyError, match="dynamic table.*d"):
             session.sql(statement)
     with pytest.raises(TableNotFoundError, match="not a dynamic table"):
         session.sql("DROP DYNAMIC TABLE people")
+    session.sql("ALTER TABLE people ADD COLUMN age INT")  # compatible: the query still runs
     session.sql("CREATE VIEW over_d AS SELECT * FROM d")  # reading it is fine
     session.sql("DROP VIEW over_d")
     session.sql("DROP DYNAMIC TABLE d")
@@ -295,3 +301,28 @@ def test_show_and_describe(shop, clock):
     assert described["column id"] == "INT"
     assert "_cl_row_key" not in " ".join(described)
     assert [c for c in session.sql("SELECT * FROM d").columns] == ["id"]
+
+
+def test_explain_and_the_python_api(shop, clock):
+    session = shop
+    _step(session, clock, HISTORY[0])
+    _step(session, clock, HISTORY[1])
+    session.sql(f"CREATE DYNAMIC TABLE totals TARGET_LAG = DOWNSTREAM AS {QUERY}")
+    session.sql("CREATE DYNAMIC TABLE big TARGET_LAG = '1 minute' AS SELECT * FROM totals")
+    _step(session, clock, "UPDATE orders SET amount = 1 WHERE id = 1")
+    clock.advance(seconds=1)
+    plan = [r.plan for r in session.sql("EXPLAIN ALTER DYNAMIC TABLE big REFRESH").collect()]
+    text = "\n".join(plan)
+    assert "REFRESH dynamic table totals: INCREMENTAL" in text
+    assert "REFRESH dynamic table big: NO_DATA" in text  # totals has not moved yet
+    assert "derivative:" in text
+    versions = session.catalog.table("totals").current_version
+    assert session.catalog.table("totals").current_version == versions  # EXPLAIN ran nothing
+    done = session.refresh("big").collect()[0]
+    assert done.operation == "REFRESH" and done.object == "big"
+    shown = session.dynamic_tables().collect()
+    assert sorted(r.name for r in shown) == ["big", "totals"]
+    history = session.dynamic_tables("totals", history=True).collect()
+    # created; refreshed at big's creation (nothing changed), then for big's refresh
+    assert [r.refresh_action for r in history] == ["INCREMENTAL", "NO_DATA", "FULL"]
+    assert [r.refresh_trigger for r in history] == ["DOWNSTREAM", "DOWNSTREAM", "CREATION"]

@@ -16,12 +16,9 @@ from changelake.txn.context import StatementContext
 
 
 def _scheduler(session, **settings) -> Scheduler:
+    resources = (session.spark, session.warehouse, session.catalog, session.clock)
     return Scheduler(
-        session.spark,
-        session.warehouse,
-        session.catalog,
-        session.clock,
-        SchedulerSettings(**settings),
+        session.catalog, session.clock, lambda: resources, SchedulerSettings(**settings)
     )
 
 

@@ -134,7 +134,11 @@ def test_statement_words_stay_usable_as_names():
         ("CREATE STREAM s ON TABLE t AT (VERSION => 1", InvalidStatementError, "parenthes"),
         ("CREATE STREAM s ON TABLE", SqlSyntaxError, "name of the table"),
         ("CREATE STREAM s t", SqlSyntaxError, "ON TABLE"),
-        ("SHOW FUNCTIONS", SqlSyntaxError, "SHOW TABLES, VIEWS, STREAMS or CHANNELS"),
+        (
+            "SHOW FUNCTIONS",
+            SqlSyntaxError,
+            "SHOW TABLES, VIEWS, STREAMS, CHANNELS, DYNAMIC TABLES or INTERNAL TABLES",
+        ),
         ("OPTIMIZE", SqlSyntaxError, "name of the table"),
         ("EXPLAIN", SqlSyntaxError, "statement after EXPLAIN"),
         ("GRANT SELECT ON t TO me", UnsupportedError, "Unsupported statement"),

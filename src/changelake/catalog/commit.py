@@ -283,6 +283,12 @@ def _set_properties(state: CommitState, u: SetProperties) -> None:
 
 
 def _set_schema(state: CommitState, u: SetSchema) -> None:
+    row = state.lock(u.table_id)
+    before = table_repo.schema_at(state.conn, u.table_id, row.current_version)
+    kept = {(c.column_id, c.name, c.type) for c in u.schema.columns}
+    if any((c.column_id, c.name, c.type) not in kept for c in before.columns):
+        # a dynamic table reading a dropped, renamed or retyped column would fail to refresh
+        table_repo.check_no_dynamic_dependents(state.conn, row.name, action="alter the columns of")
     table_repo.set_schema(
         state.conn, u.table_id, u.schema, version=state.version_of(u.table_id).version
     )

@@ -218,6 +218,10 @@ def check_no_dependents(conn: Connection, name: str, *, action: str) -> None:
             f"Cannot {action} {name!r}: view(s) {', '.join(sorted(dependents))} depend on it."
             f" Drop or replace those views first."
         )
+    check_no_dynamic_dependents(conn, name, action=action)
+
+
+def check_no_dynamic_dependents(conn: Connection, name: str, *, action: str) -> None:
     dynamic = _dynamic_dependents(conn, name)
     if dynamic:
         raise DependencyError(

@@ -199,7 +199,6 @@ def alter_dynamic_table(
     options: dict[str, str],
 ) -> StatementResult:
     """ALTER DYNAMIC TABLE name REFRESH | SUSPEND | RESUME | SET ..."""
-    about = f"ALTER DYNAMIC TABLE {name}"
     dyn = dynamic_table(ctx, name)
     if action == "REFRESH":
         outcomes = refresh_with_upstreams(ctx, spark, warehouse, dyn.name)
@@ -217,6 +216,15 @@ def alter_dynamic_table(
             + (f" (and {len(outcomes) - 1} upstream)" if len(outcomes) > 1 else "")
             + ".",
         )
+    return change_dynamic_table(ctx, dyn.name, action, options)
+
+
+def change_dynamic_table(
+    ctx: StatementContext, name: str, action: str, options: dict[str, str]
+) -> StatementResult:
+    """ALTER DYNAMIC TABLE name SUSPEND | RESUME | SET ... (catalog only)."""
+    about = f"ALTER DYNAMIC TABLE {name}"
+    dyn = dynamic_table(ctx, name)
     fields: list[tuple[str, object]] = []
     updates: list[Update] = []
     if action == "SUSPEND":

@@ -44,7 +44,7 @@ from changelake.dml.common import Target
 from changelake.dynamic.apply import Applied, apply_delta
 from changelake.dynamic.definition import Definition, define
 from changelake.dynamic.evaluate import query_rows
-from changelake.errors import ConflictError, TimeTravelError
+from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
 from changelake.plan.views import changes_over
 from changelake.schema import ROW_KEY, quoted
 from changelake.storage.jobs import counted_jobs
@@ -117,9 +117,10 @@ def version_at(ctx: StatementContext, info: TableInfo, data_timestamp: float) ->
 
 
 def plan_refresh(
-    ctx: StatementContext, dyn: DynamicTableInfo, data_timestamp: float
+    ctx: StatementContext, dyn: DynamicTableInfo, data_timestamp: float, *, explain: bool = False
 ) -> RefreshPlan:
-    """The refresh of ``dyn`` at ``data_timestamp`` (its upstreams refreshed at it already)."""
+    """The refresh of ``dyn`` at ``data_timestamp`` (its upstreams refreshed at it already;
+    for ``explain``, upstream dynamic tables as they are now)."""
     about = f"dynamic table {dyn.name}"
     if dyn.data_timestamp is not None and dyn.data_timestamp > data_timestamp:
         raise ConflictError(
@@ -127,7 +128,12 @@ def plan_refresh(
             " nothing was written."
         )
     definition = define(ctx, dyn.definition.sql, about)
-    ends = {t: version_at(ctx, info, data_timestamp) for t, info in definition.tables.items()}
+    ends = {
+        t: ctx.read_version(info)
+        if explain and info.is_dynamic()
+        else version_at(ctx, info, data_timestamp)
+        for t, info in definition.tables.items()
+    }
     frontiers = dict(dyn.frontiers or ())
     versions = {
         t: (info, frontiers.get(t, ends[t]), ends[t]) for t, info in definition.tables.items()
@@ -266,6 +272,12 @@ def _delta(
 def _renamed(df: DataFrame, names: list[str], hidden: tuple[str, ...]) -> DataFrame:
     """``df``'s query columns renamed by position to the dynamic table's column names."""
     shown = [c for c in df.columns if c not in hidden]
+    if len(shown) != len(names):
+        raise DynamicTableError(
+            f"The query now has {len(shown)} column(s) ({', '.join(shown)}), the dynamic table"
+            f" {len(names)} ({', '.join(names)}): a table it reads gained or lost a column"
+            " (SELECT * reads them all). Recreate it with CREATE OR REPLACE DYNAMIC TABLE."
+        )
     return df.select(
         *[F.col(quoted(a)).alias(b) for a, b in zip(shown, names, strict=True)],
         *[F.col(h) for h in hidden],
@@ -287,3 +299,29 @@ def diff(stored: DataFrame, rows: DataFrame, names: list[str]) -> DataFrame:
         F.col("_e").getField("u").alias(ISUPDATE),
         F.col("_k").alias(ROW_ID),
     )
+
+
+def explain_refresh(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, order: list[DynamicTableInfo]
+) -> list[str]:
+    """EXPLAIN ALTER DYNAMIC TABLE ... REFRESH: what refreshing ``order`` (upstreams first)
+    now would do, from metadata: each refresh's action and, for an incremental one, the
+    differentiated plan."""
+    data_timestamp = data_timestamp_now(ctx)
+    lines = []
+    for dyn in order:
+        plan = plan_refresh(ctx, dyn, data_timestamp, explain=True)
+        lines += plan.lines()
+        tree = plan.definition.tree
+        if plan.action == "INCREMENTAL" and tree is not None:
+            _, view_plan = changes_over(
+                ctx,
+                spark,
+                warehouse,
+                dyn.name,
+                tree,
+                plan.versions,
+                information=Information.DEFAULT,
+            )
+            lines += ["  " + line for line in view_plan.lines()]
+    return lines

@@ -35,6 +35,7 @@ from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
 LEASE = "scheduler"
+Resources = tuple[SparkSession, Warehouse, Catalog, Clock]  # what a refresh runs with
 
 
 @dataclass(frozen=True)
@@ -51,16 +52,14 @@ class Scheduler:
 
     def __init__(
         self,
-        spark: SparkSession,
-        warehouse: Warehouse,
         catalog: Catalog,
         clock: Clock,
+        connect: Callable[[], Resources],
         settings: SchedulerSettings | None = None,
     ):
-        self.spark = spark
-        self.warehouse = warehouse
         self.catalog = catalog
         self.clock = clock
+        self._connect = connect  # Spark starts only once something is due
         self.settings = settings or SchedulerSettings()
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.epoch: int | None = None
@@ -81,10 +80,11 @@ class Scheduler:
         if not due:
             return None
         due_ids = {d.table_id for d in due}
+        spark, warehouse, _, _ = self._connect()
         done = refresh_round(
             ctx,
-            self.spark,
-            self.warehouse,
+            spark,
+            warehouse,
             due,
             data_timestamp_now(ctx),
             trigger=lambda d: "SCHEDULED" if d.table_id in due_ids else "DOWNSTREAM",

@@ -24,6 +24,7 @@ from changelake.server import problems
 from changelake.server.auth import bearer_auth
 from changelake.server.body import RowFormat, arrow_table, json_rows, read_body, row_format
 from changelake.server.channels import OpenChannels
+from changelake.server.dynamic_tables import DynamicTables, dynamic_table_routes
 from changelake.server.models import (
     ClosedChannel,
     ErrorBody,
@@ -64,11 +65,16 @@ _ROWS_BODY = {
 
 
 def create_app(
-    client: Client, *, token: str | None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    client: Client,
+    *,
+    token: str | None,
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+    dynamic_tables: DynamicTables | None = None,
 ) -> FastAPI:
-    """The ASGI app serving ``client``'s channels. The app owns the client: it closes it (which
-    commits every buffered row) when the server shuts down. With ``token`` every request but
-    ``/v1/health`` and the OpenAPI description must carry ``Authorization: Bearer <token>``."""
+    """The ASGI app serving ``client``'s channels (and ``dynamic_tables``' routes). The app owns
+    the client: it closes it (which commits every buffered row) when the server shuts down. With
+    ``token`` every request but ``/v1/health`` and the OpenAPI description must carry
+    ``Authorization: Bearer <token>``."""
     channels = OpenChannels()
     waits: list[anyio.CapacityLimiter] = []  # made inside the event loop, by the lifespan
 
@@ -230,6 +236,8 @@ def create_app(
         return ClosedChannel(table=handle.table, channel=channel, dropped=drop)
 
     app.include_router(api)
+    if dynamic_tables is not None:
+        app.include_router(dynamic_table_routes(dynamic_tables, [Depends(bearer_auth(token))]))
     return app
 
 

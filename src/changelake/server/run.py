@@ -13,6 +13,7 @@ from changelake.errors import ConfigurationError
 from changelake.ingest import Client
 from changelake.server.app import DEFAULT_MAX_REQUEST_BYTES, create_app
 from changelake.server.auth import check_exposure
+from changelake.server.dynamic_tables import DynamicTables
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8787
@@ -66,6 +67,7 @@ def serve(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     announce: Callable[[str], None] = _announce,
     background: Sequence[Background] = (),
+    dynamic_tables: DynamicTables | None = None,
 ) -> None:
     """Serve the ingest channels of ``warehouse`` over HTTP until SIGINT or SIGTERM; then close
     the client, which commits every buffered row. ``announce`` receives the URL once the service
@@ -87,7 +89,9 @@ def serve(
     except BaseException:
         sock.close()
         raise
-    app = create_app(client, token=token, max_request_bytes=max_request_bytes)
+    app = create_app(
+        client, token=token, max_request_bytes=max_request_bytes, dynamic_tables=dynamic_tables
+    )
     config = uvicorn.Config(
         app, lifespan="on", server_header=False, timeout_graceful_shutdown=GRACE_SECONDS
     )

@@ -6,6 +6,9 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
 from changelake.changes.query import plan_interval, resolve_interval
+from changelake.dialect.dynamic import AlterDynamicTable
+from changelake.dynamic.dag import dynamic_table, in_order
+from changelake.dynamic.refresh import explain_refresh
 from changelake.plan.bind import Binder
 from changelake.plan.points import changes_clause
 from changelake.plan.streams import stream_plan_lines
@@ -48,6 +51,10 @@ def change_plans(
 def explain(
     ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, tree: exp.Expression
 ) -> DataFrame:
+    if isinstance(tree, AlterDynamicTable) and tree.args["action"] == "REFRESH":
+        order, _ = in_order(ctx, [dynamic_table(ctx, tree.this.name)])
+        lines = explain_refresh(ctx, spark, warehouse, order)
+        return spark.createDataFrame([(line,) for line in lines], "plan string")
     lines = change_plans(ctx, spark, warehouse, tree)
     df = Binder(ctx, spark, warehouse).query(tree)
     lines += physical_plan_lines(df)
