@@ -5,7 +5,9 @@ transaction each, with some commits stalled before their catalog write or while 
 commit clock; one writer is SIGKILLed part-way. A reader checks the invariants inside
 BEGIN ... COMMIT, in one statement over the three tables, and through AT (TIMESTAMP => t) asked
 twice (``bank_worker.py`` says what each check catches). Zero anomalies are allowed, and nothing
-acknowledged is lost or doubled. Bounded: a few dozen transactions per catalog kind.
+acknowledged is lost or doubled. Bounded: a few dozen transactions per catalog kind. The default
+run uses the SQLite catalog; the PostgreSQL one runs in the nightly set (README), as each costs
+three JVMs and minutes.
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ class _Process:
         )
 
 
-@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=pytest.mark.nightly)])
 def test_bank_no_anomalies_with_stalled_and_killed_writers(kind, request, tmp_path, spark):
     catalog = (
         f"sqlite:///{tmp_path}/catalog.db"

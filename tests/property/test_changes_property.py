@@ -33,7 +33,7 @@ from changelake.storage.snapshot import RID, read_state
 
 KEYS = range(6)
 VALUES = st.integers(0, 2)  # few values, so updates to the same value are common
-MIN_CASES = 300
+MIN_CASES_PER_HISTORY = 75  # but the first: Hypothesis tries the simplest history first
 ACTION, ISUPDATE, ROW_ID = "METADATA$ACTION", "METADATA$ISUPDATE", "METADATA$ROW_ID"
 COMMIT_VERSION = "METADATA$COMMIT_VERSION"
 
@@ -130,7 +130,7 @@ def _run_history(
     )
     history = History()
     # Draw until the history has enough versions (statements that change nothing add none), so
-    # every example yields many intervals and the run reaches MIN_CASES.
+    # every example yields many intervals: MIN_CASES_PER_HISTORY cases and more.
     wanted = data.draw(st.integers(6, 8))
     for _ in range(4 * wanted):
         if history.last >= wanted:
@@ -238,12 +238,19 @@ def _check(session, history: History) -> int:
     return 3 * len(intervals)
 
 
+# Each history costs a minute of Spark jobs: the default run draws a few, the nightly run (README)
+# many more.
+@pytest.mark.parametrize(
+    "histories", [3, pytest.param(12, marks=pytest.mark.nightly)], ids=["default", "nightly"]
+)
 @pytest.mark.parametrize(
     ("before_images", "expressions"),
     [(True, True), (False, True), (True, False)],
     ids=["dv-images", "dv-positions-only", "joins-instead-of-jvm-expressions"],
 )
-def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images, expressions):
+def test_changes_equal_snapshot_diffs(
+    spark, tmp_path_factory, before_images, expressions, histories
+):
     """Deleted rows come from the before-images beside the DVs, or (tables that keep none, and
     DVs written before images existed) from the data files: both must equal the diff. Reads
     apply DVs and per-file constants with changelake's JVM expressions, or (a SparkSession
@@ -252,7 +259,7 @@ def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images, ex
     spark.conf.set(native.ENABLED, str(expressions).lower())
 
     @settings(
-        max_examples=5,
+        max_examples=histories,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -274,4 +281,4 @@ def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images, ex
     finally:
         spark.conf.unset(native.ENABLED)
     print(f"checked {sum(checked)} (interval, information) cases over {len(checked)} histories")
-    assert sum(checked) >= MIN_CASES, checked
+    assert sum(checked) >= MIN_CASES_PER_HISTORY * (histories - 1), checked

@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -116,11 +117,16 @@ def _changes(session, spark, view: str, start: float, end: float, plan: str) -> 
         spark.conf.unset(PLAN_OPTION)
 
 
-def test_view_changes_equal_the_oracles(spark, tmp_path_factory):
+# Each example costs about a hundred Spark queries: the default run draws a few histories, the
+# nightly run (README) many more.
+@pytest.mark.parametrize(
+    "examples", [3, pytest.param(12, marks=pytest.mark.nightly)], ids=["default", "nightly"]
+)
+def test_view_changes_equal_the_oracles(spark, tmp_path_factory, examples):
     checked = []
 
     @settings(
-        max_examples=6,
+        max_examples=examples,
         deadline=None,
         database=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -162,7 +168,7 @@ def test_view_changes_equal_the_oracles(spark, tmp_path_factory):
             session.close()
 
     run()
-    assert len(checked) >= 6 * (len(VIEWS) + 1)
+    assert len(checked) >= examples * (len(VIEWS) + 1)
 
 
 def _check(session, view: str, changes: list, start: float, end: float) -> None:

@@ -92,7 +92,18 @@ def _outcome(proc: subprocess.Popen[str]) -> dict:
     return json.loads(found[0].removeprefix("OUTCOME "))
 
 
-@pytest.mark.parametrize("source", ["TABLE t", "VIEW v"])
+# Each case starts two JVMs: the default run covers each catalog kind and each source kind once,
+# the nightly run (README) the other two pairs.
+@pytest.mark.parametrize(
+    ("catalog_url", "source"),
+    [
+        ("sqlite", "VIEW v"),
+        ("postgresql", "TABLE t"),
+        pytest.param("sqlite", "TABLE t", marks=pytest.mark.nightly),
+        pytest.param("postgresql", "VIEW v", marks=pytest.mark.nightly),
+    ],
+    indirect=["catalog_url"],
+)
 def test_two_processes_racing_on_one_stream_consume_it_exactly_once(
     tmp_path, spark, clock, catalog_url, source
 ):
