@@ -349,13 +349,6 @@ def _initial_ids(session, table: str) -> Counter:
     return Counter((r.w, r["METADATA$ROW_ID"]) for r in session.sql("SELECT * FROM ids").collect())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a group's ROW_ID is md5(to_json(struct(keys))) with the keys named by the plan's"
-    " internal column ids (_vN, plan/compile.py _grouped), so it depends on how the query was"
-    " built: a GROUP BY over a dynamic table gets other ROW_IDs than the same query over the"
-    " upstream's view",
-)
 def test_a_group_over_a_dynamic_table_keeps_the_row_ids_of_its_query(session, clock):
     session.sql("CREATE TABLE a (k INT, w INT)")
     clock.advance(seconds=1)

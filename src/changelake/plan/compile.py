@@ -144,8 +144,10 @@ def _grouped(node: Aggregate, df: DataFrame) -> DataFrame:
         out = df.groupBy(*keys).agg(*values)
     else:
         out = df.agg(*values)
-    key_columns = [F.col(c.id) for c in node.keys]
-    # to_json tells NULL from '' and 1 from '1'; no keys: one group, one id
+    # to_json tells NULL from '' and 1 from '1'; the keys are named by position, not by the
+    # plan's internal ids, so one grouping has one ROW_ID however the query was built (over a
+    # view or over a dynamic table of it); no keys: one group, one id
+    key_columns = [F.col(c.id).alias(f"k{i}") for i, c in enumerate(node.keys)]
     rid = F.md5(F.to_json(F.struct(*key_columns))) if key_columns else F.md5(F.lit(""))
     return out.select(*[F.col(c.id) for c in node.columns], rid.alias(RID))
 
