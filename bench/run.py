@@ -22,6 +22,8 @@ from bench import (
     consume,
     delete,
     dynamic_join,
+    dynamic_lag,
+    dynamic_nodata,
     ingest_arrow,
     ingest_dicts,
     ingest_http,
@@ -32,6 +34,7 @@ from bench import (
     scaling,
     scan,
     table3,
+    task_trigger,
     update,
     view_cost,
     view_dimension,
@@ -69,6 +72,9 @@ BENCHMARKS = {
         changes_odf,
         apply_changes,
         dynamic_join,
+        dynamic_nodata,
+        dynamic_lag,
+        task_trigger,
     )
 }
 MASTER = "local[2]"

@@ -15,15 +15,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import TokenError
-from sqlglot.tokens import TokenType
 
 import changelake
 from changelake import server
-from changelake.dynamic.scheduler import HostedScheduler, Scheduler, SchedulerSettings
-from changelake.dynamic.service import Resources, service_for
-from changelake.errors import ChangelakeError, SqlSyntaxError
+from changelake.dialect import split_statements
+from changelake.dynamic.scheduler import HostedScheduler, Resources, Scheduler, SchedulerSettings
+from changelake.dynamic.service import TaskService, service_for
+from changelake.errors import ChangelakeError
+from changelake.sql.execute import body_runner
 from changelake.storage.spark_errors import spark_errors
 
 DEFAULT_MAX_ROWS = 100
@@ -36,28 +35,6 @@ class _Target:
 
     warehouse: str
     catalog: str | None
-
-
-def split_statements(text: str) -> list[str]:
-    """The statements of ``text`` separated by ``;``, in order, without empty ones.
-
-    A ``;`` inside a string, a quoted identifier or a comment does not separate statements.
-    """
-    try:
-        tokens = Dialect.get_or_raise("spark").tokenize(text)
-    except TokenError as e:
-        raise SqlSyntaxError(f"could not split the input into statements: {e}") from e
-    statements: list[str] = []
-    first = last = None
-    for token in [*tokens, None]:
-        if token is None or token.token_type == TokenType.SEMICOLON:
-            if first is not None and last is not None:
-                statements.append(text[first.start : last.end + 1])
-            first = last = None
-        else:
-            first = first or token
-            last = token
-    return statements
 
 
 def _max_rows_option(command: _Command) -> _Command:
@@ -186,7 +163,8 @@ def describe(target: _Target, table: str, max_rows: int) -> None:
 @click.option(
     "--no-scheduler",
     is_flag=True,
-    help="Do not refresh dynamic tables (another serve, or ALTER ... REFRESH, does).",
+    help="Do not refresh dynamic tables nor run tasks (another serve does; ALTER ... REFRESH"
+    " and EXECUTE TASK work without one).",
 )
 @click.option(
     "--scheduler-lease",
@@ -210,7 +188,8 @@ def serve(
 ) -> None:
     """Serve the ingest channels of WAREHOUSE over HTTP until Ctrl-C or SIGTERM; buffered rows
     are committed before it exits. The API is described at /openapi.json. Unless
-    --no-scheduler, it also keeps the warehouse's dynamic tables within their target lags (one
+    --no-scheduler, it also keeps the warehouse's dynamic tables within their target lags and runs
+    its tasks (one
     serve per warehouse does: the others wait to take over)."""
     err = Console(stderr=True, soft_wrap=True)
     catalog = catalog_url or target.catalog
@@ -222,7 +201,8 @@ def serve(
             if not sessions:
                 sessions.append(changelake.connect(warehouse, catalog=catalog))
             s = sessions[0]
-            return s.spark, s.warehouse, s.catalog, s.clock
+            runner = body_runner(s.spark, s.warehouse, s.catalog, s.clock)
+            return Resources(s.spark, s.warehouse, s.catalog, s.clock, runner)
 
     service = service_for(warehouse, catalog, resources)
 
@@ -242,6 +222,7 @@ def serve(
             announce=lambda url: err.print(Text(f"changelake serve: listening on {url}")),
             background=() if no_scheduler else (HostedScheduler(scheduler),),
             dynamic_tables=service,
+            tasks=TaskService(service),
         )
     except ChangelakeError as e:
         err.print(Text(f"error: {e}", style="red"))

@@ -23,6 +23,7 @@ from changelake.dynamic.create import alter_dynamic_table
 from changelake.ingest.spark_sink import SparkSink
 from changelake.plan.streams import has_data
 from changelake.plan.views import view_changes
+from changelake.sql import tasks
 from changelake.sql.dynamic import HISTORY_COLUMNS, history_rows, show_dynamic_tables
 from changelake.sql.execute import execute
 from changelake.storage.snapshot import read_state
@@ -171,10 +172,16 @@ class Session:
 
     def dynamic_tables(self, name: str | None = None, *, history: bool = False) -> DataFrame:
         """SHOW DYNAMIC TABLES; with ``history``, the refresh history (of ``name``, or all)."""
-        ctx = self._context()
         if history:
-            return self.spark.createDataFrame(history_rows(ctx, name), HISTORY_COLUMNS)
-        return show_dynamic_tables(ctx, self.spark)
+            return self.spark.createDataFrame(history_rows(self._context(), name), HISTORY_COLUMNS)
+        return show_dynamic_tables(self._context(), self.spark)
+
+    def tasks(self, name: str | None = None, *, history: bool = False) -> DataFrame:
+        """SHOW TASKS; with ``history``, TASK_HISTORY (of task ``name``, or of all)."""
+        if history:
+            rows = tasks.history_rows(self._context(), name, None)
+            return self.spark.createDataFrame(rows, tasks.HISTORY_COLUMNS)
+        return tasks.show_tasks(self._context(), self.spark)
 
     def close(self) -> None:
         """Release the catalog connection (the SparkSession stays up for others)."""

@@ -126,9 +126,9 @@ _OPEN = textwrap.dedent(
     time.sleep(max(0.0, start - time.time()))
     catalog = Catalog(url)
     schema = TableSchema((Column(1, "id", "int"),))
-    catalog.commit([CommitRequest(me, "CREATE TABLE", (CreateTable("t" + me, schema),))],
-                   clock=SystemClock())
-    print("OK", catalog.snapshot().commit_number)
+    done = catalog.commit([CommitRequest(me, "CREATE TABLE", (CreateTable("t" + me, schema),))],
+                          clock=SystemClock())
+    print("OK", done.commit.commit_number)  # its own number (a later snapshot may be past it)
     """
 )
 
@@ -165,10 +165,16 @@ def test_eight_processes_open_a_fresh_catalog_at_once(catalog_url):
 
 
 def _back_to_schema_4(catalog: Catalog) -> None:
-    """Undo schemas 5 (the commit order) and 6 (dynamic tables, leases), as a catalog written
-    by an earlier changelake."""
+    """Undo schemas 5 (the commit order), 6 (dynamic tables, leases) and 7 (tasks), as a catalog
+    written by an earlier changelake."""
     with catalog.engine.begin() as conn:
-        for table in ("cl_dynamic_tables", "cl_dt_refreshes", "cl_leases"):
+        for table in (
+            "cl_dynamic_tables",
+            "cl_dt_refreshes",
+            "cl_leases",
+            "cl_tasks",
+            "cl_task_runs",
+        ):
             conn.execute(sa.text(f"DROP TABLE {table}"))
         conn.execute(sa.text("DROP INDEX cl_versions_commit"))
         conn.execute(sa.text("ALTER TABLE cl_versions DROP COLUMN commit_number"))

@@ -11,12 +11,19 @@ from tests.conftest import rows
 from changelake.catalog.requests import LeaseHeld
 from changelake.dynamic.dag import refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
-from changelake.dynamic.scheduler import LEASE, Scheduler, SchedulerSettings
+from changelake.dynamic.scheduler import LEASE, Resources, Scheduler, SchedulerSettings
+from changelake.sql.execute import body_runner
 from changelake.txn.context import StatementContext
 
 
+def session_resources(session) -> Resources:
+    """What the service's scheduler runs with, from a test session."""
+    parts = (session.spark, session.warehouse, session.catalog, session.clock)
+    return Resources(*parts, body_runner(*parts))
+
+
 def _scheduler(session, **settings) -> Scheduler:
-    resources = (session.spark, session.warehouse, session.catalog, session.clock)
+    resources = session_resources(session)
     return Scheduler(
         session.catalog, session.clock, lambda: resources, SchedulerSettings(**settings)
     )

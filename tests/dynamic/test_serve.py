@@ -1,6 +1,8 @@
-"""`changelake serve` keeps dynamic tables up to date, over real processes and real time: a
-second serve takes over when the first is SIGKILLed (mid-refresh or not), no refresh commits
-twice, every dynamic table still equals its query at its data timestamp; the HTTP routes."""
+"""`changelake serve` keeps dynamic tables up to date and runs tasks, over real processes and
+real time: a second serve takes over when the first is SIGKILLed (mid-refresh or mid-run, or
+not), no refresh or task run commits twice, every dynamic table still equals its query at its
+data timestamp, a triggered task archived every row of its stream exactly once; the HTTP
+routes."""
 
 from __future__ import annotations
 
@@ -63,7 +65,7 @@ def _call(url: str, method: str, path: str) -> tuple[int, Any]:
         return e.code, json.loads(e.read())
 
 
-def _wait(what: str, condition, timeout: float = 120.0) -> None:
+def _wait(what: str, condition, timeout: float = 300.0) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
@@ -89,6 +91,17 @@ def test_a_second_serve_takes_over_scheduling_when_the_first_is_killed(
     s.sql(f"CREATE VIEW q AS {query}")
     s.sql(f"CREATE DYNAMIC TABLE agg TARGET_LAG = '2 seconds' AS {query}")
     s.sql("CREATE DYNAMIC TABLE top TARGET_LAG = '4 seconds' AS SELECT k FROM agg WHERE total > 2")
+    s.sql("CREATE TABLE arch (k INT, v INT)")
+    s.sql("CREATE TABLE ticks (at TIMESTAMP)")
+    s.sql("CREATE STREAM st ON TABLE src")
+    s.sql(
+        "CREATE TASK archive USER_TASK_MINIMUM_TRIGGER_INTERVAL_IN_SECONDS = 1"
+        " WHEN SYSTEM$STREAM_HAS_DATA('st')"
+        " AS INSERT INTO arch SELECT k, v FROM st WHERE METADATA$ACTION = 'INSERT'"
+    )
+    s.sql("CREATE TASK tick SCHEDULE = '2 SECONDS' AS INSERT INTO ticks SELECT CURRENT_TIMESTAMP()")
+    s.sql("ALTER TASK archive RESUME")
+    s.sql("ALTER TASK tick RESUME")
     first, url = _serve(wh, catalog_url, tmp_path / "a.log")
     second = None
     try:
@@ -102,7 +115,7 @@ def test_a_second_serve_takes_over_scheduling_when_the_first_is_killed(
         # kill it while it works: a refresh may be half done
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
-        before_kill = {r.refresh_id for r in _refreshes(s, "agg")}
+        before_kill = {r.refresh_id for r in s.catalog.refresh_history()}
         second, url = _serve(wh, catalog_url, tmp_path / "b.log")
         s.sql("INSERT INTO src VALUES (7, 70)")
         _wait(
@@ -119,6 +132,26 @@ def test_a_second_serve_takes_over_scheduling_when_the_first_is_killed(
         status, history = _call(url, "GET", "/v1/dynamic-tables/agg/history?limit=3")
         assert status == 200 and len(history) == 3
         assert _call(url, "GET", "/v1/dynamic-tables/nope")[0] == 404
+        _wait(
+            "the archive task to catch up",
+            lambda: not s.sql("SELECT SYSTEM$STREAM_HAS_DATA('st')").collect()[0][0],
+        )
+        status, listed = _call(url, "GET", "/v1/tasks")
+        assert status == 200 and sorted(t["name"] for t in listed) == ["archive", "tick"]
+        status, detail = _call(url, "POST", "/v1/tasks/tick/suspend")
+        assert status == 200 and detail["state"] == "suspended"
+        status, ran = _call(url, "POST", "/v1/tasks/tick/execute")
+        assert status == 200 and [(r["name"], r["state"], r["trigger"]) for r in ran] == [
+            ("tick", "SUCCEEDED", "MANUAL")
+        ]
+        status, history = _call(url, "GET", "/v1/tasks/archive/history?limit=2")
+        assert status == 200 and all(r["trigger"] == "TRIGGERED" for r in history)
+        assert _call(url, "GET", "/v1/tasks/nope")[0] == 404
+        status, described = _call(url, "GET", "/openapi.json")
+        assert status == 200
+        assert {"/v1/tasks/{name}/execute", "/v1/dynamic-tables/{name}/refresh"} <= set(
+            described["paths"]
+        )
     finally:
         for process in (first, second):
             if process is not None and process.poll() is None:
@@ -137,3 +170,13 @@ def test_a_second_serve_takes_over_scheduling_when_the_first_is_killed(
     assert Counter(rows(s.sql("SELECT * FROM agg"))) == Counter(
         rows(s.sql(f"SELECT * FROM q AT (TIMESTAMP => '{_ts(at)}')"))
     )
+    # every row of the stream archived once; every tick committed with exactly its run
+    inserted = Counter(rows(s.sql("SELECT * FROM src"))) - Counter([(1, 1), (2, 2)])  # before st
+    assert Counter(rows(s.sql("SELECT * FROM arch"))) == inserted
+    runs = s.catalog.task_runs()
+    assert not [r for r in runs if r.state == "EXECUTING"]
+    tick_id = s.catalog.find_task("tick").task_id
+    ticked = [r for r in runs if r.task_id == tick_id and r.state == "SUCCEEDED"]
+    assert len(ticked) == rows(s.sql("SELECT COUNT(*) FROM ticks"))[0][0] >= 2
+    scheduled = [r.scheduled_at for r in ticked if r.trigger == "SCHEDULED"]
+    assert len(set(scheduled)) == len(scheduled)  # no slot ran twice

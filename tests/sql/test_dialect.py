@@ -137,7 +137,7 @@ def test_statement_words_stay_usable_as_names():
         (
             "SHOW FUNCTIONS",
             SqlSyntaxError,
-            "SHOW TABLES, VIEWS, STREAMS, CHANNELS, DYNAMIC TABLES or INTERNAL TABLES",
+            "SHOW TABLES, VIEWS, STREAMS, CHANNELS, TASKS, DYNAMIC TABLES or INTERNAL TABLES",
         ),
         ("OPTIMIZE", SqlSyntaxError, "name of the table"),
         ("EXPLAIN", SqlSyntaxError, "statement after EXPLAIN"),

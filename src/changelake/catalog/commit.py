@@ -13,6 +13,7 @@ from changelake.catalog import (
     channel_repo,
     clock_repo,
     commit_dynamic,
+    commit_tasks,
     file_repo,
     stream_repo,
     table_repo,
@@ -102,6 +103,7 @@ def commit(
         _record_versions(state, request, versions)
     stream_repo.mark_consumed(conn, state.consumed, now=state.stamp.committed_at)
     commit_dynamic.record_history(state)
+    commit_tasks.record_runs(state)
     return CommitResult(
         applied=True,
         commit=state.stamp,
@@ -230,6 +232,7 @@ def _channel_held(state: CommitState, r: ChannelHeld) -> None:
 
 _CHECKS: dict[type, Callable[[CommitState, Any], None]] = {
     **commit_dynamic.CHECKS,
+    **commit_tasks.CHECKS,
     TableLive: _table_live,
     SchemaUnchanged: _schema_unchanged,
     ColumnsWritable: _columns_writable,
@@ -424,6 +427,7 @@ def _drop_channel(state: CommitState, u: DropChannel) -> None:
 
 _APPLY: dict[type, Callable[[CommitState, Any], None]] = {
     **commit_dynamic.APPLY,
+    **commit_tasks.APPLY,
     CreateTable: _create_table,
     DropTable: _drop_table,
     RenameTable: _rename_table,

@@ -39,6 +39,7 @@ class CommitState:
     made: dict[int, int] = field(default_factory=dict)  # the last version started per table
     consumed: set[int] = field(default_factory=set)  # streams it advances
     refreshes: list[tuple[int, RefreshRecord]] = field(default_factory=list)  # recorded at the end
+    finished_runs: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # task runs
 
     @property
     def now(self) -> float:

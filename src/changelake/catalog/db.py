@@ -181,7 +181,7 @@ def _upgrade(conn: Connection, found: int) -> None:
     if found < 5:
         _number_commits(conn)
     # Version 6 adds dynamic tables (cl_dynamic_tables, cl_dt_refreshes) and leases (cl_leases),
-    # which create_all has made.
+    # which create_all has made. Version 7 adds tasks (cl_tasks, cl_task_runs): the same.
 
 
 def _number_commits(conn: Connection) -> None:

@@ -243,3 +243,59 @@ class RefreshInfo:
     record: RefreshRecord
     ended_at: float
     version: int | None
+
+
+@dataclass(frozen=True)
+class TaskOptions:
+    """How a task runs (the CREATE TASK options, with Snowflake's defaults)."""
+
+    suspend_after_failures: int = 10  # consecutive failed graph runs; 0: never
+    auto_retry_attempts: int = 0  # a failed graph run is retried from the failed task
+    allow_overlapping: bool = False
+    timeout_ms: int = 3_600_000  # a run is cancelled after this long
+    min_trigger_interval: float = 30.0  # seconds between two runs of a triggered task
+    comment: str = ""
+
+
+@dataclass(frozen=True)
+class TaskDefinition:
+    """What a task runs and when."""
+
+    sql: str  # the body as written
+    statements: tuple[str, ...]  # the statements it runs (BEGIN ... COMMIT: in one transaction)
+    schedule: str | None  # '<n> MINUTE' or 'USING CRON <expr> <zone>' as written
+    after: tuple[int, ...]  # the ids of the tasks it runs after
+    condition: str | None  # the WHEN condition as written
+    options: TaskOptions
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    task_id: int
+    name: str
+    definition: TaskDefinition
+    state: str  # started | suspended
+    suspended_reason: str
+    failures: int  # consecutive failed graph runs (of a root)
+    next_at: float | None  # when a started root with a schedule runs next
+    created_at: float
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One run of a task in a graph run (the root's run id is the graph run id)."""
+
+    run_id: int
+    task_id: int
+    graph_run_id: int | None
+    attempt: int
+    state: str  # SCHEDULED | EXECUTING | SUCCEEDED | FAILED | SKIPPED | CANCELLED
+    trigger: str  # SCHEDULED | TRIGGERED | MANUAL
+    reason: str
+    scheduled_at: float
+    started_at: float | None
+    completed_at: float | None
+    statement_id: str | None
+    error: str
+    spark_jobs: int
+    holder: str

@@ -20,6 +20,7 @@ from changelake.catalog.model import (
     RefreshRecord,
     Snapshot,
     TableInfo,
+    TaskDefinition,
 )
 from changelake.schema import Column, TableSchema
 
@@ -211,6 +212,41 @@ class AlterDynamicTable:
     fields: tuple[tuple[str, object], ...]
 
 
+@dataclass(frozen=True)
+class DefineTask:
+    """Create task ``name`` (suspended); OR REPLACE keeps its id (tasks that run after it still
+    do) and suspends it. A cycle in AFTER is refused (InvalidStatementError)."""
+
+    name: str
+    definition: TaskDefinition
+    if_exists: IfExists = IfExists.ERROR
+
+
+@dataclass(frozen=True)
+class AlterTask:
+    """Set columns of a task (its definition, state, schedule, failures); AFTER is checked for
+    cycles as at CREATE."""
+
+    task_id: int
+    fields: tuple[tuple[str, object], ...]
+
+
+@dataclass(frozen=True)
+class DropTask:
+    """Drop a task; the tasks that ran after it no longer wait for it."""
+
+    task_id: int
+
+
+@dataclass(frozen=True)
+class FinishTaskRun:
+    """End an EXECUTING task run with this commit (its completion time and commit are the
+    commit's): what its statement wrote and its SUCCEEDED row commit together, once."""
+
+    run_id: int
+    fields: tuple[tuple[str, object], ...]
+
+
 Update = (
     CreateTable
     | DropTable
@@ -233,6 +269,10 @@ Update = (
     | DefineDynamicTable
     | RecordRefresh
     | AlterDynamicTable
+    | DefineTask
+    | AlterTask
+    | DropTask
+    | FinishTaskRun
 )
 
 # -- requirements ---------------------------------------------------------------------------------
@@ -320,6 +360,15 @@ class LeaseHeld:
     epoch: int
 
 
+@dataclass(frozen=True)
+class TaskRunExecuting:
+    """Task run ``run_id`` is still EXECUTING (else ConflictError): no other process ended it
+    (taking its process for dead) while it ran."""
+
+    run_id: int
+    task: str
+
+
 Requirement = (
     TableLive
     | SchemaUnchanged
@@ -329,6 +378,7 @@ Requirement = (
     | ChannelHeld
     | RefreshedFrom
     | LeaseHeld
+    | TaskRunExecuting
 )
 
 

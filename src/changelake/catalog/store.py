@@ -16,6 +16,7 @@ from changelake.catalog import (
     lease_repo,
     stream_repo,
     table_repo,
+    task_repo,
     view_repo,
 )
 from changelake.catalog import commit as commit_path
@@ -29,6 +30,8 @@ from changelake.catalog.model import (
     Snapshot,
     StreamInfo,
     TableInfo,
+    TaskInfo,
+    TaskRun,
     TrackedFile,
     VersionInfo,
 )
@@ -255,6 +258,56 @@ class Catalog:
     ) -> list[RefreshInfo]:
         with reading(self.engine) as conn:
             return dynamic_repo.history(conn, table_id, limit=limit)
+
+    # -- tasks --------------------------------------------------------------------------------
+
+    def find_task(self, name: str) -> TaskInfo | None:
+        with reading(self.engine) as conn:
+            return task_repo.find(conn, name)
+
+    def task_by_id(self, task_id: int) -> TaskInfo | None:
+        with reading(self.engine) as conn:
+            return task_repo.by_id(conn, task_id)
+
+    def list_tasks(self) -> list[TaskInfo]:
+        with reading(self.engine) as conn:
+            return task_repo.list_live(conn)
+
+    def add_task_run(self, run: TaskRun, *, next_at: float | None = None) -> int:
+        """Record a task run (EXECUTING when it starts, or SKIPPED); its id. With ``next_at``,
+        the task's next scheduled run moves there in the same transaction."""
+
+        def attempt() -> int:
+            with writing(self.engine) as conn:
+                if next_at is not None:
+                    task_repo.set_fields(conn, run.task_id, {"next_at": next_at})
+                return task_repo.add_run(conn, run)
+
+        return retrying(attempt)
+
+    def end_task_run(self, run_id: int, fields: dict[str, object]) -> bool:
+        """End an EXECUTING run that committed nothing (FAILED, CANCELLED): False if it had
+        ended already."""
+
+        def attempt() -> bool:
+            with writing(self.engine) as conn:
+                return task_repo.finish(conn, run_id, fields)
+
+        return retrying(attempt)
+
+    def task_runs(
+        self,
+        *,
+        task_id: int | None = None,
+        graph_run_id: int | None = None,
+        state: str | None = None,
+        limit: int | None = None,
+    ) -> list[TaskRun]:
+        """Task runs, newest first."""
+        with reading(self.engine) as conn:
+            return task_repo.runs(
+                conn, task_id=task_id, graph_run_id=graph_run_id, state=state, limit=limit
+            )
 
     # -- leases -------------------------------------------------------------------------------
 

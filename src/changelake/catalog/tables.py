@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 metadata = MetaData()
 
@@ -246,3 +246,50 @@ leases = Table(
     Column("epoch", BigInteger, nullable=False),
     Column("expires_at", Float, nullable=False),
 )
+
+# A task: a statement (or a BEGIN ... COMMIT block) run on a schedule, after other tasks, or when
+# its WHEN condition (over streams) holds. ``after`` is JSON [task id, ...] (its predecessors);
+# ``next_at`` is when a started root with a schedule runs next (NULL: suspended, or no schedule).
+tasks = Table(
+    "cl_tasks",
+    metadata,
+    Column("task_id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(255), nullable=False),
+    Column("body", Text, nullable=False),  # JSON [statement text, ...]
+    Column("sql", Text, nullable=False),  # the body as written
+    Column("schedule", Text),  # as written: '5 MINUTE' | 'USING CRON <expr> <zone>'
+    Column("after", Text, nullable=False),
+    Column("condition", Text),  # the WHEN condition as written
+    Column("options", Text, nullable=False),  # JSON {option: value}
+    Column("state", String(16), nullable=False),  # started | suspended
+    Column("suspended_reason", Text, nullable=False),
+    Column("failures", Integer, nullable=False),  # consecutive failed graph runs (a root's)
+    Column("next_at", Float),
+    Column("created_at", Float, nullable=False),
+    Column("dropped_at", Float),
+)
+Index("cl_tasks_name", tasks.c.name, tasks.c.dropped_at)
+
+# Task runs: one row per task per graph run (the root's run id is the graph run id), written
+# EXECUTING when it starts and finished with the statement's own commit, so a run commits once.
+task_runs = Table(
+    "cl_task_runs",
+    metadata,
+    Column("run_id", Integer, primary_key=True, autoincrement=True),
+    Column("task_id", Integer, nullable=False),
+    Column("graph_run_id", Integer),
+    Column("attempt", Integer, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("trigger", String(16), nullable=False),  # SCHEDULED | TRIGGERED | MANUAL
+    Column("reason", Text, nullable=False),  # why SKIPPED / CANCELLED / FAILED, in words
+    Column("scheduled_at", Float, nullable=False),
+    Column("started_at", Float),
+    Column("completed_at", Float),
+    Column("statement_id", String(64)),
+    Column("error", Text, nullable=False),
+    Column("spark_jobs", Integer, nullable=False),
+    Column("holder", String(255), nullable=False),  # the process that ran it
+    Column("commit_number", BigInteger),
+)
+Index("cl_task_runs_task", task_runs.c.task_id, task_runs.c.run_id)
+Index("cl_task_runs_state", task_runs.c.state)

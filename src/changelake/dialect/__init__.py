@@ -12,9 +12,14 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 from sqlglot.errors import ParseError, TokenError
-from sqlglot.tokens import TokenType
+from sqlglot.tokens import Token, TokenType
 
 from changelake.dialect.dynamic import DynamicTableParser
+from changelake.dialect.streams import CreateStream as CreateStream
+from changelake.dialect.streams import DescribeStream as DescribeStream
+from changelake.dialect.streams import DropStream as DropStream
+from changelake.dialect.streams import StreamParser
+from changelake.dialect.tasks import is_task_statement, parse_task, statement_end
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 
 METADATA_COLUMNS = ("ACTION", "ISUPDATE", "ROW_ID", "COMMIT_VERSION", "COMMIT_TIMESTAMP")
@@ -56,40 +61,10 @@ class ChangesClause(exp.Changes):
     }
 
 
-class DescribeStream(exp.Expression):
-    """``DESCRIBE | DESC STREAM name``"""
-
-    arg_types = {"this": True}
-
-
 class Explain(exp.Expression):
     """``EXPLAIN statement``"""
 
     arg_types = {"this": True}
-
-
-class CreateStream(exp.Expression):
-    """``CREATE [OR REPLACE] STREAM [IF NOT EXISTS] name ON TABLE | VIEW source
-    [AT | BEFORE (...)] [APPEND_ONLY = TRUE | FALSE] [SHOW_INITIAL_ROWS = TRUE | FALSE]
-    [COMMENT = '...']``, options in any order."""
-
-    arg_types = {
-        "this": True,
-        "kind": True,  # TABLE | VIEW
-        "on": True,
-        "when": False,
-        "append_only": False,
-        "show_initial_rows": False,
-        "comment": False,
-        "replace": False,
-        "exists": False,
-    }
-
-
-class DropStream(exp.Expression):
-    """``DROP STREAM [IF EXISTS] name``"""
-
-    arg_types = {"this": True, "exists": False}
 
 
 # -- APPLY CHANGES (changelog/) --
@@ -119,11 +94,6 @@ class ApplyChanges(exp.Expression):
 # -- end APPLY CHANGES --
 
 
-_STREAM_OPTIONS = (
-    "AT|BEFORE (...), APPEND_ONLY = TRUE|FALSE, SHOW_INITIAL_ROWS = TRUE|FALSE, COMMENT = '...'"
-)
-
-
 class Changelake(Spark):
     class Tokenizer(Spark.Tokenizer):
         VAR_SINGLE_TOKENS = {"$"}
@@ -135,9 +105,9 @@ class Changelake(Spark):
             for k, v in Spark.Tokenizer.KEYWORDS.items()
             if k not in ("EXPLAIN", "OPTIMIZE", "VACUUM", "SHOW")
         }
-        COMMANDS = Spark.Tokenizer.COMMANDS - {TokenType.SHOW}
+        COMMANDS = Spark.Tokenizer.COMMANDS - {TokenType.SHOW, TokenType.EXECUTE}
 
-    class Parser(DynamicTableParser, Spark.Parser):
+    class Parser(StreamParser, DynamicTableParser, Spark.Parser):
         HISTORICAL_DATA_KIND = Spark.Parser.HISTORICAL_DATA_KIND | {"TS"}
 
         def _parse_statement(self) -> exp.Expression | None:
@@ -220,9 +190,10 @@ class Changelake(Spark):
             elif self._match_text_seq("DYNAMIC", "TABLES"):
                 kind = "DYNAMIC TABLES"
             else:
-                if not self._match_texts(("TABLES", "VIEWS", "STREAMS", "CHANNELS")):
+                if not self._match_texts(("TABLES", "VIEWS", "STREAMS", "CHANNELS", "TASKS")):
                     self.raise_error(
-                        "Expected SHOW TABLES, VIEWS, STREAMS, CHANNELS, DYNAMIC TABLES or INTERNAL TABLES"
+                        "Expected SHOW TABLES, VIEWS, STREAMS, CHANNELS, TASKS, DYNAMIC TABLES or"
+                        " INTERNAL TABLES"
                     )
                 kind = self._prev.text.upper()
             table = None
@@ -230,15 +201,6 @@ class Changelake(Spark):
                 self._match(TokenType.TABLE)
                 table = self._object_name("table")
             return self.expression(ShowObjects(kind=kind, terse=terse, this=table))
-
-        def _parse_describe_stream(self) -> exp.Expression:
-            self._advance(2)
-            return self.expression(DescribeStream(this=self._object_name("stream")))
-
-        def _parse_drop_stream(self) -> exp.Expression:
-            self._advance(2)
-            exists = self._match_text_seq("IF", "EXISTS")
-            return self.expression(DropStream(this=self._object_name("stream"), exists=exists))
 
         def _parse_explain(self) -> exp.Expression:
             self._advance()
@@ -323,108 +285,12 @@ class Changelake(Spark):
 
         # -- end APPLY CHANGES --
 
-        def _parse_create_stream(self) -> exp.Expression:
-            self._advance()
-            replace = self._match_text_seq("OR", "REPLACE")
-            self._advance()  # STREAM
-            exists = self._match_text_seq("IF", "NOT", "EXISTS")
-            name = self._object_name("stream")
-            if replace and exists:
-                raise InvalidStatementError(
-                    f"CREATE OR REPLACE STREAM IF NOT EXISTS {name.name}: OR REPLACE and IF NOT"
-                    " EXISTS exclude each other; use one."
-                )
-            if not self._match(TokenType.ON):
-                self.raise_error("Expected ON TABLE <name> or ON VIEW <name>")
-            self._match_text_seq("DYNAMIC")  # a dynamic table is a table
-            if not self._match_texts(("TABLE", "VIEW")):
-                self.raise_error("Expected ON TABLE <name> or ON VIEW <name>")
-            kind = self._prev.text.upper()
-            node = CreateStream(
-                this=name,
-                kind=kind,
-                on=self._object_name(kind.lower()),
-                replace=replace,
-                exists=exists,
-            )
-            while self._curr and self._curr.token_type != TokenType.SEMICOLON:
-                self._stream_option(node)
-            return self.expression(node)
-
-        def _stream_option(self, node: CreateStream) -> None:
-            stream = node.this.name
-            word = self._curr.text.upper()
-            if word in ("AT", "BEFORE"):
-                key, value = "when", self._stream_point(stream)
-            elif word in ("APPEND_ONLY", "SHOW_INITIAL_ROWS", "COMMENT"):
-                self._advance()
-                if not self._match(TokenType.EQ):
-                    raise InvalidStatementError(
-                        f"CREATE STREAM {stream}: expected {word} = ...; options are"
-                        f" {_STREAM_OPTIONS}."
-                    )
-                key, value = word.lower(), self._stream_option_value(stream, word)
-            else:
-                raise InvalidStatementError(
-                    f"Unexpected text in CREATE STREAM {stream}: {self._curr.text!r}. Options are"
-                    f" {_STREAM_OPTIONS}."
-                )
-            if node.args.get(key) is not None:
-                raise InvalidStatementError(
-                    f"CREATE STREAM {stream}: {'AT|BEFORE' if key == 'when' else word} is given"
-                    " twice."
-                )
-            node.set(key, value)
-
-        def _stream_option_value(self, stream: str, word: str) -> object:
-            token = self._curr
-            if word == "COMMENT":
-                if token is None or token.token_type != TokenType.STRING:
-                    raise InvalidStatementError(
-                        f"CREATE STREAM {stream}: COMMENT takes a quoted string, e.g."
-                        " COMMENT = 'what it is for'."
-                    )
-                self._advance()
-                return token.text
-            if token is None or token.text.upper() not in ("TRUE", "FALSE"):
-                found = token.text if token else "nothing"
-                raise InvalidStatementError(
-                    f"CREATE STREAM {stream}: {word} takes TRUE or FALSE, got {found!r}. Options"
-                    f" are {_STREAM_OPTIONS}."
-                )
-            self._advance()
-            return token.text.upper() == "TRUE"
-
-        def _stream_point(self, stream: str) -> exp.HistoricalData:
-            start = self._index
-            prefix = self._curr.text.upper()
-            self._advance()
-            if not self._match(TokenType.L_PAREN):
-                raise InvalidStatementError(
-                    f"CREATE STREAM {stream}: {prefix} needs a point in parentheses, e.g."
-                    f" {prefix} (VERSION => 3)."
-                )
-            depth = 1
-            for token in self._tokens[self._index :]:
-                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(token.token_type, 0)
-                if depth == 0:
-                    break
-            if depth:
-                raise InvalidStatementError(
-                    f"Unbalanced parentheses in the {prefix} (...) clause of CREATE STREAM"
-                    f" {stream}: close it with ')'."
-                )
-            self._retreat(start)
-            point = self._parse_historical_data()
-            if point is None:
-                self.raise_error(
-                    f"Expected {prefix} (VERSION | TIMESTAMP | OFFSET | STATEMENT | STREAM => ...)"
-                )
-            return point
-
 
 def parse_one(text: str) -> exp.Expression:
     """Parse exactly one statement, raising SqlSyntaxError with line and column on failure."""
+    tokens = _tokens(text)
+    if tokens and is_task_statement(tokens):
+        return _task(text, tokens)
     try:
         statements = [s for s in sqlglot.parse(text, read=Changelake) if s is not None]
     except ParseError as e:
@@ -449,6 +315,54 @@ def parse_one(text: str) -> exp.Expression:
             f"Got {len(statements)} statements; session.sql runs one statement per call."
         )
     return normalize_metadata_names(statements[0])
+
+
+def _tokens(text: str) -> list[Token]:
+    try:
+        return Changelake().tokenize(text)
+    except TokenError:
+        return []  # parsing reports it, with its place
+
+
+def _task(text: str, tokens: list[Token]) -> exp.Expression:
+    """A task statement; its body's statements must each parse (and not be a BEGIN, COMMIT
+    or another task statement)."""
+    tree = parse_task(text, tokens)
+    for statement in tree.args.get("body") or ():
+        try:
+            inner = parse_one(statement)
+        except SqlSyntaxError as e:
+            raise SqlSyntaxError(f"In the task's body, {statement!r}: {e}") from None
+        if isinstance(inner, exp.Transaction | exp.Commit | exp.Rollback) or is_task_statement(
+            _tokens(statement)
+        ):
+            raise InvalidStatementError(
+                f"A task's body cannot hold {statement.split()[0].upper()} ...: it runs DML,"
+                " queries and DDL (several statements: BEGIN stmt; ...; COMMIT)."
+            )
+    return tree
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of ``text`` separated by ``;``, in order, without empty ones. A ``;``
+    inside a string, a quoted identifier or a comment does not separate statements, nor one
+    inside a task's BEGIN ... COMMIT body."""
+    try:
+        tokens = Changelake().tokenize(text)
+    except TokenError as e:
+        raise SqlSyntaxError(f"could not split the input into statements: {e}") from e
+    statements, i = [], 0
+    while i < len(tokens):
+        if tokens[i].token_type == TokenType.SEMICOLON:
+            i += 1
+            continue
+        end = statement_end(text, tokens, i)
+        last = end - 1
+        while last > i and tokens[last].token_type == TokenType.SEMICOLON:
+            last -= 1
+        statements.append(text[tokens[i].start : tokens[last].end + 1])
+        i = end + 1
+    return statements
 
 
 _MISSING = re.compile(r"Required keyword: '\w+' missing for <class '[\w.]*?(\w+)'>")

@@ -1,5 +1,5 @@
-"""The scheduler: keeps every dynamic table with a target lag within it (hosted by
-``changelake serve``).
+"""The scheduler: keeps every dynamic table with a target lag within it, and runs the task
+graphs that are due (``task_scheduler.py``); hosted by ``changelake serve``.
 
 Each round (every ``tick`` seconds) renews the warehouse's ``scheduler`` lease, a catalog query;
 without the lease (another ``serve`` holds it) it does nothing. A dynamic table is *due* when its
@@ -10,7 +10,9 @@ tables that share upstreams are aligned. A table whose sources did not change ge
 refresh: no Spark job. Every refresh requires the lease's epoch, so a scheduler that lost its
 lease (paused, partitioned) cannot commit. A failed refresh is retried after a backoff that
 doubles, and the table is suspended after ``suspend_after`` failures in a row, with the error
-as the reason (SHOW DYNAMIC TABLES); ALTER DYNAMIC TABLE ... RESUME resumes it.
+as the reason (SHOW DYNAMIC TABLES); ALTER DYNAMIC TABLE ... RESUME resumes it. Task runs
+require the lease's epoch too; a scheduler that takes the lease over ends the runs its
+predecessor left EXECUTING (FAILED: nothing of them was committed).
 """
 
 from __future__ import annotations
@@ -30,12 +32,24 @@ from changelake.catalog.requests import LeaseHeld
 from changelake.clock import Clock
 from changelake.dynamic.dag import Round, refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
+from changelake.dynamic.task_run import GraphRun, Runner, RunStatements
+from changelake.dynamic.task_scheduler import due_graphs, end_orphaned_runs, run_due
 from changelake.errors import ChangelakeError
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
 LEASE = "scheduler"
-Resources = tuple[SparkSession, Warehouse, Catalog, Clock]  # what a refresh runs with
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What refreshes and task runs run with (a session's)."""
+
+    spark: SparkSession
+    warehouse: Warehouse
+    catalog: Catalog
+    clock: Clock
+    run_statements: RunStatements  # a task's body, by the SQL layer
 
 
 @dataclass(frozen=True)
@@ -65,30 +79,50 @@ class Scheduler:
         self.epoch: int | None = None
         self._retry_at: dict[int, float] = {}
         self._failures: dict[int, int] = {}
+        self.graph_runs: list[GraphRun] = []  # the task graphs the last round ran
 
     # -- rounds -------------------------------------------------------------------------------
 
     def step(self) -> Round | None:
-        """One round: renew the lease, then refresh what is due (None: nothing was)."""
-        self.epoch = self.catalog.acquire_lease(
+        """One round: renew the lease, then refresh the dynamic tables that are due (their
+        Round; None: none was) and run the task graphs that are due (``graph_runs``)."""
+        epoch = self.catalog.acquire_lease(
             LEASE, self.holder, ttl=self.settings.lease, clock=self.clock
         )
+        if epoch is not None and epoch != self.epoch:
+            end_orphaned_runs(self.catalog, self.holder, self.clock.now())
+        self.epoch, self.graph_runs = epoch, []
         if self.epoch is None:
             return None
         ctx = StatementContext(self.catalog, self.clock, None)
-        due = self.due()
-        if not due:
+        due, graphs = self.due(), due_graphs(ctx)
+        if not due and not graphs:
             return None
+        resources = self._connect()
+        held = (LeaseHeld(LEASE, self.epoch),)
+        for graph in graphs:
+            runner = Runner(
+                ctx, resources.spark, resources.run_statements, self.holder, graph.trigger, held
+            )
+            self.graph_runs.append(run_due(runner, graph))
+        return self._refresh(ctx, resources, due, held) if due else None
+
+    def _refresh(
+        self,
+        ctx: StatementContext,
+        resources: Resources,
+        due: list[DynamicTableInfo],
+        held: tuple[LeaseHeld, ...],
+    ) -> Round:
         due_ids = {d.table_id for d in due}
-        spark, warehouse, _, _ = self._connect()
         done = refresh_round(
             ctx,
-            spark,
-            warehouse,
+            resources.spark,
+            resources.warehouse,
             due,
             data_timestamp_now(ctx),
             trigger=lambda d: "SCHEDULED" if d.table_id in due_ids else "DOWNSTREAM",
-            requirements=(LeaseHeld(LEASE, self.epoch),),
+            requirements=held,
             suspend_after=self.settings.suspend_after,
             skip_suspended=True,
         )

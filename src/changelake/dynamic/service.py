@@ -1,5 +1,6 @@
-"""Dynamic tables as the HTTP service offers them (``/v1/dynamic-tables``): JSON-ready answers.
-Reads use the catalog alone; a refresh starts Spark on first use (``connect``)."""
+"""Dynamic tables and tasks as the HTTP service offers them (``/v1/dynamic-tables``,
+``/v1/tasks``): JSON-ready answers. Reads use the catalog alone; a refresh or a task run starts
+Spark on first use (``connect``)."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ from collections.abc import Callable
 from typing import Any
 
 from changelake.catalog import Catalog
-from changelake.catalog.model import DynamicTableInfo, RefreshInfo
+from changelake.catalog.model import DynamicTableInfo, RefreshInfo, TaskInfo, TaskRun
 from changelake.clock import Clock, SystemClock
 from changelake.dynamic.create import alter_dynamic_table, change_dynamic_table
 from changelake.dynamic.dag import dynamic_table
 from changelake.dynamic.scheduler import Resources
 from changelake.dynamic.spec import describe_lag
+from changelake.dynamic.task_run import Runner, run_graph
+from changelake.dynamic.tasks import alter_task, task
 from changelake.storage.warehouse import Warehouse
-from changelake.txn.context import StatementContext
+from changelake.txn.context import StatementContext, new_statement_id
 
 
 def _iso(epoch: float | None) -> str | None:
@@ -49,9 +52,10 @@ class DynamicTableService:
 
     def refresh(self, name: str) -> dict[str, Any]:
         """ALTER DYNAMIC TABLE name REFRESH, now; answers its history row."""
-        spark, warehouse, catalog, clock = self._spark()
-        ctx = StatementContext(catalog, clock, None)
-        alter_dynamic_table(ctx, spark, warehouse, name, "REFRESH", {})
+        r = self._spark()
+        alter_dynamic_table(
+            StatementContext(r.catalog, r.clock, None), r.spark, r.warehouse, name, "REFRESH", {}
+        )
         dyn = dynamic_table(self._ctx(), name)
         return _refresh(self.catalog.refresh_history(dyn.table_id, limit=1)[0])
 
@@ -112,3 +116,87 @@ def service_for(
     SQLite file), with its own catalog connection for reads."""
     url = Warehouse.at(warehouse).catalog_url(catalog)
     return DynamicTableService(Catalog(url), SystemClock(), connect)
+
+
+class TaskService:
+    """What the ``/v1/tasks`` routes call; shares the dynamic tables' Spark (``spark``)."""
+
+    def __init__(self, tables: DynamicTableService):
+        self.catalog, self.clock, self._tables = tables.catalog, tables.clock, tables
+
+    def _ctx(self) -> StatementContext:
+        return StatementContext(self.catalog, self.clock, None)
+
+    def list(self) -> list[dict[str, Any]]:
+        tasks = self.catalog.list_tasks()
+        names = {t.task_id: t.name for t in tasks}
+        return [_task(t, names) for t in tasks]
+
+    def detail(self, name: str) -> dict[str, Any]:
+        found = task(self._ctx(), name)
+        names = {t.task_id: t.name for t in self.catalog.list_tasks()}
+        return _task(found, names)
+
+    def history(self, name: str, limit: int) -> list[dict[str, Any]]:
+        found = task(self._ctx(), name)
+        return [
+            _run(r, found.name) for r in self.catalog.task_runs(task_id=found.task_id, limit=limit)
+        ]
+
+    def execute(self, name: str) -> list[dict[str, Any]]:
+        """EXECUTE TASK name, now: the graph run's rows, in the order they ran."""
+        r = self._tables._spark()
+        ctx = StatementContext(r.catalog, r.clock, None)
+        found = task(ctx, name)
+        holder = f"service:{new_statement_id()[:8]}"
+        done = run_graph(
+            Runner(ctx, r.spark, r.run_statements, holder, "MANUAL"), found, scheduled_at=ctx.now()
+        )
+        names = {t.task_id: t.name for t in self.catalog.list_tasks()}
+        runs = self.catalog.task_runs(graph_run_id=done.graph_run_id)
+        return [_run(x, names.get(x.task_id, "")) for x in reversed(runs)]
+
+    def set_suspended(self, name: str, suspended: bool) -> dict[str, Any]:
+        alter_task(self._ctx(), name, "SUSPEND" if suspended else "RESUME", {})
+        return self.detail(name)
+
+
+def _task(t: TaskInfo, names: dict[int, str]) -> dict[str, Any]:
+    d = t.definition
+    return {
+        "name": t.name,
+        "state": t.state,
+        "schedule": d.schedule,
+        "predecessors": [names.get(i) for i in d.after],
+        "condition": d.condition,
+        "definition": d.sql,
+        "next_scheduled_time": _iso(t.next_at),
+        "failures": t.failures,
+        "suspended_reason": t.suspended_reason or None,
+        "options": {
+            "suspend_task_after_num_failures": d.options.suspend_after_failures,
+            "task_auto_retry_attempts": d.options.auto_retry_attempts,
+            "allow_overlapping_execution": d.options.allow_overlapping,
+            "user_task_timeout_ms": d.options.timeout_ms,
+            "user_task_minimum_trigger_interval_in_seconds": d.options.min_trigger_interval,
+            "comment": d.options.comment,
+        },
+    }
+
+
+def _run(r: TaskRun, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "run_id": r.run_id,
+        "graph_run_id": r.graph_run_id,
+        "attempt": r.attempt,
+        "state": r.state,
+        "trigger": r.trigger,
+        "reason": r.reason or None,
+        "scheduled_at": _iso(r.scheduled_at),
+        "started_at": _iso(r.started_at),
+        "completed_at": _iso(r.completed_at),
+        "statement_id": r.statement_id,
+        "error": r.error or None,
+        "spark_jobs": r.spark_jobs,
+    }

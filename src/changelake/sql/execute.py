@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
 from changelake.catalog import Catalog
+from changelake.catalog.model import TaskInfo
 from changelake.changelog.apply import apply_statement  # APPLY CHANGES
 from changelake.changelog.export import FileFormat, export  # export (COPY INTO)
 from changelake.clock import Clock
@@ -20,14 +21,16 @@ from changelake.dml.insert import insert
 from changelake.dml.merge import merge
 from changelake.dml.modify import delete, update
 from changelake.dml.result import StatementResult
+from changelake.dynamic import tasks as task_ddl
 from changelake.dynamic.create import (
     alter_dynamic_table,
     create_dynamic_table,
     drop_dynamic_table,
 )
+from changelake.dynamic.task_run import Finish, Runner, RunStatements, run_graph
 from changelake.errors import TransactionError
 from changelake.plan.bind import Binder
-from changelake.sql import ddl, dynamic, show
+from changelake.sql import ddl, dynamic, show, tasks
 from changelake.sql import statements as s
 from changelake.sql.explain import explain
 from changelake.sql.streams import create_stream, describe_stream, show_streams
@@ -35,7 +38,7 @@ from changelake.sql.table_functions import expand_table_functions
 from changelake.storage.maintenance import optimize, vacuum
 from changelake.storage.spark_errors import spark_errors
 from changelake.storage.warehouse import Warehouse
-from changelake.txn.context import StatementContext
+from changelake.txn.context import StatementContext, new_statement_id
 from changelake.txn.transaction import Transaction, TransactionSlot
 
 
@@ -149,6 +152,7 @@ _SHOW: dict[str, Callable[[Env, s.Show], DataFrame]] = {
     "CHANNELS": lambda env, st: show.show_channels(env.ctx, env.spark, st.table),
     "INTERNAL TABLES": lambda env, st: show.show_internal_tables(env.ctx, env.spark, st.table),
     "DYNAMIC TABLES": lambda env, _: dynamic.show_dynamic_tables(env.ctx, env.spark),
+    "TASKS": lambda env, _: tasks.show_tasks(env.ctx, env.spark),
 }
 
 HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
@@ -201,4 +205,105 @@ HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
     dynamic.DescribeDynamicTable: lambda env, st: dynamic.describe_dynamic_table(
         env.ctx, env.spark, st.name
     ),
+    tasks.CreateTask: lambda env, st: _create_task(env, st),
+    tasks.AlterTask: lambda env, st: _alter_task(env, st),
+    tasks.ExecuteTask: lambda env, st: _execute_task(env, st),
+    tasks.DropTask: lambda env, st: _drop_task(env, st),
+    tasks.DescribeTask: lambda env, st: tasks.describe_task(env.ctx, env.spark, st.name),
 }
+
+
+# -- tasks ----------------------------------------------------------------------------------------
+
+
+def _done(env: Env, operation: str, name: str, message: str) -> StatementResult:
+    return StatementResult(env.ctx.statement_id, operation, name.lower(), message=message)
+
+
+def _create_task(env: Env, st: tasks.CreateTask) -> StatementResult:
+    env.ctx.require_no_transaction("CREATE TASK")
+    for text in st.new.statements:
+        s.statement_of(parse_one(text))  # a statement changelake does not run is refused now
+    task_ddl.create_task(env.ctx, st.new)
+    return _done(
+        env,
+        "CREATE TASK",
+        st.new.name,
+        f"Task {st.new.name} created, suspended: ALTER TASK {st.new.name} RESUME starts it.",
+    )
+
+
+def _alter_task(env: Env, st: tasks.AlterTask) -> StatementResult:
+    env.ctx.require_no_transaction("ALTER TASK")
+    if st.if_exists and env.ctx.catalog.find_task(st.name) is None:
+        return _done(env, "ALTER TASK", st.name, f"Task {st.name} does not exist; nothing done.")
+    for text in st.args.get("body") or ():
+        s.statement_of(parse_one(text))
+    task_ddl.alter_task(env.ctx, st.name, st.action, st.args)
+    return _done(env, f"ALTER TASK {st.action}", st.name, f"Task {st.name}: {st.action} done.")
+
+
+def _drop_task(env: Env, st: tasks.DropTask) -> StatementResult:
+    env.ctx.require_no_transaction("DROP TASK")
+    dropped = task_ddl.drop_task(env.ctx, st.name, if_exists=st.if_exists)
+    message = f"Task {st.name} dropped." if dropped else f"Task {st.name} does not exist."
+    return _done(env, "DROP TASK", st.name, message)
+
+
+def _execute_task(env: Env, st: tasks.ExecuteTask) -> DataFrame:
+    """EXECUTE TASK: run the task's graph from it now, in this process (also without the
+    service); answers the runs it made."""
+    env.ctx.require_no_transaction("EXECUTE TASK")
+    found = task_ddl.task(env.ctx, st.name)
+    runner = Runner(
+        env.ctx,
+        env.spark,
+        body_runner(env.spark, env.warehouse, env.ctx.catalog, env.ctx.clock),
+        holder=f"session:{new_statement_id()[:8]}",
+        trigger="MANUAL",
+    )
+    done = run_graph(runner, found, scheduled_at=env.ctx.now())
+    rows = tasks.history_rows(env.ctx, None, None)
+    mine = [r for r in rows if r[2] == done.graph_run_id]
+    return env.spark.createDataFrame(list(reversed(mine)), tasks.HISTORY_COLUMNS)
+
+
+def body_runner(
+    spark: SparkSession, warehouse: Warehouse, catalog: Catalog, clock: Clock
+) -> RunStatements:
+    """How a task's statements run: DML and queries in one transaction that commits together
+    with the run's SUCCEEDED row; a single other statement (DDL, OPTIMIZE, ALTER DYNAMIC TABLE
+    ... REFRESH) on its own, then the row."""
+
+    def run(task: TaskInfo, finish: Finish) -> None:
+        texts = task.definition.statements
+        slot = TransactionSlot()
+        if len(texts) == 1 and not tasks.transactional(texts[0]):
+            execute(
+                texts[0],
+                spark=spark,
+                warehouse=warehouse,
+                catalog=catalog,
+                clock=clock,
+                transactions=slot,
+            )
+            catalog.commit([finish(new_statement_id())], clock=clock)
+            return
+        slot.current = Transaction(snapshot=catalog.snapshot())
+        for text in texts:
+            result = execute(
+                text,
+                spark=spark,
+                warehouse=warehouse,
+                catalog=catalog,
+                clock=clock,
+                transactions=slot,
+            )
+            if isinstance(parse_one(text), exp.Query):
+                with spark_errors(_label(text, parse_one(text))):
+                    result.write.format("noop").mode("overwrite").save()  # run it, for its errors
+        txn = slot.current
+        first = txn.staged[0].statement_id if txn.staged else new_statement_id()
+        catalog.commit([*txn.staged, finish(first)], clock=clock)
+
+    return run

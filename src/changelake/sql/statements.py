@@ -15,7 +15,7 @@ from sqlglot import exp
 from changelake import dialect as d
 from changelake.changelog.spec import ApplySpec, OpFormat  # APPLY CHANGES
 from changelake.errors import InvalidStatementError, UnsupportedError
-from changelake.sql import dynamic
+from changelake.sql import dynamic, tasks
 
 
 @dataclass(frozen=True)
@@ -257,6 +257,7 @@ Statement = (
     | ApplyChanges
     | Export
     | dynamic.DynamicStatement
+    | tasks.TaskStatement
 )
 
 
@@ -380,6 +381,7 @@ _BUILDERS: dict[type, Callable[..., Statement]] = {
     d.ApplyChanges: _apply_changes,
     exp.Copy: _export,
     **dynamic.BUILDERS,
+    **tasks.BUILDERS,
 }
 
 

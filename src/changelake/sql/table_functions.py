@@ -1,4 +1,5 @@
-"""Table functions in FROM: ``TABLE(DYNAMIC_TABLE_REFRESH_HISTORY([NAME => 'dt']))``. Each is
+"""Table functions in FROM: ``TABLE(DYNAMIC_TABLE_REFRESH_HISTORY([NAME => 'dt']))``,
+``TABLE(TASK_HISTORY([TASK_NAME => 't'] [, RESULT_LIMIT => n]))``. Each is
 evaluated from catalog metadata into a small DataFrame, which the query reads like a table."""
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from sqlglot import exp
 
 from changelake.errors import InvalidStatementError, UnsupportedError
 from changelake.plan.bind import Binder
+from changelake.sql import tasks
 from changelake.sql.dynamic import HISTORY_COLUMNS, history_rows
 from changelake.txn.context import StatementContext
 
@@ -18,8 +20,17 @@ def _refresh_history(ctx: StatementContext, spark: SparkSession, args: dict[str,
     return spark.createDataFrame(history_rows(ctx, args.get("NAME")), HISTORY_COLUMNS)
 
 
+def _task_history(ctx: StatementContext, spark: SparkSession, args: dict[str, str]) -> DataFrame:
+    limit = args.get("RESULT_LIMIT")
+    if limit is not None and not limit.isdigit():
+        raise InvalidStatementError(f"TASK_HISTORY: RESULT_LIMIT is a whole number, not {limit!r}.")
+    rows = tasks.history_rows(ctx, args.get("TASK_NAME"), None if limit is None else int(limit))
+    return spark.createDataFrame(rows, tasks.HISTORY_COLUMNS)
+
+
 _FUNCTIONS: dict[str, tuple[tuple[str, ...], Callable[..., DataFrame]]] = {
     "DYNAMIC_TABLE_REFRESH_HISTORY": (("NAME",), _refresh_history),
+    "TASK_HISTORY": (("TASK_NAME", "RESULT_LIMIT"), _task_history),
 }
 
 

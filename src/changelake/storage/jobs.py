@@ -3,6 +3,7 @@ a job group of its own, whose jobs the driver's status tracker lists."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,3 +27,27 @@ def counted_jobs(spark: SparkSession, description: str) -> Iterator[Callable[[],
     finally:
         sc.setLocalProperty(_GROUP, before[0])  # type: ignore[arg-type]
         sc.setLocalProperty(_DESCRIPTION, before[1])  # type: ignore[arg-type]
+
+
+@contextmanager
+def cancelled_after(spark: SparkSession, seconds: float) -> Iterator[Callable[[], bool]]:
+    """Cancel the jobs of this thread's job group (see ``counted_jobs``) from ``seconds`` from
+    now until the block ends (a job started after the deadline is cancelled too); yields a
+    function saying whether the deadline passed."""
+    sc = spark.sparkContext
+    group = sc.getLocalProperty(_GROUP)
+    late, done = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        if done.wait(seconds):
+            return
+        late.set()
+        while group is not None and not done.wait(0.1):
+            sc.cancelJobGroup(group)
+
+    watcher = threading.Thread(target=watch, name="changelake-timeout", daemon=True)
+    watcher.start()
+    try:
+        yield late.is_set
+    finally:
+        done.set()

@@ -1,0 +1,158 @@
+"""Tasks (``cl_tasks``) and their runs (``cl_task_runs``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from changelake.catalog import tables as t
+from changelake.catalog.model import TaskDefinition, TaskInfo, TaskOptions, TaskRun
+from changelake.errors import ConflictError
+
+_T, _R = t.tasks.c, t.task_runs.c
+
+
+def _info(row: Any) -> TaskInfo:
+    return TaskInfo(
+        task_id=row.task_id,
+        name=row.name,
+        definition=TaskDefinition(
+            sql=row.sql,
+            statements=tuple(json.loads(row.body)),
+            schedule=row.schedule,
+            after=tuple(json.loads(row.after)),
+            condition=row.condition,
+            options=TaskOptions(**json.loads(row.options)),
+        ),
+        state=row.state,
+        suspended_reason=row.suspended_reason,
+        failures=row.failures,
+        next_at=row.next_at,
+        created_at=row.created_at,
+    )
+
+
+def _live() -> Any:
+    return select(t.tasks).where(_T.dropped_at.is_(None))
+
+
+def find(conn: Connection, name: str) -> TaskInfo | None:
+    row = conn.execute(_live().where(_T.name == name.lower())).first()
+    return None if row is None else _info(row)
+
+
+def by_id(conn: Connection, task_id: int) -> TaskInfo | None:
+    row = conn.execute(_live().where(_T.task_id == task_id)).first()
+    return None if row is None else _info(row)
+
+
+def list_live(conn: Connection) -> list[TaskInfo]:
+    return [_info(r) for r in conn.execute(_live().order_by(_T.name))]
+
+
+def definition_fields(d: TaskDefinition) -> dict[str, Any]:
+    """The columns that hold ``d``."""
+    return {
+        "sql": d.sql,
+        "body": json.dumps(list(d.statements)),
+        "schedule": d.schedule,
+        "after": json.dumps(sorted(set(d.after))),
+        "condition": d.condition,
+        "options": json.dumps(dataclasses.asdict(d.options)),
+    }
+
+
+def insert(conn: Connection, name: str, d: TaskDefinition, *, now: float) -> int:
+    return conn.execute(
+        t.tasks.insert().values(
+            name=name.lower(),
+            state="suspended",  # as in Snowflake: a new task runs once it is resumed
+            suspended_reason="",
+            failures=0,
+            next_at=None,
+            created_at=now,
+            **definition_fields(d),
+        )
+    ).inserted_primary_key[0]
+
+
+def set_fields(conn: Connection, task_id: int, fields: dict[str, Any]) -> None:
+    conn.execute(t.tasks.update().where(_T.task_id == task_id).values(**fields))
+
+
+def drop(conn: Connection, task_id: int, *, now: float) -> None:
+    set_fields(conn, task_id, {"dropped_at": now, "next_at": None})
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+
+def _run(r: Any) -> TaskRun:
+    return TaskRun(
+        run_id=r.run_id,
+        task_id=r.task_id,
+        graph_run_id=r.graph_run_id,
+        attempt=r.attempt,
+        state=r.state,
+        trigger=r.trigger,
+        reason=r.reason,
+        scheduled_at=r.scheduled_at,
+        started_at=r.started_at,
+        completed_at=r.completed_at,
+        statement_id=r.statement_id,
+        error=r.error,
+        spark_jobs=r.spark_jobs,
+        holder=r.holder,
+    )
+
+
+def add_run(conn: Connection, run: TaskRun) -> int:
+    """Record ``run`` (its run id is assigned; a root's graph run id is its own run id)."""
+    values = dataclasses.asdict(run)
+    del values["run_id"]
+    run_id = conn.execute(t.task_runs.insert().values(**values)).inserted_primary_key[0]
+    if run.graph_run_id is None:
+        conn.execute(t.task_runs.update().where(_R.run_id == run_id).values(graph_run_id=run_id))
+    return run_id
+
+
+def finish(conn: Connection, run_id: int, fields: dict[str, Any]) -> bool:
+    """End an EXECUTING run with ``fields`` (state, completed_at, ...): False if it had ended."""
+    done = conn.execute(
+        t.task_runs.update().where(_R.run_id == run_id, _R.state == "EXECUTING").values(**fields)
+    )
+    return done.rowcount == 1
+
+
+def check_executing(conn: Connection, run_id: int, task: str) -> None:
+    """Refuse to commit the statement of a run that is no longer EXECUTING."""
+    state = conn.execute(select(_R.state).where(_R.run_id == run_id)).scalar()
+    if state != "EXECUTING":
+        raise ConflictError(
+            f"Task {task}'s run {run_id} was ended ({state}) by another process while it ran"
+            " (it was taken for dead); nothing it did was written."
+        )
+
+
+def runs(
+    conn: Connection,
+    *,
+    task_id: int | None = None,
+    graph_run_id: int | None = None,
+    state: str | None = None,
+    limit: int | None = None,
+) -> list[TaskRun]:
+    """Task runs, newest first."""
+    query = select(t.task_runs).order_by(_R.run_id.desc())
+    if task_id is not None:
+        query = query.where(_R.task_id == task_id)
+    if graph_run_id is not None:
+        query = query.where(_R.graph_run_id == graph_run_id)
+    if state is not None:
+        query = query.where(_R.state == state)
+    if limit is not None:
+        query = query.limit(limit)
+    return [_run(r) for r in conn.execute(query)]

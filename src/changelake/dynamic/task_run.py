@@ -1,0 +1,223 @@
+"""Running a task graph once: the root, then each task after its predecessors succeeded.
+
+Each task run is a history row, written EXECUTING when it starts; the run's statements commit
+together with the row's SUCCEEDED (``FinishTaskRun``, required still EXECUTING), so a run
+commits once: a process that died mid-run committed nothing, and the scheduler that takes over
+ends its row FAILED. A task whose WHEN condition is false, whose predecessor did not succeed, or
+that is suspended gets a SKIPPED row with the reason, and no Spark job. A failed run is retried
+TASK_AUTO_RETRY_ATTEMPTS times; one that runs longer than USER_TASK_TIMEOUT_MS is CANCELLED
+(its Spark jobs are cancelled and it commits nothing). A graph run with a failed task counts as a
+failure of its root, which SUSPEND_TASK_AFTER_NUM_FAILURES failures in a row suspend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+
+from changelake.catalog.model import TaskInfo, TaskRun
+from changelake.catalog.requests import (
+    AlterTask,
+    CommitRequest,
+    FinishTaskRun,
+    Requirement,
+    TaskRunExecuting,
+)
+from changelake.dynamic import task_spec
+from changelake.dynamic.tasks import graph_of
+from changelake.errors import ChangelakeError
+from changelake.storage.jobs import cancelled_after, counted_jobs
+from changelake.txn.context import StatementContext, new_statement_id
+
+Finish = Callable[[str], CommitRequest]
+# Runs a task's statements (the SQL layer's body runner): statements that can run in one
+# transaction commit together with ``finish(statement id)``; a single statement that cannot
+# (DDL, OPTIMIZE, ALTER DYNAMIC TABLE ... REFRESH) commits on its own, then ``finish`` does.
+RunStatements = Callable[[TaskInfo, Finish], None]
+
+
+@dataclass
+class GraphRun:
+    """What one graph run did: per task name, its final state."""
+
+    graph_run_id: int | None = None
+    states: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return any(s in ("FAILED", "CANCELLED") for s in self.states.values())
+
+
+@dataclass(frozen=True)
+class Runner:
+    """How runs are made: by whom (``holder``), why (``trigger``), under which requirements (the
+    scheduler's lease), with which body runner."""
+
+    ctx: StatementContext
+    spark: SparkSession
+    run_statements: RunStatements
+    holder: str
+    trigger: str  # SCHEDULED | TRIGGERED | MANUAL
+    requirements: tuple[Requirement, ...] = ()
+
+
+def run_graph(
+    runner: Runner, root: TaskInfo, *, scheduled_at: float, next_at: float | None = None
+) -> GraphRun:
+    """Run ``root``'s graph once. ``next_at`` moves the root's next scheduled run in the same
+    catalog transaction as its first row (a scheduled slot is taken once)."""
+    ctx = runner.ctx
+    done = GraphRun()
+    by_id = {}
+    for t in graph_of(ctx.catalog.list_tasks(), root):
+        by_id[t.task_id] = t
+        reason = _skip_reason(ctx, t, root, done, by_id)
+        if reason:
+            _add(runner, t, done, scheduled_at, next_at, state="SKIPPED", reason=reason)
+        else:
+            _execute(runner, t, done, scheduled_at, next_at)
+        next_at = None
+    if runner.trigger != "MANUAL":
+        _count_failure(runner, root, done)
+    return done
+
+
+def _skip_reason(
+    ctx: StatementContext, t: TaskInfo, root: TaskInfo, done: GraphRun, by_id: dict[int, TaskInfo]
+) -> str:
+    if t.task_id != root.task_id:
+        for before in t.definition.after:
+            if before in by_id and done.states[by_id[before].name] != "SUCCEEDED":
+                name = by_id[before].name
+                return f"predecessor {name} did not succeed ({done.states[name]})"
+        if t.state != "started":
+            return "the task is suspended"
+    if t.definition.condition is not None:
+        tree = task_spec.condition(t.definition.condition, about=f"task {t.name}")
+        if not task_spec.holds(ctx, tree):
+            return f"WHEN {t.definition.condition} was false"
+    return ""
+
+
+def _add(
+    runner: Runner,
+    t: TaskInfo,
+    done: GraphRun,
+    scheduled_at: float,
+    next_at: float | None,
+    *,
+    state: str,
+    reason: str = "",
+    attempt: int = 1,
+) -> int:
+    now = runner.ctx.now()
+    run_id = runner.ctx.catalog.add_task_run(
+        TaskRun(
+            run_id=0,
+            task_id=t.task_id,
+            graph_run_id=done.graph_run_id,
+            attempt=attempt,
+            state=state,
+            trigger=runner.trigger,
+            reason=reason,
+            scheduled_at=scheduled_at,
+            started_at=now,
+            completed_at=None if state == "EXECUTING" else now,
+            statement_id=None,
+            error="",
+            spark_jobs=0,
+            holder=runner.holder,
+        ),
+        next_at=next_at,
+    )
+    if done.graph_run_id is None:
+        done.graph_run_id = run_id
+    done.states[t.name] = state
+    return run_id
+
+
+def _execute(
+    runner: Runner, t: TaskInfo, done: GraphRun, scheduled_at: float, next_at: float | None
+) -> None:
+    options = t.definition.options
+    for attempt in range(1, options.auto_retry_attempts + 2):
+        run_id = _add(runner, t, done, scheduled_at, next_at, state="EXECUTING", attempt=attempt)
+        next_at = None
+        state = _attempt(runner, t, run_id)
+        done.states[t.name] = state
+        if state == "SUCCEEDED":
+            return
+
+
+def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> str:
+    timeout = t.definition.options.timeout_ms / 1000
+
+    with counted_jobs(runner.spark, f"task {t.name}") as jobs:
+
+        def finish(statement_id: str) -> CommitRequest:
+            fields = (
+                ("state", "SUCCEEDED"),
+                ("statement_id", statement_id),
+                ("spark_jobs", jobs()),
+            )
+            return CommitRequest(
+                new_statement_id(),
+                "TASK RUN",
+                updates=(FinishTaskRun(run_id, fields),),
+                requirements=(TaskRunExecuting(run_id, t.name), *runner.requirements),
+            )
+
+        with cancelled_after(runner.spark, timeout) as timed_out:
+            try:
+                runner.run_statements(t, finish)
+                return "SUCCEEDED"
+            except Exception as e:  # noqa: BLE001 - any failure ends the run; the scheduler goes on
+                cancelled = timed_out()
+                error = str(e) if isinstance(e, ChangelakeError) else f"{type(e).__name__}: {e}"
+                state = "CANCELLED" if cancelled else "FAILED"
+                reason = (
+                    f"ran longer than USER_TASK_TIMEOUT_MS = {t.definition.options.timeout_ms}"
+                    if cancelled
+                    else ""
+                )
+                fields = {
+                    "state": state,
+                    "reason": reason,
+                    "error": error.splitlines()[0] if error else "",
+                    "spark_jobs": jobs(),
+                    "completed_at": runner.ctx.now(),
+                }
+                runner.ctx.catalog.end_task_run(run_id, fields)
+                return state
+
+
+def _count_failure(runner: Runner, root: TaskInfo, done: GraphRun) -> None:
+    """A failed graph run counts against its root; enough in a row suspend it."""
+    current = runner.ctx.catalog.task_by_id(root.task_id)
+    if current is None:
+        return
+    failures = current.failures + 1 if done.failed else 0
+    if failures == current.failures:
+        return
+    fields: dict[str, object] = {"failures": failures}
+    limit = current.definition.options.suspend_after_failures
+    if done.failed and limit and failures >= limit:
+        fields.update(
+            state="suspended",
+            next_at=None,
+            suspended_reason=f"suspended after {failures} failed runs in a row"
+            f" (SUSPEND_TASK_AFTER_NUM_FAILURES = {limit})",
+        )
+    runner.ctx.catalog.commit(
+        [
+            CommitRequest(
+                new_statement_id(),
+                "TASK RUN",
+                updates=(AlterTask(root.task_id, tuple(fields.items())),),
+                requirements=runner.requirements,
+            )
+        ],
+        clock=runner.ctx.clock,
+    )

@@ -1,0 +1,121 @@
+"""Which task graphs are due, for the scheduler (``scheduler.py``) to run in its round.
+
+A started root with a SCHEDULE is due once its ``next_at`` has come; taking the slot moves
+``next_at`` to the next one in the same catalog transaction as the root's first run row, so a
+slot runs once however many schedulers race for it (only the lease holder runs any). Slots missed
+while no scheduler ran are not made up (as in Snowflake): the next one is after now. Slots that
+pass while the graph still runs are SKIPPED unless ALLOW_OVERLAPPING_EXECUTION = TRUE, with which
+the next one runs right after (one scheduler thread runs one graph at a time). A started root
+with a WHEN condition and no schedule is *triggered*: due when its condition holds (a catalog
+query) and its last run started at least USER_TASK_MINIMUM_TRIGGER_INTERVAL_IN_SECONDS ago.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from changelake.catalog import Catalog
+from changelake.catalog.model import TaskInfo, TaskRun
+from changelake.dynamic import task_spec
+from changelake.dynamic.task_run import GraphRun, Runner, run_graph
+from changelake.dynamic.tasks import is_root, schedule_of
+from changelake.txn.context import StatementContext
+
+_MAX_SKIPPED = 10  # slots recorded as SKIPPED after one long graph run
+
+
+@dataclass(frozen=True)
+class Due:
+    root: TaskInfo
+    trigger: str  # SCHEDULED | TRIGGERED
+    scheduled_at: float
+    next_at: float | None  # where the root's schedule moves when this slot is taken
+
+
+def due_graphs(ctx: StatementContext) -> list[Due]:
+    """The task graphs to run now."""
+    now = ctx.now()
+    found = []
+    for t in ctx.catalog.list_tasks():
+        if t.state != "started" or not is_root(t):
+            continue
+        schedule = schedule_of(t)
+        if schedule is not None:
+            if t.next_at is None or t.next_at > now:
+                continue
+            following = schedule.next_after(t.next_at)
+            if following <= now:
+                following = schedule.next_after(now)
+            found.append(Due(t, "SCHEDULED", t.next_at, following))
+        elif t.definition.condition is not None and _may_trigger(ctx, t, now):
+            found.append(Due(t, "TRIGGERED", now, None))
+    return found
+
+
+def _may_trigger(ctx: StatementContext, t: TaskInfo, now: float) -> bool:
+    last = ctx.catalog.task_runs(task_id=t.task_id, limit=1)
+    if last and now - (last[0].started_at or 0.0) < t.definition.options.min_trigger_interval:
+        return False
+    assert t.definition.condition is not None
+    return task_spec.holds(ctx, task_spec.condition(t.definition.condition, about=t.name))
+
+
+def run_due(runner: Runner, due: Due) -> GraphRun:
+    """Run one due graph; then skip the slots that passed while it ran (no overlap)."""
+    done = run_graph(runner, due.root, scheduled_at=due.scheduled_at, next_at=due.next_at)
+    if due.trigger == "SCHEDULED" and not due.root.definition.options.allow_overlapping:
+        _skip_passed(runner, due.root.task_id, runner.ctx.catalog)
+    return done
+
+
+def _skip_passed(runner: Runner, task_id: int, catalog: Catalog) -> None:
+    t = catalog.task_by_id(task_id)
+    schedule = None if t is None else schedule_of(t)
+    if t is None or schedule is None or t.next_at is None:
+        return
+    now = runner.ctx.now()
+    slot = t.next_at
+    for _ in range(_MAX_SKIPPED):
+        if slot > now:
+            break
+        following = schedule.next_after(slot)
+        catalog.add_task_run(
+            TaskRun(
+                run_id=0,
+                task_id=task_id,
+                graph_run_id=None,
+                attempt=1,
+                state="SKIPPED",
+                trigger="SCHEDULED",
+                reason="the previous graph run was still executing"
+                " (ALLOW_OVERLAPPING_EXECUTION = FALSE)",
+                scheduled_at=slot,
+                started_at=None,
+                completed_at=now,
+                statement_id=None,
+                error="",
+                spark_jobs=0,
+                holder=runner.holder,
+            ),
+            next_at=following if following > now else schedule.next_after(now),
+        )
+        slot = following
+
+
+def end_orphaned_runs(catalog: Catalog, holder: str, now: float) -> int:
+    """End the EXECUTING runs a scheduler other than ``holder`` left (it died or lost its
+    lease): FAILED, nothing they did was committed. How many."""
+    ended = 0
+    for run in catalog.task_runs(state="EXECUTING"):
+        if run.trigger != "MANUAL" and run.holder != holder:
+            ended += catalog.end_task_run(
+                run.run_id,
+                {
+                    "state": "FAILED",
+                    "reason": "the scheduler running it stopped before it finished",
+                    "error": f"{run.holder} stopped (or lost its lease) during the run; nothing"
+                    " it did was committed",
+                    "completed_at": now,
+                },
+            )
+    return ended
