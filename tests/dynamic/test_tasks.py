@@ -12,8 +12,9 @@ import pytest
 from tests.conftest import rows
 from tests.dynamic.test_scheduler import session_resources
 
-from changelake.catalog.model import TaskRun
+from changelake.catalog.model import RunClaim, TaskRun
 from changelake.catalog.requests import CommitRequest, FinishTaskRun, TaskRunExecuting
+from changelake.dialect import parse_one, split_statements
 from changelake.dynamic.scheduler import Resources, Scheduler, SchedulerSettings
 from changelake.errors import (
     ChangelakeError,
@@ -37,10 +38,11 @@ def base(session, clock):
 ARCHIVE = "INSERT INTO arch SELECT k, v FROM st WHERE METADATA$ACTION = 'INSERT'"
 
 
-def _runs(session, name: str | None = None) -> list[dict]:
-    """TASK_HISTORY oldest first, as dicts."""
+def _runs(session, name: str | None = None, *, scheduled: bool = False) -> list[dict]:
+    """TASK_HISTORY oldest first, as dicts; with ``scheduled``, the next scheduled runs too."""
     df = session.tasks(name, history=True)
-    return [r.asDict() for r in reversed(df.collect())]
+    found = [r.asDict() for r in reversed(df.collect())]
+    return [r for r in found if scheduled or r["state"] != "SCHEDULED"]
 
 
 def _scheduler(session, resources: Resources | None = None) -> Scheduler:
@@ -223,6 +225,8 @@ def test_the_scheduler_runs_a_scheduled_graph_on_time_once_per_slot(base, clock)
     scheduler = _scheduler(base)
     scheduler.step()
     assert scheduler.graph_runs == []  # not yet time
+    (next_run,) = _runs(base, scheduled=True)
+    assert (next_run["name"], next_run["state"], next_run["run_id"]) == ("root", "SCHEDULED", None)
     clock.advance(seconds=60)
     scheduler.step()
     assert [g.states for g in scheduler.graph_runs] == [{"root": "SUCCEEDED", "child": "SUCCEEDED"}]
@@ -369,3 +373,89 @@ def test_task_history_is_a_table_function(base, clock):
     )
     assert found == [("t1", "SUCCEEDED")] * 2
     assert len(rows(base.sql("SELECT * FROM TABLE(TASK_HISTORY(RESULT_LIMIT => 2))"))) == 2
+
+
+def test_a_graph_runs_once_at_a_time_and_a_stale_manual_run_is_ended(base, clock):
+    base.sql("CREATE TASK t1 USER_TASK_TIMEOUT_MS = 1000 AS INSERT INTO arch VALUES (1, 1)")
+    task_id = base.catalog.find_task("t1").task_id
+    now = clock.now()
+    other = TaskRun(
+        0, task_id, None, 1, "EXECUTING", "MANUAL", "", now, now, None, None, "", 0, "session:other"
+    )
+    run_id = base.catalog.add_task_run(other)
+    ran = base.sql("EXECUTE TASK t1").collect()
+    assert [(r.state, r.reason) for r in ran] == [
+        (
+            "SKIPPED",
+            f"run {run_id} of the graph was still executing (ALLOW_OVERLAPPING_EXECUTION = FALSE)",
+        )
+    ]
+    assert rows(base.sql("SELECT * FROM arch")) == []
+    clock.advance(seconds=30)
+    _scheduler(base).step()  # a manual run is not ended while its process may still run it
+    assert [r["state"] for r in _runs(base) if r["run_id"] == run_id] == ["EXECUTING"]
+    clock.advance(seconds=60)
+    _scheduler(base).step()  # past its timeout (and a minute): its process is gone
+    assert [r["state"] for r in _runs(base) if r["run_id"] == run_id] == ["FAILED"]
+    assert [r.state for r in base.sql("EXECUTE TASK t1").collect()] == ["SUCCEEDED"]
+
+
+def test_a_slot_is_taken_once(base, clock):
+    base.sql("CREATE TASK t1 SCHEDULE = '10 SECONDS' AS INSERT INTO arch VALUES (1, 1)")
+    base.sql("ALTER TASK t1 RESUME")
+    t = base.catalog.find_task("t1")
+    slot = t.next_at
+    run = TaskRun(
+        0, t.task_id, None, 1, "SKIPPED", "SCHEDULED", "", slot, slot, slot, None, "", 0, "a"
+    )
+    claim = RunClaim(seen_next_at=slot, next_at=slot + 10)
+    assert base.catalog.add_task_run(run, claim) is not None
+    assert base.catalog.add_task_run(run, claim) is None  # the slot has moved: taken
+    assert base.catalog.find_task("t1").next_at == slot + 10
+
+
+def test_a_task_whose_stream_was_dropped_fails_saying_so(base, clock):
+    base.sql("CREATE STREAM st2 ON TABLE src")
+    base.sql("CREATE TASK t1 WHEN SYSTEM$STREAM_HAS_DATA('st2') AS SELECT 1")
+    base.sql("CREATE TASK t2 SCHEDULE = '10 SECONDS' AS INSERT INTO arch VALUES (2, 2)")
+    base.sql("ALTER TASK t1 RESUME;")  # a statement's own ';' is fine
+    base.sql("ALTER TASK t2 RESUME")
+    base.sql("DROP STREAM st2")
+    ran = base.sql("EXECUTE TASK t1").collect()
+    assert [r.state for r in ran] == ["FAILED"] and "st2" in ran[0].error_message
+    clock.advance(seconds=40)
+    scheduler = _scheduler(base)
+    scheduler.step()  # the broken task fails again; the other one runs all the same
+    assert {n: s for g in scheduler.graph_runs for n, s in g.states.items()} == {
+        "t1": "FAILED",
+        "t2": "SUCCEEDED",
+    }
+
+
+def test_children_retry_as_their_root_says(base, clock):
+    base.sql("INSERT INTO src VALUES (0, 0)")
+    base.sql("CREATE TASK root TASK_AUTO_RETRY_ATTEMPTS = 2 AS INSERT INTO arch VALUES (1, 1)")
+    base.sql("CREATE TASK child AFTER root AS INSERT INTO arch SELECT k, 1 / k FROM src")
+    base.sql("ALTER TASK child RESUME")
+    ran = base.sql("EXECUTE TASK root").collect()
+    assert [(r.name, r.state, r.attempt_number) for r in ran] == [
+        ("root", "SUCCEEDED", 1),
+        ("child", "FAILED", 1),
+        ("child", "FAILED", 2),
+        ("child", "FAILED", 3),
+    ]
+
+
+def test_a_script_keeps_a_task_body_together():
+    text = (
+        "CREATE TASK t AS BEGIN INSERT INTO x VALUES ('a; COMMIT'); -- ; COMMIT\n"
+        ' DELETE FROM x; COMMIT; SELECT 2; CREATE TASK "select" AS SELECT 1;'
+    )
+    assert split_statements(text) == [
+        "CREATE TASK t AS BEGIN INSERT INTO x VALUES ('a; COMMIT'); -- ; COMMIT\n"
+        " DELETE FROM x; COMMIT",
+        "SELECT 2",
+        'CREATE TASK "select" AS SELECT 1',
+    ]
+    tree = parse_one(split_statements(text)[0])
+    assert tree.args["body"] == ["INSERT INTO x VALUES ('a; COMMIT')", "DELETE FROM x"]

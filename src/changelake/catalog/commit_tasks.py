@@ -65,8 +65,12 @@ def _check_acyclic(state: CommitState, changed: int) -> None:
     """Refuse predecessors that lead back to the task ``changed``."""
     tasks = {t.task_id: t for t in task_repo.list_live(state.conn)}
     path: list[int] = []
+    seen: set[int] = set()
 
     def visit(task_id: int) -> None:
+        if task_id in seen:
+            return  # reached by another path: no cycle through it
+        seen.add(task_id)
         path.append(task_id)
         for before in tasks[task_id].definition.after:
             if before == changed:

@@ -299,3 +299,18 @@ class TaskRun:
     error: str
     spark_jobs: int
     holder: str
+
+
+@dataclass(frozen=True)
+class RunClaim:
+    """What starting a task run requires (``Catalog.add_task_run``): the scheduler's lease at
+    ``epoch`` (None: a manual run), the task's next scheduled run still at ``seen_next_at`` and
+    moved to ``next_at`` (None: no slot taken), and, unless ``overlap``, no run of ``graph``
+    (task ids) executing."""
+
+    lease: str | None = None
+    epoch: int | None = None
+    seen_next_at: float | None = None
+    next_at: float | None = None
+    graph: tuple[int, ...] = ()
+    overlap: bool = True

@@ -27,6 +27,7 @@ from changelake.catalog.model import (
     DynamicTableInfo,
     LiveFile,
     RefreshInfo,
+    RunClaim,
     Snapshot,
     StreamInfo,
     TableInfo,
@@ -273,15 +274,16 @@ class Catalog:
         with reading(self.engine) as conn:
             return task_repo.list_live(conn)
 
-    def add_task_run(self, run: TaskRun, *, next_at: float | None = None) -> int:
-        """Record a task run (EXECUTING when it starts, or SKIPPED); its id. With ``next_at``,
-        the task's next scheduled run moves there in the same transaction."""
+    def add_task_run(self, run: TaskRun, claim: RunClaim | None = None) -> int | None:
+        """Record a task run (EXECUTING when it starts, or SKIPPED); its id. Under ``claim``,
+        in the same transaction: the lease is still held, the task's next scheduled run moves
+        from where the claimant saw it, and no other run of the graph is executing; else
+        nothing is written and the answer is None (or, for an overlapping run, a SKIPPED row).
+        """
 
-        def attempt() -> int:
+        def attempt() -> int | None:
             with writing(self.engine) as conn:
-                if next_at is not None:
-                    task_repo.set_fields(conn, run.task_id, {"next_at": next_at})
-                return task_repo.add_run(conn, run)
+                return task_repo.claim_and_add(conn, run, claim, postgres=self._is_postgres)
 
         return retrying(attempt)
 

@@ -8,8 +8,9 @@ from typing import Any
 
 from sqlalchemy import Connection, select
 
+from changelake.catalog import lease_repo
 from changelake.catalog import tables as t
-from changelake.catalog.model import TaskDefinition, TaskInfo, TaskOptions, TaskRun
+from changelake.catalog.model import RunClaim, TaskDefinition, TaskInfo, TaskOptions, TaskRun
 from changelake.errors import ConflictError
 
 _T, _R = t.tasks.c, t.task_runs.c
@@ -117,6 +118,40 @@ def add_run(conn: Connection, run: TaskRun) -> int:
     if run.graph_run_id is None:
         conn.execute(t.task_runs.update().where(_R.run_id == run_id).values(graph_run_id=run_id))
     return run_id
+
+
+def claim_and_add(
+    conn: Connection, run: TaskRun, claim: RunClaim | None, *, postgres: bool
+) -> int | None:
+    """``add_run`` under ``claim`` (see ``RunClaim``): None if the lease or the slot was lost;
+    a SKIPPED run instead of ``run`` if another run of its graph is executing."""
+    if claim is not None:
+        if claim.lease is not None and claim.epoch is not None:
+            try:
+                lease_repo.check_held(conn, claim.lease, claim.epoch, postgres=postgres)
+            except ConflictError:
+                return None
+        if claim.next_at is not None:
+            moved = conn.execute(
+                t.tasks.update()
+                .where(_T.task_id == run.task_id, _T.next_at == claim.seen_next_at)
+                .values(next_at=claim.next_at)
+            )
+            if moved.rowcount != 1:
+                return None  # another scheduler took the slot
+        if not claim.overlap and claim.graph:
+            busy = conn.execute(
+                select(_R.run_id).where(_R.state == "EXECUTING", _R.task_id.in_(claim.graph))
+            ).first()
+            if busy is not None and run.state == "EXECUTING":
+                run = dataclasses.replace(
+                    run,
+                    state="SKIPPED",
+                    completed_at=run.started_at,
+                    reason=f"run {busy.run_id} of the graph was still executing"
+                    " (ALLOW_OVERLAPPING_EXECUTION = FALSE)",
+                )
+    return add_run(conn, run)
 
 
 def finish(conn: Connection, run_id: int, fields: dict[str, Any]) -> bool:

@@ -124,7 +124,10 @@ class _Reader:
     """A cursor over one task statement's tokens."""
 
     def __init__(self, text: str, tokens: Sequence[Token]):
-        self.text, self.tokens, self.i = text, list(tokens), 0
+        found = list(tokens)
+        while found and found[-1].token_type == TokenType.SEMICOLON:
+            found.pop()  # the statement's own terminator
+        self.text, self.tokens, self.i = text, found, 0
 
     @property
     def word(self) -> str:
@@ -198,6 +201,8 @@ class _Reader:
                     )
                 first = i + 1
         self.i = len(self.tokens)
+        if not statements:
+            raise InvalidStatementError(f"{about}: expected a statement after AS.")
         opening = statements[0].split(maxsplit=1)
         if opening[0].upper() == "BEGIN":
             if statements[-1].strip().upper() not in ("COMMIT", "END"):
@@ -243,7 +248,6 @@ def parse_task(text: str, tokens: Sequence[Token]) -> exp.Expression:
     else:
         r.i = 2  # DESCRIBE | DESC TASK
         tree = DescribeTask(this=exp.to_identifier(r.name("DESCRIBE TASK")))
-    r.take(";")
     r.end(tree.key.upper())
     return tree
 

@@ -17,6 +17,7 @@ predecessor left EXECUTING (FAILED: nothing of them was committed).
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -39,6 +40,8 @@ from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
 LEASE = "scheduler"
+_POOL = "spark.scheduler.pool"
+_log = logging.getLogger("changelake.scheduler")
 
 
 @dataclass(frozen=True)
@@ -84,28 +87,61 @@ class Scheduler:
     # -- rounds -------------------------------------------------------------------------------
 
     def step(self) -> Round | None:
-        """One round: renew the lease, then refresh the dynamic tables that are due (their
-        Round; None: none was) and run the task graphs that are due (``graph_runs``)."""
+        """One round: renew the lease, run the task graphs that are due (``graph_runs``), then
+        refresh the dynamic tables that are due (their Round; None: none was)."""
+        if self.renew() is None:
+            self.graph_runs = []
+            return None
+        self.run_tasks()
+        return self.refresh_tables()
+
+    def renew(self) -> int | None:
+        """Take or renew the lease: its epoch, or None while another scheduler holds it. The
+        holder ends the runs nobody will finish (``end_orphaned_runs``)."""
         epoch = self.catalog.acquire_lease(
             LEASE, self.holder, ttl=self.settings.lease, clock=self.clock
         )
-        if epoch is not None and epoch != self.epoch:
+        if epoch is not None:
             end_orphaned_runs(self.catalog, self.holder, self.clock.now())
-        self.epoch, self.graph_runs = epoch, []
-        if self.epoch is None:
+        self.epoch = epoch
+        return epoch
+
+    def run_tasks(self) -> list[GraphRun]:
+        """Run the task graphs that are due (under the lease held)."""
+        self.graph_runs = []
+        epoch = self.epoch
+        if epoch is None:
+            return []
+        ctx = StatementContext(self.catalog, self.clock, None)
+        graphs = due_graphs(ctx)
+        if graphs:
+            resources = self._resources("tasks")
+            held = (LeaseHeld(LEASE, epoch),)
+            for graph in graphs:
+                runner = Runner(
+                    ctx, resources.spark, resources.run_statements, self.holder, graph.trigger, held
+                )
+                try:
+                    self.graph_runs.append(run_due(runner, graph))
+                except ChangelakeError as e:  # one graph's trouble does not hold up the others
+                    _log.warning("changelake scheduler: task %s: %s", graph.root.name, e)
+        return self.graph_runs
+
+    def refresh_tables(self) -> Round | None:
+        """Refresh the dynamic tables that are due (under the lease held)."""
+        epoch = self.epoch
+        due = self.due() if epoch is not None else []
+        if epoch is None or not due:
             return None
         ctx = StatementContext(self.catalog, self.clock, None)
-        due, graphs = self.due(), due_graphs(ctx)
-        if not due and not graphs:
-            return None
+        return self._refresh(ctx, self._resources("refreshes"), due, (LeaseHeld(LEASE, epoch),))
+
+    def _resources(self, pool: str) -> Resources:
+        """Spark and the rest (started on first use), this thread's jobs in Spark scheduler
+        pool ``pool``: task runs and refreshes share the cores instead of queueing."""
         resources = self._connect()
-        held = (LeaseHeld(LEASE, self.epoch),)
-        for graph in graphs:
-            runner = Runner(
-                ctx, resources.spark, resources.run_statements, self.holder, graph.trigger, held
-            )
-            self.graph_runs.append(run_due(runner, graph))
-        return self._refresh(ctx, resources, due, held) if due else None
+        resources.spark.sparkContext.setLocalProperty(_POOL, pool)
+        return resources
 
     def _refresh(
         self,
@@ -155,17 +191,41 @@ class Scheduler:
     # -- running ------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
-        """Run rounds until ``stop`` is set; then give up the lease."""
+        """Until ``stop`` is set: renew the lease every tick (a heartbeat of its own, so a long
+        refresh does not let it lapse), refresh dynamic tables and run task graphs (a thread
+        each, so neither waits for the other); then give up the lease."""
+        workers = [
+            threading.Thread(target=self._loop, args=(stop, work), name=name, daemon=True)
+            for name, work in (
+                ("changelake-refreshes", self.refresh_tables),
+                ("changelake-tasks", self.run_tasks),
+            )
+        ]
         try:
-            while not stop.is_set():
-                try:
-                    self.step()
-                except ChangelakeError:
-                    pass  # a lost lease or a catalog hiccup: the next round tries again
-                stop.wait(self.settings.tick)
+            self._loop(stop, self.renew, workers)
         finally:
+            for worker in workers:
+                worker.join()
             if self.epoch is not None:
                 self.catalog.release_lease(LEASE, self.holder)
+
+    def _loop(
+        self,
+        stop: threading.Event,
+        work: Callable[[], object],
+        workers: list[threading.Thread] | None = None,
+    ) -> None:
+        while not stop.is_set():
+            try:
+                work()
+            except ChangelakeError:
+                pass  # a lost lease or a catalog hiccup: the next round tries again
+            except Exception:  # noqa: BLE001 - the service goes on; the log says why
+                _log.exception("changelake scheduler: %s failed; trying again", work.__name__)
+            for worker in workers or ():
+                if not worker.is_alive() and worker.ident is None:
+                    worker.start()  # once the lease was first tried: Spark starts in them
+            stop.wait(self.settings.tick)
 
 
 class HostedScheduler:

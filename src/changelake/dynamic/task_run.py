@@ -5,7 +5,7 @@ together with the row's SUCCEEDED (``FinishTaskRun``, required still EXECUTING),
 commits once: a process that died mid-run committed nothing, and the scheduler that takes over
 ends its row FAILED. A task whose WHEN condition is false, whose predecessor did not succeed, or
 that is suspended gets a SKIPPED row with the reason, and no Spark job. A failed run is retried
-TASK_AUTO_RETRY_ATTEMPTS times; one that runs longer than USER_TASK_TIMEOUT_MS is CANCELLED
+TASK_AUTO_RETRY_ATTEMPTS (the root's) times; one that runs longer than USER_TASK_TIMEOUT_MS is CANCELLED
 (its Spark jobs are cancelled and it commits nothing). A graph run with a failed task counts as a
 failure of its root, which SUSPEND_TASK_AFTER_NUM_FAILURES failures in a row suspend.
 """
@@ -17,17 +17,18 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from changelake.catalog.model import TaskInfo, TaskRun
+from changelake.catalog.model import RunClaim, TaskInfo, TaskRun
 from changelake.catalog.requests import (
     AlterTask,
     CommitRequest,
     FinishTaskRun,
+    LeaseHeld,
     Requirement,
     TaskRunExecuting,
 )
 from changelake.dynamic import task_spec
 from changelake.dynamic.tasks import graph_of
-from changelake.errors import ChangelakeError
+from changelake.errors import ChangelakeError, ConflictError
 from changelake.storage.jobs import cancelled_after, counted_jobs
 from changelake.txn.context import StatementContext, new_statement_id
 
@@ -64,24 +65,56 @@ class Runner:
 
 
 def run_graph(
-    runner: Runner, root: TaskInfo, *, scheduled_at: float, next_at: float | None = None
+    runner: Runner,
+    root: TaskInfo,
+    *,
+    scheduled_at: float,
+    slot: tuple[float, float] | None = None,
 ) -> GraphRun:
-    """Run ``root``'s graph once. ``next_at`` moves the root's next scheduled run in the same
-    catalog transaction as its first row (a scheduled slot is taken once)."""
+    """Run ``root``'s graph once. ``slot`` (the root's next scheduled run as seen, and where it
+    moves) is taken in the same catalog transaction as the root's first row, so a slot runs
+    once; a graph whose run is still executing is not started again (a SKIPPED row), unless
+    the root allows overlapping runs."""
     ctx = runner.ctx
     done = GraphRun()
-    by_id = {}
-    for t in graph_of(ctx.catalog.list_tasks(), root):
+    graph = graph_of(ctx.catalog.list_tasks(), root)
+    claim: RunClaim | None = claim_of(
+        runner,
+        seen_next_at=slot[0] if slot else None,
+        next_at=slot[1] if slot else None,
+        graph=tuple(t.task_id for t in graph),
+        overlap=root.definition.options.allow_overlapping,
+    )
+    by_id: dict[int, TaskInfo] = {}
+    retries = root.definition.options.auto_retry_attempts  # a graph's, as in Snowflake
+    for t in graph:
         by_id[t.task_id] = t
-        reason = _skip_reason(ctx, t, root, done, by_id)
-        if reason:
-            _add(runner, t, done, scheduled_at, next_at, state="SKIPPED", reason=reason)
+        try:
+            reason = _skip_reason(ctx, t, root, done, by_id)
+        except ChangelakeError as e:  # e.g. its WHEN names a dropped stream
+            if _add(runner, t, done, scheduled_at, claim, state="FAILED", error=str(e)) is None:
+                return done
         else:
-            _execute(runner, t, done, scheduled_at, next_at)
-        next_at = None
+            state = "SKIPPED" if reason else "EXECUTING"
+            run_id = _add(runner, t, done, scheduled_at, claim, state=state, reason=reason)
+            if run_id is None or (claim is not None and done.states[t.name] != state):
+                return done  # the slot or the lease was lost, or the graph is running
+            if state == "EXECUTING":
+                _execute(runner, t, done, scheduled_at, run_id, retries)
+        claim = None
     if runner.trigger != "MANUAL":
         _count_failure(runner, root, done)
     return done
+
+
+def claim_of(runner: Runner, **fields: object) -> RunClaim:
+    """What starting a run of ``runner`` requires: its lease (if any) and ``fields``."""
+    lease = next((r for r in runner.requirements if isinstance(r, LeaseHeld)), None)
+    return RunClaim(
+        lease=lease.name if lease else None,
+        epoch=lease.epoch if lease else None,
+        **fields,  # type: ignore[arg-type]
+    )
 
 
 def _skip_reason(
@@ -106,52 +139,60 @@ def _add(
     t: TaskInfo,
     done: GraphRun,
     scheduled_at: float,
-    next_at: float | None,
+    claim: RunClaim | None,
     *,
     state: str,
     reason: str = "",
+    error: str = "",
     attempt: int = 1,
-) -> int:
+) -> int | None:
     now = runner.ctx.now()
-    run_id = runner.ctx.catalog.add_task_run(
-        TaskRun(
-            run_id=0,
-            task_id=t.task_id,
-            graph_run_id=done.graph_run_id,
-            attempt=attempt,
-            state=state,
-            trigger=runner.trigger,
-            reason=reason,
-            scheduled_at=scheduled_at,
-            started_at=now,
-            completed_at=None if state == "EXECUTING" else now,
-            statement_id=None,
-            error="",
-            spark_jobs=0,
-            holder=runner.holder,
-        ),
-        next_at=next_at,
+    run = TaskRun(
+        run_id=0,
+        task_id=t.task_id,
+        graph_run_id=done.graph_run_id,
+        attempt=attempt,
+        state=state,
+        trigger=runner.trigger,
+        reason=reason,
+        scheduled_at=scheduled_at,
+        started_at=now,
+        completed_at=None if state == "EXECUTING" else now,
+        statement_id=None,
+        error=error,
+        spark_jobs=0,
+        holder=runner.holder,
     )
+    run_id = runner.ctx.catalog.add_task_run(run, claim)
+    if run_id is None:
+        return None
     if done.graph_run_id is None:
         done.graph_run_id = run_id
+    if claim is not None and not claim.overlap:  # the catalog may have made it SKIPPED
+        (found,) = runner.ctx.catalog.task_runs(task_id=t.task_id, limit=1)
+        state = found.state
     done.states[t.name] = state
     return run_id
 
 
 def _execute(
-    runner: Runner, t: TaskInfo, done: GraphRun, scheduled_at: float, next_at: float | None
+    runner: Runner, t: TaskInfo, done: GraphRun, scheduled_at: float, run_id: int, retries: int
 ) -> None:
-    options = t.definition.options
-    for attempt in range(1, options.auto_retry_attempts + 2):
-        run_id = _add(runner, t, done, scheduled_at, next_at, state="EXECUTING", attempt=attempt)
-        next_at = None
-        state = _attempt(runner, t, run_id)
+    for attempt in range(1, retries + 2):
+        if attempt > 1:
+            found = _add(runner, t, done, scheduled_at, None, state="EXECUTING", attempt=attempt)
+            if found is None:
+                return
+            run_id = found
+        state, retry = _attempt(runner, t, run_id)
         done.states[t.name] = state
-        if state == "SUCCEEDED":
+        if state == "SUCCEEDED" or not retry:
             return
 
 
-def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> str:
+def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> tuple[str, bool]:
+    """Run ``t``'s statements as run ``run_id``: its final state, and whether a retry may help
+    (not after a lost lease or a run ended by another process)."""
     timeout = t.definition.options.timeout_ms / 1000
 
     with counted_jobs(runner.spark, f"task {t.name}") as jobs:
@@ -172,7 +213,7 @@ def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> str:
         with cancelled_after(runner.spark, timeout) as timed_out:
             try:
                 runner.run_statements(t, finish)
-                return "SUCCEEDED"
+                return "SUCCEEDED", False
             except Exception as e:  # noqa: BLE001 - any failure ends the run; the scheduler goes on
                 cancelled = timed_out()
                 error = str(e) if isinstance(e, ChangelakeError) else f"{type(e).__name__}: {e}"
@@ -189,8 +230,8 @@ def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> str:
                     "spark_jobs": jobs(),
                     "completed_at": runner.ctx.now(),
                 }
-                runner.ctx.catalog.end_task_run(run_id, fields)
-                return state
+                ended = runner.ctx.catalog.end_task_run(run_id, fields)
+                return state, ended and not cancelled and not isinstance(e, ConflictError)
 
 
 def _count_failure(runner: Runner, root: TaskInfo, done: GraphRun) -> None:

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from changelake.catalog import Catalog
 from changelake.catalog.model import TaskInfo, TaskRun
 from changelake.dynamic import task_spec
-from changelake.dynamic.task_run import GraphRun, Runner, run_graph
+from changelake.dynamic.task_run import GraphRun, Runner, claim_of, run_graph
 from changelake.dynamic.tasks import is_root, schedule_of
+from changelake.errors import ChangelakeError
 from changelake.txn.context import StatementContext
 
 _MAX_SKIPPED = 10  # slots recorded as SKIPPED after one long graph run
@@ -57,12 +58,16 @@ def _may_trigger(ctx: StatementContext, t: TaskInfo, now: float) -> bool:
     if last and now - (last[0].started_at or 0.0) < t.definition.options.min_trigger_interval:
         return False
     assert t.definition.condition is not None
-    return task_spec.holds(ctx, task_spec.condition(t.definition.condition, about=t.name))
+    try:
+        return task_spec.holds(ctx, task_spec.condition(t.definition.condition, about=t.name))
+    except ChangelakeError:
+        return True  # its run records the error (a FAILED row), once per trigger interval
 
 
 def run_due(runner: Runner, due: Due) -> GraphRun:
     """Run one due graph; then skip the slots that passed while it ran (no overlap)."""
-    done = run_graph(runner, due.root, scheduled_at=due.scheduled_at, next_at=due.next_at)
+    slot = None if due.next_at is None else (due.scheduled_at, due.next_at)
+    done = run_graph(runner, due.root, scheduled_at=due.scheduled_at, slot=slot)
     if due.trigger == "SCHEDULED" and not due.root.definition.options.allow_overlapping:
         _skip_passed(runner, due.root.task_id, runner.ctx.catalog)
     return done
@@ -75,11 +80,14 @@ def _skip_passed(runner: Runner, task_id: int, catalog: Catalog) -> None:
         return
     now = runner.ctx.now()
     slot = t.next_at
-    for _ in range(_MAX_SKIPPED):
+    for i in range(_MAX_SKIPPED):
         if slot > now:
             break
         following = schedule.next_after(slot)
-        catalog.add_task_run(
+        if i == _MAX_SKIPPED - 1 and following <= now:
+            following = schedule.next_after(now)  # enough rows: the rest is passed over
+        claim = claim_of(runner, seen_next_at=slot, next_at=following)
+        taken = catalog.add_task_run(
             TaskRun(
                 run_id=0,
                 task_id=task_id,
@@ -97,25 +105,38 @@ def _skip_passed(runner: Runner, task_id: int, catalog: Catalog) -> None:
                 spark_jobs=0,
                 holder=runner.holder,
             ),
-            next_at=following if following > now else schedule.next_after(now),
+            claim,
         )
-        slot = following
+        if taken is None:
+            return
+        slot = claim.next_at
 
 
 def end_orphaned_runs(catalog: Catalog, holder: str, now: float) -> int:
-    """End the EXECUTING runs a scheduler other than ``holder`` left (it died or lost its
-    lease): FAILED, nothing they did was committed. How many."""
+    """End the EXECUTING runs nobody will finish: FAILED, nothing they did was committed. A
+    scheduled or triggered run of a scheduler other than ``holder`` (the lease holder: that one
+    died or lost its lease); a manual run (EXECUTE TASK) past its task's timeout (its process
+    would have cancelled it). How many."""
     ended = 0
+    timeouts = {t.task_id: t.definition.options.timeout_ms / 1000 for t in catalog.list_tasks()}
     for run in catalog.task_runs(state="EXECUTING"):
-        if run.trigger != "MANUAL" and run.holder != holder:
-            ended += catalog.end_task_run(
-                run.run_id,
-                {
-                    "state": "FAILED",
-                    "reason": "the scheduler running it stopped before it finished",
-                    "error": f"{run.holder} stopped (or lost its lease) during the run; nothing"
-                    " it did was committed",
-                    "completed_at": now,
-                },
-            )
+        if run.trigger == "MANUAL":
+            limit = timeouts.get(run.task_id, 0.0)
+            if (run.started_at or 0.0) + limit + 60 > now:
+                continue
+            reason = "the process running it stopped before it finished"
+        elif run.holder != holder:
+            reason = "the scheduler running it stopped before it finished"
+        else:
+            continue
+        ended += catalog.end_task_run(
+            run.run_id,
+            {
+                "state": "FAILED",
+                "reason": reason,
+                "error": f"{run.holder} stopped (or lost its lease) during the run; nothing"
+                " it did was committed",
+                "completed_at": now,
+            },
+        )
     return ended

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
+from croniter import CroniterBadCronError, CroniterBadDateError, croniter
 from sqlglot import exp
 
 from changelake.catalog.model import TaskOptions
@@ -19,7 +19,7 @@ from changelake.plan.streams import has_data
 from changelake.txn.context import StatementContext
 
 _UNITS = {"S": 1.0, "SECOND": 1.0, "M": 60.0, "MINUTE": 60.0, "H": 3600.0, "HOUR": 3600.0}
-_EVERY = re.compile(r"^\s*(\d+)\s*([a-z]+?)S?\s*$", re.IGNORECASE)
+_EVERY = re.compile(r"^\s*(\d+)\s*([a-z]+)\s*$", re.IGNORECASE)
 _CRON = re.compile(r"^\s*USING\s+CRON\s+(.+?)\s+(\S+)\s*$", re.IGNORECASE)
 _EXAMPLES = "SCHEDULE = '5 MINUTE' (SECOND | MINUTE | HOUR) or 'USING CRON 0 9 * * MON-FRI UTC'"
 
@@ -46,8 +46,10 @@ class Schedule:
 def schedule(text: str, *, about: str) -> Schedule:
     """The schedule written ``text``."""
     every = _EVERY.match(text)
-    if every and every.group(2).upper() in _UNITS:
-        seconds = int(every.group(1)) * _UNITS[every.group(2).upper()]
+    unit = every.group(2).upper() if every else ""
+    unit = unit[:-1] if unit.endswith("S") and unit[:-1] in _UNITS and len(unit) > 2 else unit
+    if every and unit in _UNITS:
+        seconds = int(every.group(1)) * _UNITS[unit]
         if seconds < 1:
             raise InvalidStatementError(f"{about}: SCHEDULE must be at least 1 second.")
         return Schedule(text, every=seconds)
@@ -69,7 +71,15 @@ def schedule(text: str, *, about: str) -> Schedule:
             f"{about}: {zone!r} is not a time zone; end the cron schedule with one, e.g. UTC or"
             " Europe/Berlin."
         ) from None
-    return Schedule(text, cron=expression, zone=zone)
+    found = Schedule(text, cron=expression, zone=zone)
+    try:
+        found.next_after(dt.datetime.now(dt.UTC).timestamp())
+    except (CroniterBadDateError, CroniterBadCronError, ValueError):
+        raise InvalidStatementError(
+            f"{about}: the cron expression {expression!r} never matches a date; check its day"
+            " and month fields."
+        ) from None
+    return found
 
 
 # option -> (field of TaskOptions, how its value is read)
@@ -132,12 +142,18 @@ def condition(text: str, *, about: str) -> exp.Expression:
         tree = parse_one(f"SELECT {text}")
     except SqlSyntaxError as e:
         raise InvalidStatementError(f"{about}: WHEN {text}: {e}") from None
-    assert isinstance(tree, exp.Select)
+    clauses = {k for k, v in tree.args.items() if v} - {"expressions"}
+    if not isinstance(tree, exp.Select) or clauses or len(tree.expressions) != 1:
+        raise InvalidStatementError(
+            f"{about}: WHEN takes one condition over {_HAS_DATA}('<stream>'), not {text!r}."
+        )
     found = tree.expressions[0]
     for node in found.walk():
         if isinstance(node, exp.And | exp.Or | exp.Not | exp.Paren | exp.Boolean):
             continue
-        if _stream_of(node) is not None or isinstance(node, exp.Literal):
+        if _stream_of(node) is not None:
+            continue
+        if isinstance(node, exp.Literal) and _stream_of(node.parent) is not None:
             continue
         raise InvalidStatementError(
             f"{about}: WHEN allows {_HAS_DATA}('<stream>') combined with AND, OR and NOT;"

@@ -147,7 +147,8 @@ def alter_task(ctx: StatementContext, name: str, action: str, args: Mapping[str,
         d = replace(d, condition=None)
     if d != t.definition:
         fields.update(definition_fields(d))
-        if t.state == "started":
+        when = (d.schedule, d.after) != (t.definition.schedule, t.definition.after)
+        if t.state == "started" and when:
             fields["next_at"] = _first_run(ctx, replace(t, definition=d))
     _commit(ctx, f"ALTER TASK {action}", AlterTask(t.task_id, tuple(fields.items())))
 

@@ -263,9 +263,8 @@ def _execute_task(env: Env, st: tasks.ExecuteTask) -> DataFrame:
         trigger="MANUAL",
     )
     done = run_graph(runner, found, scheduled_at=env.ctx.now())
-    rows = tasks.history_rows(env.ctx, None, None)
-    mine = [r for r in rows if r[2] == done.graph_run_id]
-    return env.spark.createDataFrame(list(reversed(mine)), tasks.HISTORY_COLUMNS)
+    rows = tasks.graph_run_rows(env.ctx, done.graph_run_id)
+    return env.spark.createDataFrame(rows, tasks.HISTORY_COLUMNS)
 
 
 def body_runner(

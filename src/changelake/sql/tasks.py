@@ -174,11 +174,29 @@ HISTORY_COLUMNS = (
 
 
 def history_rows(ctx: StatementContext, name: str | None, limit: int | None) -> list[tuple]:
-    """TASK_HISTORY: task runs (of task ``name``, or of all), newest first."""
+    """TASK_HISTORY: task runs (of task ``name``, or of all), newest first, after the next
+    scheduled run of each started root (state SCHEDULED, no run id yet)."""
     task_id = task(ctx, name).task_id if name is not None else None
     runs = ctx.catalog.task_runs(task_id=task_id, limit=limit)
+    tasks = ctx.catalog.list_tasks()
+    names = {t.task_id: t.name for t in tasks}
+    scheduled = [  # the next run of each started root with a schedule, as Snowflake shows it
+        (t.name, None, None, 1, "SCHEDULED", "SCHEDULED", None, _ts(t.next_at))
+        + (None, None, None, None, 0)
+        for t in tasks
+        if t.next_at is not None and t.state == "started" and task_id in (None, t.task_id)
+    ]
+    found = scheduled + [_history_row(r, names) for r in runs]
+    return found if limit is None else found[:limit]
+
+
+def graph_run_rows(ctx: StatementContext, graph_run_id: int | None) -> list[tuple]:
+    """TASK_HISTORY of one graph run, in the order its tasks ran."""
+    if graph_run_id is None:
+        return []
     names = {t.task_id: t.name for t in ctx.catalog.list_tasks()}
-    return [_history_row(r, names) for r in runs]
+    runs = ctx.catalog.task_runs(graph_run_id=graph_run_id)
+    return [_history_row(r, names) for r in reversed(runs)]
 
 
 def _history_row(r: TaskRun, names: dict[int, str]) -> tuple:

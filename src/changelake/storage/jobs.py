@@ -31,23 +31,26 @@ def counted_jobs(spark: SparkSession, description: str) -> Iterator[Callable[[],
 
 @contextmanager
 def cancelled_after(spark: SparkSession, seconds: float) -> Iterator[Callable[[], bool]]:
-    """Cancel the jobs of this thread's job group (see ``counted_jobs``) from ``seconds`` from
-    now until the block ends (a job started after the deadline is cancelled too); yields a
-    function saying whether the deadline passed."""
+    """Cancel the Spark jobs this thread starts in the block from ``seconds`` from now until
+    the block ends (a job started after the deadline is cancelled too; so are the jobs of a job
+    group opened inside, e.g. a refresh's: they carry the block's job tag); yields a function
+    saying whether the deadline passed."""
     sc = spark.sparkContext
-    group = sc.getLocalProperty(_GROUP)
+    tag = f"changelake-deadline-{uuid.uuid4().hex}"
     late, done = threading.Event(), threading.Event()
 
     def watch() -> None:
         if done.wait(seconds):
             return
         late.set()
-        while group is not None and not done.wait(0.1):
-            sc.cancelJobGroup(group)
+        while not done.wait(0.1):
+            sc.cancelJobsWithTag(tag)
 
+    sc.addJobTag(tag)
     watcher = threading.Thread(target=watch, name="changelake-timeout", daemon=True)
     watcher.start()
     try:
         yield late.is_set
     finally:
         done.set()
+        sc.removeJobTag(tag)

@@ -16,6 +16,9 @@ from changelake.storage import native
 from changelake.storage.spark_private import quiet_task_failure_logs
 
 SPARK_CONF = {
+    # pools share the cores between threads (the scheduler's refreshes and task runs); inside a
+    # pool, and with one thread, jobs run first come first served as before
+    "spark.scheduler.mode": "FAIR",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "8",
