@@ -87,7 +87,9 @@ def _last_refresh(session, name: str):
     return session.catalog.refresh_history(info.table_id, limit=1)[0].record
 
 
-@pytest.mark.parametrize("seed", [7, 23])
+@pytest.mark.parametrize(
+    "seed", [7, pytest.param(23, marks=pytest.mark.nightly)], ids=["default", "nightly"]
+)
 def test_aggregates_follow_their_queries_from_state(session, clock, seed):
     rng = random.Random(seed)
     session.sql("CREATE TABLE t (k INT, v DECIMAL(8,2), w INT, b BOOLEAN, s STRING)")
@@ -99,13 +101,15 @@ def test_aggregates_follow_their_queries_from_state(session, clock, seed):
     for name, sql in QUERIES.items():
         clock.advance(seconds=1)
         session.sql(f"CREATE VIEW {name}_o AS {sql}")
-        for flavour, mode in (("i", "INCREMENTAL"), ("f", "FULL")):
+        # every query INCREMENTAL, the richest also FULL (tests/property compares the others)
+        flavours = (("i", "INCREMENTAL"), ("f", "FULL")) if name == "g" else (("i", "INCREMENTAL"),)
+        for flavour, mode in flavours:
             session.sql(
                 f"CREATE DYNAMIC TABLE {name}_{flavour} TARGET_LAG = '1 hour'"
                 f" REFRESH_MODE = {mode} AS {sql}"
             )
             names.append(f"{name}_{flavour}")
-    for round_ in range(6):
+    for round_ in range(5):
         for _ in range(rng.randint(1, 3)):
             clock.advance(seconds=1)
             session.sql(_statement(rng))
@@ -119,8 +123,10 @@ def test_aggregates_follow_their_queries_from_state(session, clock, seed):
             )
             context = (seed, round_, name)
             assert _counter(session.sql(f"SELECT * FROM {inc}")) == expected, context
-            assert _counter(session.sql(f"SELECT * FROM {full}")) == expected, context
-            assert _changes(session, inc, before[inc]) == _changes(session, full, before[full])
+            if full in names:
+                assert _counter(session.sql(f"SELECT * FROM {full}")) == expected, context
+                changes = _changes(session, inc, before[inc])
+                assert changes == _changes(session, full, before[full]), context
     # the state is stored, and shown nowhere
     info = session.catalog.table("g_i")
     schema = session.catalog.schema_at(info.table_id, info.current_version)
@@ -167,7 +173,7 @@ def test_double_sums_do_not_drift_from_a_recompute(session, clock):
     clock.advance(seconds=1)
     session.sql(f"CREATE DYNAMIC TABLE x TARGET_LAG = '1 hour' AS {sql}")
     next_id = 10
-    for round_ in range(12):
+    for round_ in range(4):
         clock.advance(seconds=1)
         big = rng.choice([1e17, -3e16, 7e15])
         k = rng.randint(0, 2)
@@ -198,3 +204,46 @@ def test_double_sums_do_not_drift_from_a_recompute(session, clock):
             assert row.c == expected[k].c
             assert math.isclose(row.s, expected[k].s, rel_tol=0, abs_tol=bound), (round_, k)
             assert math.isclose(row.a, expected[k].a, rel_tol=0, abs_tol=bound), (round_, k)
+
+
+def _rows(session, sql: str) -> list[tuple]:
+    return sorted((tuple(r) for r in session.sql(sql).collect()), key=repr)
+
+
+def test_reinitialize_rewrites_the_state_and_a_table_without_state_keeps_refreshing(
+    session, clock, monkeypatch
+):
+    """A view replaced under the table: its REINITIALIZE writes the state of the new query,
+    which the next INCREMENTAL refresh combines with. A table created before state existed
+    (none stored) refreshes as it did, by regrouping."""
+    session.sql("CREATE TABLE t (k INT, v INT)")
+    session.sql("INSERT INTO t VALUES (1, 5), (1, -2), (2, 3), (2, 8), (3, 1)")
+    session.sql("CREATE VIEW pos AS SELECT k, v FROM t WHERE v > 0")
+    query = "SELECT k, SUM(v) AS s, MIN(v) AS lo, COUNT(*) AS n FROM pos GROUP BY k"
+    clock.advance(seconds=1)
+    session.sql(f"CREATE DYNAMIC TABLE d TARGET_LAG = '1 hour' AS {query}")
+    # created as before this change: no state to maintain from
+    monkeypatch.setattr("changelake.dynamic.create.maintained", lambda *args: None)
+    session.sql(f"CREATE DYNAMIC TABLE old TARGET_LAG = '1 hour' AS {query}")
+    monkeypatch.undo()
+    clock.advance(seconds=1)
+    session.sql("CREATE OR REPLACE VIEW pos AS SELECT k, v FROM t WHERE v > 2")
+    session.sql("UPDATE t SET v = v + 1 WHERE k = 2")
+    for name in ("d", "old"):
+        clock.advance(seconds=1)
+        session.sql(f"ALTER DYNAMIC TABLE {name} REFRESH")
+        assert _last_refresh(session, name).action == "REINITIALIZE"
+    for step in ("DELETE FROM t WHERE v = 4", "INSERT INTO t VALUES (2, 10), (3, 7)"):
+        clock.advance(seconds=1)
+        session.sql(step)
+        for name in ("d", "old"):
+            clock.advance(seconds=1)
+            session.sql(f"ALTER DYNAMIC TABLE {name} REFRESH")
+            assert _last_refresh(session, name).action == "INCREMENTAL"
+            assert _rows(session, f"SELECT * FROM {name}") == _rows(session, query), name
+    state = {
+        name: session.catalog.schema_at(info.table_id, info.current_version).state
+        for name in ("d", "old")
+        for info in [session.catalog.table(name)]
+    }
+    assert state["d"] and not state["old"]
