@@ -13,7 +13,7 @@ writes. A FULL refresh (and the creation) computes the same columns from all row
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -38,7 +38,8 @@ from changelake.dynamic.measures import (
 )
 from changelake.plan.compile import ACTION, RID, group_row_id
 from changelake.plan.delta import formula
-from changelake.plan.ir import Col, Node
+from changelake.plan.ir import Col
+from changelake.plan.ir import describe as ir_describe
 from changelake.plan.views import input_changes, node_rows
 from changelake.schema import ROW_KEY, TableSchema, quoted
 from changelake.storage.snapshot import read_state
@@ -61,6 +62,11 @@ class Maintained:
     types: dict[int, DataType]
     value_types: dict[str, DataType]
     state: tuple[str, ...]
+
+    @property
+    def may_recompute(self) -> bool:
+        """Whether a group may need a recompute (a MIN, MAX or floating-point sum)."""
+        return any(n.endswith(("_m", "_h")) for n in self.state)
 
     @property
     def columns(self) -> tuple[Col, ...]:
@@ -183,8 +189,10 @@ def maintained_delta(
         keep.alias(_KEEP),
         F.col(_OLD + ROW_KEY).isNotNull().alias(_HAD),
     )
-    with persisted(frame) as frame:
-        redo = run_checked(lambda: frame.where(F.col(_REDO)).count(), table=target.info.name)
+    with persisted(frame) if m.may_recompute else nullcontext(frame) as frame:
+        redo = 0
+        if m.may_recompute:  # one small job saves reading base rows when no group needs it
+            redo = run_checked(lambda: frame.where(F.col(_REDO)).count(), table=target.info.name)
         kept = frame.where(F.col(_KEEP) & ~F.col(_REDO))
         fresh = kept.select(*[F.col(c.id) for c in agg.columns], *m.state, F.col(RID))
         if redo:
@@ -248,7 +256,8 @@ def explain_lines(
             " recomputed from its rows at the end"
         )
     found = input_changes(ctx, spark, warehouse, agg.child, versions)
-    derivative: Node | None = found[1] if found is not None else None
-    shown = formula(derivative) if derivative is not None else "none (no table changed)"
-    lines.append(f"  input changes: {shown}")
-    return lines
+    if found is None:
+        return [*lines, "  input derivative: none (no table it reads changed)"]
+    derivative = found[1]
+    lines.append(f"  input derivative: {formula(derivative)}")
+    return lines + ["    " + line for line in ir_describe(derivative)]
