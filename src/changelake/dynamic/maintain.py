@@ -21,7 +21,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from changelake.catalog.model import TableInfo
-from changelake.changes.scan import ROW_ID
+from changelake.changes.scan import ACTION as EVENT
+from changelake.changes.scan import ISUPDATE, ROW_ID, pair_events
 from changelake.dml.common import Target
 from changelake.dml.matches import persisted
 from changelake.dynamic.apply import diff
@@ -135,15 +136,18 @@ def _grouped(m: Maintained, rows: DataFrame) -> DataFrame:
     return out.select(*[F.col(c.id) for c in agg.columns], *m.state, rid.alias(RID))
 
 
-def _output(m: Maintained, df: DataFrame, names: list[str]) -> DataFrame:
-    """Aggregate-level rows through the query's projections, named as the table's columns."""
+def _output(
+    m: Maintained, df: DataFrame, names: list[str], passed: tuple[str, ...] = ()
+) -> DataFrame:
+    """Aggregate-level rows through the query's projections, named as the table's columns
+    (and the ``passed`` columns as they were)."""
     for project in m.shape.projects:
         outputs = [
             F.expr(e).alias(c.id) for c, e in zip(project.outputs, project.expressions, strict=True)
         ]
-        df = df.select(*outputs, *m.state, RID)
+        df = df.select(*outputs, *m.state, RID, *passed)
     shown = [F.col(c.id).alias(n) for c, n in zip(m.columns, names, strict=True)]
-    return df.select(*shown, *m.state, F.col(RID).alias(ROW_ID))
+    return df.select(*shown, *m.state, F.col(RID).alias(ROW_ID), *passed)
 
 
 @contextmanager
@@ -193,14 +197,28 @@ def maintained_delta(
         redo = 0
         if m.may_recompute:  # one small job saves reading base rows when no group needs it
             redo = run_checked(lambda: frame.where(F.col(_REDO)).count(), table=target.info.name)
-        kept = frame.where(F.col(_KEEP) & ~F.col(_REDO))
-        fresh = kept.select(*[F.col(c.id) for c in agg.columns], *m.state, F.col(RID))
-        if redo:
-            fresh = fresh.unionByName(_recomputed(ctx, spark, warehouse, m, frame, ends, types))
-        old = frame.where(F.col(_HAD)).select(
-            *[F.col(_OLD + n).alias(n) for n in stored_names], F.col(_OLD + ROW_KEY).alias(ROW_KEY)
+        # a group not recomputed has its stored row beside its new one: no join to pair them
+        passed = (_REDO, _KEEP, _HAD, *[_OLD + n for n in stored_names])
+        rows = _output(m, frame.where(~F.col(_REDO)), names, passed)
+        before = F.when(F.col(_HAD), F.struct(*[F.col(_OLD + n).alias(n) for n in stored_names]))
+        after = F.when(F.col(_KEEP), F.struct(*[F.col(quoted(n)) for n in stored_names]))
+        paired = rows.where(~before.eqNullSafe(after)).select(
+            F.col(ROW_ID), pair_events(before, after)
         )
-        yield diff(old, _output(m, fresh, names), stored_names)
+        delta = paired.where(F.col("_e").isNotNull()).select(
+            *[F.col("_e").getField("v").getField(n).alias(n) for n in stored_names],
+            F.col("_e").getField("a").alias(EVENT),
+            F.col("_e").getField("u").alias(ISUPDATE),
+            F.col(ROW_ID),
+        )
+        if redo:
+            fresh = _recomputed(ctx, spark, warehouse, m, frame, ends, types)
+            old = frame.where(F.col(_REDO) & F.col(_HAD)).select(
+                *[F.col(_OLD + n).alias(n) for n in stored_names],
+                F.col(_OLD + ROW_KEY).alias(ROW_KEY),
+            )
+            delta = delta.unionByName(diff(old, _output(m, fresh, names), stored_names))
+        yield delta
 
 
 def _recomputed(
