@@ -18,6 +18,10 @@ ROW_VERSION = "_cl_row_version"
 # A dynamic table's column holding each row's ROW_ID in its defining query: stored as a column of
 # the table (so writes, deletion-vector images and compaction keep it), never shown to users.
 ROW_KEY = "_cl_row_key"
+# A dynamic table that maintains an aggregate keeps per-group state in hidden columns named
+# ``_cl_<...>`` after its visible ones (``dynamic.measures``): the group's row count, sums and
+# counts of each aggregate. Like the row key they are never shown; unlike it they are not part of
+# a row's identity, and a change to them alone is no change of the table.
 
 # SQL spellings accepted in DDL, mapped to the Spark type name stored in the catalog.
 _TYPE_ALIASES = {
@@ -106,7 +110,21 @@ class TableSchema:
 
     @property
     def visible(self) -> tuple[Column, ...]:
-        """The columns users see: all but a dynamic table's row key."""
+        """The columns users see: all but a dynamic table's row key and state columns."""
+        return tuple(c for c in self.columns if not c.name.lower().startswith(HIDDEN_PREFIX))
+
+    @property
+    def state(self) -> tuple[Column, ...]:
+        """A dynamic table's hidden state columns (none for other tables)."""
+        return tuple(
+            c
+            for c in self.columns
+            if c.name.lower().startswith(HIDDEN_PREFIX) and c.name != ROW_KEY
+        )
+
+    @property
+    def stored(self) -> tuple[Column, ...]:
+        """What a dynamic table's row holds besides its key: visible and state columns."""
         return tuple(c for c in self.columns if c.name != ROW_KEY)
 
     @property

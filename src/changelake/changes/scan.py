@@ -210,17 +210,26 @@ def _minimize(
     """Pairs the two sides by identity, in one merge join: its output is sorted by (tag, ROW_ID)
     in each partition, and each pair yields its DELETE half first."""
     cols = [F.col(f"`{c.name}`") for c in schema.columns]
+    # a dynamic table's state columns alone changing is no change of its rows
+    state = {c.name for c in schema.state}
+    compared = [F.col(f"`{c.name}`") for c in schema.columns if c.name not in state]
 
     def side(df: DataFrame, image: str) -> DataFrame:
         if order is not None:
             df = order.spread(df, table_id)
         else:
             df = df.select("*", _scrambled(table_id, F.col(RID)).alias(_X), F.lit(0).alias(_P))
-        return df.select(F.col(TAG), F.col(_X), F.col(_P), F.struct(*cols).alias(image))
+        return df.select(
+            F.col(TAG),
+            F.col(_X),
+            F.col(_P),
+            F.struct(*cols).alias(image),
+            F.struct(*compared).alias(image + "c"),
+        )
 
     keys = [TAG, _X, _P]
     joined = side(before, "_b").join(side(after, "_a"), keys, "full_outer")
-    changed = joined.where(~F.col("_b").eqNullSafe(F.col("_a")))
+    changed = joined.where(~F.col("_bc").eqNullSafe(F.col("_ac")))
     events = changed.select(F.col(TAG), F.col(_X), pair_events(F.col("_b"), F.col("_a")))
     return events.where(F.col("_e").isNotNull()).select(
         *[F.col("_e").getField("v").getField(c.name).alias(c.name) for c in schema.columns],
@@ -303,11 +312,12 @@ def execute_plan(
 
 def _keyed(df: DataFrame, schema: TableSchema) -> DataFrame:
     """A dynamic table's changes: their ROW_ID is the row key (the defining query's ROW_ID),
-    which is not a column of the output."""
+    which is not a column of the output, nor are its state columns."""
     key = schema.row_key
     if key is None:
         return df
-    return df.withColumn(ROW_ID, F.col(quoted(key.name))).drop(key.name)
+    keyed = df.withColumn(ROW_ID, F.col(quoted(key.name)))
+    return keyed.drop(key.name, *[c.name for c in schema.state])
 
 
 def _with_commit_info(

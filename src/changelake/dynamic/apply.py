@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.catalog.model import DataFile, NewDeletes
-from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
+from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID, pair_events
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import BROADCAST_MATCHES, find_matches, full_rows, persisted
 from changelake.errors import ConflictError
@@ -91,7 +91,12 @@ def apply_delta(
                 )
         try:
             rows = changes.where(F.col(ACTION) == "INSERT")
-            values = [F.col(quoted(c.name)) for c in schema.visible]
+            # a state column the delta lacks (a table whose state a refresh cannot maintain
+            # any longer: its query changed) is left NULL
+            values = [
+                F.col(quoted(c.name)) if c.name in rows.columns else F.lit(None).cast(c.type)
+                for c in schema.stored
+            ]
             if old is None:
                 new = rows.select(*values, F.col(ROW_ID).alias(ROW_KEY), F.lit(None).alias(RID))
             else:
@@ -117,4 +122,21 @@ def apply_delta(
         inserted=inserting - updated,
         updated=updated,
         deleted=deleting - by_kind.get(("DELETE", True), 0),
+    )
+
+
+def diff(stored: DataFrame, rows: DataFrame, names: list[str]) -> DataFrame:
+    """The minimum delta from ``stored`` (with the row key) to ``rows`` (with METADATA$ROW_ID),
+    matched by ROW_ID: a key in both with other values is an update pair."""
+    values = [F.col(quoted(n)) for n in names]
+    old = stored.select(F.col(quoted(ROW_KEY)).alias("_k"), F.struct(*values).alias("_b"))
+    new = rows.select(F.col(ROW_ID).alias("_k"), F.struct(*values).alias("_a"))
+    changed = old.join(new, "_k", "full_outer").where(~F.col("_b").eqNullSafe(F.col("_a")))
+    events = changed.select(F.col("_k"), pair_events(F.col("_b"), F.col("_a")))
+    events = events.where(F.col("_e").isNotNull())
+    return events.select(
+        *[F.col("_e").getField("v").getField(n).alias(n) for n in names],
+        F.col("_e").getField("a").alias(ACTION),
+        F.col("_e").getField("u").alias(ISUPDATE),
+        F.col("_k").alias(ROW_ID),
     )

@@ -32,13 +32,14 @@ from changelake.dml.result import StatementResult
 from changelake.dynamic.dag import dynamic_table, refresh_round, refresh_with_upstreams
 from changelake.dynamic.definition import Definition, define, effective_mode
 from changelake.dynamic.evaluate import query_rows
+from changelake.dynamic.maintain import full_rows, input_rows, maintained
 from changelake.dynamic.refresh import data_timestamp_now, version_at
 from changelake.dynamic.spec import REFRESH_MODES, DynamicSpec, choice, table_properties, target_lag
 from changelake.errors import ConflictError, InvalidStatementError, ObjectExistsError
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import schema_of_dataframe, write_data
+from changelake.storage.writer import schema_of_dataframe, table_type, write_data
 from changelake.txn.context import StatementContext, new_statement_id
 
 
@@ -86,11 +87,23 @@ def create_dynamic_table(
         }
     else:  # only the columns are needed now
         versions = {t: (info, ctx.read_version(info)) for t, info in definition.tables.items()}
-    rows = query_rows(ctx, spark, warehouse, definition, versions, data_timestamp)
-    rows = _named(rows, new.columns, about)
-    visible = schema_of_dataframe(rows.drop(ROW_ID), about=about)
-    key = Column(visible.next_column_id, ROW_KEY, "string", True)
-    schema = TableSchema((*visible.columns, key))
+    state = maintained(ctx, spark, warehouse, definition, versions)
+    if state is None:
+        rows = query_rows(ctx, spark, warehouse, definition, versions, data_timestamp)
+    else:
+        input_ = input_rows(ctx, spark, warehouse, state, versions)
+        rows = full_rows(state, input_, [c.name for c in state.columns])
+    hidden = [ROW_ID, *(state.state if state is not None else ())]
+    rows = _named(rows, new.columns, about, hidden)
+    visible = schema_of_dataframe(rows.drop(*hidden), about=about)
+    kept = [f for f in rows.schema.fields if f.name in hidden[1:]]
+    first = visible.next_column_id
+    extra = [
+        Column(first + i, f.name, table_type(f.dataType, f.name, about), True)
+        for i, f in enumerate(kept)
+    ]
+    key = Column(first + len(extra), ROW_KEY, "string", True)
+    schema = TableSchema((*visible.columns, *extra, key))
     statement_id = new_statement_id()
     files: list = []
     jobs = 0
@@ -98,7 +111,7 @@ def create_dynamic_table(
         with counted_jobs(spark, f"creation of dynamic table {name}") as count:
             files = write_data(
                 warehouse,
-                rows.select(*[F.col(quoted(c.name)) for c in visible.columns], F.col(ROW_ID)),
+                rows.select(*[F.col(quoted(c.name)) for c in schema.stored], F.col(ROW_ID)),
                 schema=schema,
                 table=name,
                 directory=warehouse.data_dir(statement_id),
@@ -178,8 +191,10 @@ def _refresh_upstreams(
         )
 
 
-def _named(rows: DataFrame, columns: tuple[str, ...] | None, about: str) -> DataFrame:
-    shown = [c for c in rows.columns if c != ROW_ID]
+def _named(
+    rows: DataFrame, columns: tuple[str, ...] | None, about: str, hidden: list[str]
+) -> DataFrame:
+    shown = [c for c in rows.columns if c not in hidden]
     if columns is None:
         return rows
     if len(columns) != len(shown):
@@ -187,7 +202,7 @@ def _named(rows: DataFrame, columns: tuple[str, ...] | None, about: str) -> Data
             f"{about}: {len(columns)} column name(s) for a query of {len(shown)} column(s)."
         )
     renamed = [F.col(quoted(a)).alias(b) for a, b in zip(shown, columns, strict=True)]
-    return rows.select(*renamed, F.col(ROW_ID))
+    return rows.select(*renamed, *[F.col(h) for h in hidden])
 
 
 def alter_dynamic_table(

@@ -17,6 +17,8 @@ replaced, a table it reads was replaced, or their history left retention).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
@@ -39,14 +41,22 @@ from changelake.catalog.requests import (
     Update,
 )
 from changelake.changes.plan import Information
-from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID, pair_events
+from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
 from changelake.dml.common import Target
-from changelake.dynamic.apply import Applied, apply_delta
+from changelake.dynamic.apply import Applied, apply_delta, diff
 from changelake.dynamic.definition import Definition, define
 from changelake.dynamic.evaluate import query_rows
+from changelake.dynamic.maintain import (
+    explain_lines,
+    full_rows,
+    input_rows,
+    maintained,
+    maintained_delta,
+    stored_state,
+)
 from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
 from changelake.plan.views import changes_over
-from changelake.schema import ROW_KEY, quoted
+from changelake.schema import quoted
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.snapshot import read_state
 from changelake.storage.warehouse import Warehouse
@@ -187,8 +197,10 @@ def run_refresh(
     statement_id = new_statement_id()
     applied, jobs = Applied(), 0
     if plan.action != "NO_DATA":
-        with counted_jobs(spark, f"refresh of dynamic table {dyn.name}") as count:
-            delta = _delta(ctx, spark, warehouse, plan, target)
+        with (
+            counted_jobs(spark, f"refresh of dynamic table {dyn.name}") as count,
+            _delta(ctx, spark, warehouse, plan, target) as delta,
+        ):
             applied = apply_delta(spark, warehouse, target, delta, statement_id=statement_id)
             jobs = count()
     record = RefreshRecord(
@@ -239,16 +251,27 @@ def run_refresh(
     return Outcome(table_id, name, record, result.version_of(table_id) or since)
 
 
+@contextmanager
 def _delta(
     ctx: StatementContext,
     spark: SparkSession,
     warehouse: Warehouse,
     plan: RefreshPlan,
     target: Target,
-) -> DataFrame:
-    """The minimum delta that brings the stored rows to the query at the data timestamp."""
-    names = [c.name for c in target.state.schema.visible]
+) -> Iterator[DataFrame]:
+    """The minimum delta that brings the stored rows to the query at the data timestamp (for
+    the ``with`` block)."""
+    schema = target.state.schema
+    names = [c.name for c in schema.visible]
+    stored = [c.name for c in schema.stored]
     tree = plan.definition.tree
+    ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
+    found = maintained(ctx, spark, warehouse, plan.definition, ends)
+    state = stored_state(found, schema)
+    if plan.action == "INCREMENTAL" and state is not None:
+        with maintained_delta(ctx, spark, warehouse, state, plan.versions, target) as delta:
+            yield delta
+        return
     if plan.action == "INCREMENTAL" and tree is not None:
         df, _ = changes_over(
             ctx,
@@ -259,14 +282,16 @@ def _delta(
             plan.versions,
             information=Information.DEFAULT,
         )
-        return _renamed(df, names, (ACTION, ISUPDATE, ROW_ID))
-    ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
-    rows = query_rows(ctx, spark, warehouse, plan.definition, ends, plan.data_timestamp)
-    return diff(
-        read_state(spark, warehouse, target.state, address=True),
-        _renamed(rows, names, (ROW_ID,)),
-        names,
-    )
+        yield _renamed(df, names, (ACTION, ISUPDATE, ROW_ID))
+        return
+    if state is not None:
+        rows = full_rows(state, input_rows(ctx, spark, warehouse, state, ends), names)
+    else:
+        rows = query_rows(ctx, spark, warehouse, plan.definition, ends, plan.data_timestamp)
+        rows = _renamed(rows, names, (ROW_ID,))
+        # state columns the query no longer maintains are left NULL
+        rows = rows.select("*", *[F.lit(None).cast(c.type).alias(c.name) for c in schema.state])
+    yield diff(read_state(spark, warehouse, target.state, address=True), rows, stored)
 
 
 def _renamed(df: DataFrame, names: list[str], hidden: tuple[str, ...]) -> DataFrame:
@@ -281,23 +306,6 @@ def _renamed(df: DataFrame, names: list[str], hidden: tuple[str, ...]) -> DataFr
     return df.select(
         *[F.col(quoted(a)).alias(b) for a, b in zip(shown, names, strict=True)],
         *[F.col(h) for h in hidden],
-    )
-
-
-def diff(stored: DataFrame, rows: DataFrame, names: list[str]) -> DataFrame:
-    """The minimum delta from ``stored`` (with the row key) to ``rows`` (with METADATA$ROW_ID),
-    matched by ROW_ID: a key in both with other values is an update pair."""
-    values = [F.col(quoted(n)) for n in names]
-    old = stored.select(F.col(quoted(ROW_KEY)).alias("_k"), F.struct(*values).alias("_b"))
-    new = rows.select(F.col(ROW_ID).alias("_k"), F.struct(*values).alias("_a"))
-    changed = old.join(new, "_k", "full_outer").where(~F.col("_b").eqNullSafe(F.col("_a")))
-    events = changed.select(F.col("_k"), pair_events(F.col("_b"), F.col("_a")))
-    events = events.where(F.col("_e").isNotNull())
-    return events.select(
-        *[F.col("_e").getField("v").getField(n).alias(n) for n in names],
-        F.col("_e").getField("a").alias(ACTION),
-        F.col("_e").getField("u").alias(ISUPDATE),
-        F.col("_k").alias(ROW_ID),
     )
 
 
@@ -323,5 +331,13 @@ def explain_refresh(
                 plan.versions,
                 information=Information.DEFAULT,
             )
+            ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
+            state = stored_state(
+                maintained(ctx, spark, warehouse, plan.definition, ends),
+                ctx.state(dyn.info).schema,
+            )
+            if state is not None:
+                lines += explain_lines(ctx, spark, warehouse, state, plan.versions)
+                continue
             lines += ["  " + line for line in view_plan.lines()]
     return lines

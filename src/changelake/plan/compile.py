@@ -147,9 +147,14 @@ def _grouped(node: Aggregate, df: DataFrame) -> DataFrame:
     # to_json tells NULL from '' and 1 from '1'; the keys are named by position, not by the
     # plan's internal ids, so one grouping has one ROW_ID however the query was built (over a
     # view or over a dynamic table of it); no keys: one group, one id
-    key_columns = [F.col(c.id).alias(f"k{i}") for i, c in enumerate(node.keys)]
-    rid = F.md5(F.to_json(F.struct(*key_columns))) if key_columns else F.md5(F.lit(""))
+    rid = group_row_id([F.col(c.id) for c in node.keys])
     return out.select(*[F.col(c.id) for c in node.columns], rid.alias(RID))
+
+
+def group_row_id(keys: list[Column]) -> Column:
+    """The ROW_ID of the group with these key values (in GROUP BY order)."""
+    key_columns = [k.alias(f"k{i}") for i, k in enumerate(keys)]
+    return F.md5(F.to_json(F.struct(*key_columns))) if key_columns else F.md5(F.lit(""))
 
 
 def _windowed(node: Window, df: DataFrame) -> DataFrame:

@@ -466,6 +466,36 @@ class _Leaves:
         )
 
 
+def input_changes(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    node: Node,
+    versions: Versions,
+) -> tuple[DataFrame, Node] | None:
+    """The (redundant) changes of the subtree ``node`` over the interval and its derivative, or
+    None if no table it reads changed: its columns by internal id, RID and ACTION."""
+    leaves = _Leaves(ctx, spark, warehouse, versions, None)
+    derivative = derive(node, changed=leaves.changed)
+    if derivative is None:
+        return None
+    return compile_node(derivative, leaves.read), derivative
+
+
+def node_rows(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    node: Node,
+    versions: dict[int, tuple[TableInfo, int]],
+) -> DataFrame:
+    """The rows of the subtree ``node`` with each base table at the given version: its columns
+    by internal id, and RID."""
+    at_versions = {t: (info, v, v) for t, (info, v) in versions.items()}
+    read = _Leaves(ctx, spark, warehouse, at_versions, None).read
+    return compile_node(at(node, End.START), read)
+
+
 def rows_at(
     ctx: StatementContext,
     spark: SparkSession,
@@ -475,8 +505,6 @@ def rows_at(
 ) -> DataFrame:
     """The rows of query ``tree`` with each base table at the given version, with their
     METADATA$ROW_ID (a dynamic table's full refresh)."""
-    at_versions = {t: (info, v, v) for t, (info, v) in versions.items()}
-    read = _Leaves(ctx, spark, warehouse, at_versions, None).read
-    df = compile_node(at(tree, End.START), read)
+    df = node_rows(ctx, spark, warehouse, tree, versions)
     names = [F.col(c.id).alias(c.name) for c in tree.columns]
     return df.select(*names, F.col(RID).alias(ROW_ID_COLUMN))

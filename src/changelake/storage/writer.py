@@ -187,12 +187,17 @@ def schema_of_dataframe(df: DataFrame, *, about: str) -> TableSchema:
                 f"{about}: column name {field.name} appears twice; alias one."
             )
         seen.add(field.name.lower())
-        simple = field.dataType.simpleString()
-        type_name = simple if simple.startswith("decimal") else _SPARK_TO_TYPE.get(simple)
-        if type_name is None:
-            raise UnsupportedError(
-                f"{about}: column {field.name} would have type {simple.upper()}, which tables"
-                " cannot hold; cast it to a supported type."
-            )
-        columns.append(Column(i, field.name, type_name, True))
+        columns.append(Column(i, field.name, table_type(field.dataType, field.name, about), True))
     return TableSchema(tuple(columns))
+
+
+def table_type(data_type: DataType, name: str, about: str) -> str:
+    """The table column type that holds Spark values of ``data_type`` (column ``name``)."""
+    simple = data_type.simpleString()
+    type_name = simple if simple.startswith("decimal") else _SPARK_TO_TYPE.get(simple)
+    if type_name is None:
+        raise UnsupportedError(
+            f"{about}: column {name} would have type {simple.upper()}, which tables"
+            " cannot hold; cast it to a supported type."
+        )
+    return type_name
