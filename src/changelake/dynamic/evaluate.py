@@ -13,7 +13,7 @@ from changelake.changes.scan import ROW_ID
 from changelake.dialect import parse_one
 from changelake.dynamic.definition import Definition
 from changelake.plan.bind import Binder
-from changelake.plan.views import rows_at
+from changelake.plan.subtree import rows_at
 from changelake.schema import quoted
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext

@@ -41,7 +41,7 @@ from changelake.plan.compile import ACTION, RID, group_row_id
 from changelake.plan.delta import formula
 from changelake.plan.ir import Col
 from changelake.plan.ir import describe as ir_describe
-from changelake.plan.views import input_changes, node_rows
+from changelake.plan.subtree import input_changes, node_rows
 from changelake.schema import ROW_KEY, TableSchema, quoted
 from changelake.storage.snapshot import read_state
 from changelake.storage.warehouse import Warehouse

@@ -167,7 +167,7 @@ def view_at(
     versions = {
         t: (info, v, v) for t, (info, v, _) in _versions(ctx, name, tree, point, None).items()
     }
-    df = compile_node(at(tree, End.START), _Leaves(ctx, spark, warehouse, versions, None).read)
+    df = compile_node(at(tree, End.START), Leaves(ctx, spark, warehouse, versions, None).read)
     return df.select(*[F.col(c.id).alias(c.name) for c in tree.columns])
 
 
@@ -210,7 +210,7 @@ def changes_over(
     APPEND_ONLY: ``tree`` is one that ``monotonic.refusal`` accepts."""
     if information is Information.REDO:
         return _redo(ctx, spark, warehouse, name, tree, versions)
-    leaves = _Leaves(ctx, spark, warehouse, versions, information)
+    leaves = Leaves(ctx, spark, warehouse, versions, information)
     if information is Information.APPEND_ONLY:
         derivative = appended(tree, changed=leaves.changed)
     else:
@@ -228,7 +228,7 @@ def changes_over(
     )
     names = [F.col(c.id).alias(c.name) for c in tree.columns]
     if initial_rows:
-        after = _Leaves(ctx, spark, warehouse, versions, None).read
+        after = Leaves(ctx, spark, warehouse, versions, None).read
         return _inserts(compile_node(at(tree, End.END), after), names), plan
     if information is Information.APPEND_ONLY:
         if derivative is None:
@@ -288,7 +288,7 @@ def _redo(
                 F.lit(ordinal).alias("_cl_step"),
             )
         )
-    leaves = _Leaves(ctx, spark, warehouse, versions, None)
+    leaves = Leaves(ctx, spark, warehouse, versions, None)
     plan = ViewPlan(
         name,
         tree,
@@ -326,7 +326,7 @@ def _consolidated(signed: DataFrame, tree: Node) -> DataFrame:
     return rows.withColumn(ISUPDATE, update).withColumn(ROW_ID_COLUMN, F.col(RID))
 
 
-def _empty(spark: SparkSession, tree: Node, leaves: _Leaves) -> DataFrame:
+def _empty(spark: SparkSession, tree: Node, leaves: Leaves) -> DataFrame:
     df = compile_node(at(tree, End.START), leaves.read).limit(0)
     return _inserts(df, [F.col(c.id).alias(c.name) for c in tree.columns])
 
@@ -381,7 +381,7 @@ def _changed_rows(ctx: StatementContext, info: TableInfo, start: int, end: int) 
     return plan.before_files.rows + deleted_from + plan.after_files.rows
 
 
-class _Leaves:
+class Leaves:
     """Reads the leaves of a view's plans: base tables at the interval's ends, and their changes."""
 
     def __init__(
@@ -464,47 +464,3 @@ class _Leaves:
         return df.select(
             *columns, F.col(ROW_ID_COLUMN).alias(RID), F.col(ACTION_COLUMN).alias(ACTION)
         )
-
-
-def input_changes(
-    ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
-    node: Node,
-    versions: Versions,
-) -> tuple[DataFrame, Node] | None:
-    """The (redundant) changes of the subtree ``node`` over the interval and its derivative, or
-    None if no table it reads changed: its columns by internal id, RID and ACTION."""
-    leaves = _Leaves(ctx, spark, warehouse, versions, None)
-    derivative = derive(node, changed=leaves.changed)
-    if derivative is None:
-        return None
-    return compile_node(derivative, leaves.read), derivative
-
-
-def node_rows(
-    ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
-    node: Node,
-    versions: dict[int, tuple[TableInfo, int]],
-) -> DataFrame:
-    """The rows of the subtree ``node`` with each base table at the given version: its columns
-    by internal id, and RID."""
-    at_versions = {t: (info, v, v) for t, (info, v) in versions.items()}
-    read = _Leaves(ctx, spark, warehouse, at_versions, None).read
-    return compile_node(at(node, End.START), read)
-
-
-def rows_at(
-    ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
-    tree: Node,
-    versions: dict[int, tuple[TableInfo, int]],
-) -> DataFrame:
-    """The rows of query ``tree`` with each base table at the given version, with their
-    METADATA$ROW_ID (a dynamic table's full refresh)."""
-    df = node_rows(ctx, spark, warehouse, tree, versions)
-    names = [F.col(c.id).alias(c.name) for c in tree.columns]
-    return df.select(*names, F.col(RID).alias(ROW_ID_COLUMN))
