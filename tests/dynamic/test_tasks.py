@@ -331,7 +331,7 @@ def test_a_run_left_executing_by_a_dead_scheduler_is_ended_and_cannot_commit(bas
         0,
         "host:1:dead",
     )
-    run_id = base.catalog.add_task_run(dead)
+    run_id = base.catalog.add_task_run(dead).run_id
     _scheduler(base).step()  # takes the lease: ends the dead holder's run
     (ended,) = [r for r in _runs(base) if r["run_id"] == run_id]
     assert ended["state"] == "FAILED" and "stopped" in ended["reason"]
@@ -382,7 +382,7 @@ def test_a_graph_runs_once_at_a_time_and_a_stale_manual_run_is_ended(base, clock
     other = TaskRun(
         0, task_id, None, 1, "EXECUTING", "MANUAL", "", now, now, None, None, "", 0, "session:other"
     )
-    run_id = base.catalog.add_task_run(other)
+    run_id = base.catalog.add_task_run(other).run_id
     ran = base.sql("EXECUTE TASK t1").collect()
     assert [(r.state, r.reason) for r in ran] == [
         (

@@ -274,14 +274,14 @@ class Catalog:
         with reading(self.engine) as conn:
             return task_repo.list_live(conn)
 
-    def add_task_run(self, run: TaskRun, claim: RunClaim | None = None) -> int | None:
-        """Record a task run (EXECUTING when it starts, or SKIPPED); its id. Under ``claim``,
+    def add_task_run(self, run: TaskRun, claim: RunClaim | None = None) -> TaskRun | None:
+        """Record a task run (EXECUTING when it starts, or SKIPPED): as stored, with its id. Under ``claim``,
         in the same transaction: the lease is still held, the task's next scheduled run moves
         from where the claimant saw it, and no other run of the graph is executing; else
         nothing is written and the answer is None (or, for an overlapping run, a SKIPPED row).
         """
 
-        def attempt() -> int | None:
+        def attempt() -> TaskRun | None:
             with writing(self.engine) as conn:
                 return task_repo.claim_and_add(conn, run, claim, postgres=self._is_postgres)
 

@@ -110,19 +110,20 @@ def _run(r: Any) -> TaskRun:
     )
 
 
-def add_run(conn: Connection, run: TaskRun) -> int:
-    """Record ``run`` (its run id is assigned; a root's graph run id is its own run id)."""
+def add_run(conn: Connection, run: TaskRun) -> TaskRun:
+    """Record ``run``: as stored, with its run id (a root's graph run id is its own run id)."""
     values = dataclasses.asdict(run)
     del values["run_id"]
     run_id = conn.execute(t.task_runs.insert().values(**values)).inserted_primary_key[0]
+    graph_run_id = run_id if run.graph_run_id is None else run.graph_run_id
     if run.graph_run_id is None:
         conn.execute(t.task_runs.update().where(_R.run_id == run_id).values(graph_run_id=run_id))
-    return run_id
+    return dataclasses.replace(run, run_id=run_id, graph_run_id=graph_run_id)
 
 
 def claim_and_add(
     conn: Connection, run: TaskRun, claim: RunClaim | None, *, postgres: bool
-) -> int | None:
+) -> TaskRun | None:
     """``add_run`` under ``claim`` (see ``RunClaim``): None if the lease or the slot was lost;
     a SKIPPED run instead of ``run`` if another run of its graph is executing."""
     if claim is not None:

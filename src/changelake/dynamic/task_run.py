@@ -163,16 +163,13 @@ def _add(
         spark_jobs=0,
         holder=runner.holder,
     )
-    run_id = runner.ctx.catalog.add_task_run(run, claim)
-    if run_id is None:
+    stored = runner.ctx.catalog.add_task_run(run, claim)
+    if stored is None:
         return None
     if done.graph_run_id is None:
-        done.graph_run_id = run_id
-    if claim is not None and not claim.overlap:  # the catalog may have made it SKIPPED
-        (found,) = runner.ctx.catalog.task_runs(task_id=t.task_id, limit=1)
-        state = found.state
-    done.states[t.name] = state
-    return run_id
+        done.graph_run_id = stored.run_id
+    done.states[t.name] = stored.state  # the catalog may have made it SKIPPED (overlap)
+    return stored.run_id
 
 
 def _execute(
