@@ -174,6 +174,44 @@ def spark_jobs(spark: SparkSession, action: Callable[[], object]) -> int:
     return clock.since()[0]
 
 
+class ScannedFiles:
+    """The Parquet files Spark's file scans listed, per SQL execution started after ``mark()``,
+    read from the SQL status store (the scan nodes' ``Location``, printed in full)."""
+
+    def __init__(self, spark: SparkSession):
+        spark.conf.set("spark.sql.maxMetadataStringLength", str(1 << 30))
+        self._store = spark._jsparkSession.sharedState().statusStore()
+        self._seen: set[int] = set()
+        self.mark()
+
+    def _execution_ids(self) -> set[int]:
+        executions = self._store.executionsList()
+        return {executions.apply(i).executionId() for i in range(executions.size())}
+
+    def mark(self) -> None:
+        self._seen = self._execution_ids()
+
+    def since(self) -> list[str]:
+        """Every file a scan listed (a file twice if two scans listed it)."""
+        files: list[str] = []
+        for execution in sorted(self._execution_ids() - self._seen):
+            nodes = self._store.planGraph(execution).allNodes()
+            for i in range(nodes.size()):
+                node = nodes.apply(i)
+                if node.name().startswith("Scan "):
+                    files.extend(_listed_files(node.desc()))
+        return files
+
+
+def _listed_files(description: str) -> list[str]:
+    marker = description.find("InMemoryFileIndex(")
+    if marker < 0:
+        return []
+    start = description.find("[", marker)
+    end = description.find("]", start)
+    return [f.strip() for f in description[start + 1 : end].split(",") if f.strip()]
+
+
 def compared(
     name: str,
     description: str,

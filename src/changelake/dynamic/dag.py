@@ -23,7 +23,7 @@ from changelake.catalog.requests import (
     Requirement,
     Update,
 )
-from changelake.dynamic.definition import define
+from changelake.dynamic.definition import Definition, define
 from changelake.dynamic.refresh import Outcome, data_timestamp_now, plan_refresh, run_refresh
 from changelake.errors import (
     ChangelakeError,
@@ -51,37 +51,32 @@ def dynamic_table(ctx: StatementContext, name: str) -> DynamicTableInfo:
     raise TableNotFoundError(f"Dynamic table {name!r} does not exist.{did_you_mean(name, known)}")
 
 
-def upstreams_of(ctx: StatementContext, dyn: DynamicTableInfo) -> list[DynamicTableInfo]:
-    """The dynamic tables ``dyn``'s query reads (directly or through views)."""
-    found = []
-    for info in define(ctx, dyn.definition.sql, f"dynamic table {dyn.name}").tables.values():
-        if info.is_dynamic():
-            upstream = ctx.catalog.dynamic_table_by_id(info.table_id)
-            if upstream is not None:
-                found.append(upstream)
-    return found
-
-
 def in_order(
     ctx: StatementContext, roots: Sequence[DynamicTableInfo]
-) -> tuple[list[DynamicTableInfo], dict[int, list[int]]]:
-    """``roots`` and their upstreams, transitively, each after those it reads; and each one's
-    upstream ids."""
+) -> tuple[list[DynamicTableInfo], dict[int, Definition]]:
+    """``roots`` and their upstreams (the dynamic tables their queries read, directly or through
+    views), transitively, each after those it reads; and each one's query as defined now."""
     order: list[DynamicTableInfo] = []
-    reads: dict[int, list[int]] = {}
+    definitions: dict[int, Definition] = {}
 
     def visit(d: DynamicTableInfo) -> None:
-        if d.table_id in reads:
+        if d.table_id in definitions:
             return
-        upstreams = upstreams_of(ctx, d)
-        reads[d.table_id] = [u.table_id for u in upstreams]
-        for u in upstreams:
-            visit(u)
+        definitions[d.table_id] = found = define(ctx, d.definition.sql, f"dynamic table {d.name}")
+        for upstream in upstreams(found):
+            dyn = ctx.catalog.dynamic_table_by_id(upstream)
+            if dyn is not None:
+                visit(dyn)
         order.append(d)
 
     for root in roots:
         visit(root)
-    return order, reads
+    return order, definitions
+
+
+def upstreams(definition: Definition) -> list[int]:
+    """The ids of the dynamic tables a query reads."""
+    return [t for t, info in definition.tables.items() if info.is_dynamic()]
 
 
 @dataclass
@@ -108,13 +103,14 @@ def refresh_round(
 ) -> Round:
     """Refresh ``roots`` and their upstreams at ``data_timestamp``, each once; with
     ``skip_suspended`` (the scheduler), a suspended one and those that read it are not."""
-    order, reads = in_order(ctx, roots)
+    order, definitions = in_order(ctx, roots)
     done = Round(data_timestamp, [], {}, [])
     for dyn in order:
         current = ctx.catalog.dynamic_table_by_id(dyn.table_id)
         if current is None:
             continue  # dropped meanwhile
-        blocked = [u for u in reads[dyn.table_id] if u in done.failed or u in done.lost]
+        definition = definitions[dyn.table_id]
+        blocked = [u for u in upstreams(definition) if u in done.failed or u in done.lost]
         if blocked:
             if blocked[0] in done.failed:
                 error = done.failed[blocked[0]]
@@ -139,6 +135,7 @@ def refresh_round(
                     warehouse,
                     current,
                     data_timestamp,
+                    definition,
                     trigger=trigger(current),
                     requirements=requirements,
                     suspend_after=suspend_after,
@@ -190,16 +187,18 @@ def refresh_one(
     warehouse: Warehouse,
     dyn: DynamicTableInfo,
     data_timestamp: float,
+    definition: Definition,
     *,
     trigger: str,
     requirements: tuple[Requirement, ...] = (),
     suspend_after: int | None = None,
 ) -> Outcome:
-    """Refresh ``dyn`` at ``data_timestamp``; a failure goes into its history, then raises."""
+    """Refresh ``dyn`` at ``data_timestamp`` with its query as ``definition`` (defined at the
+    start of the round); a failure goes into its history, then raises."""
     started = ctx.now()
     action = "FULL"
     try:
-        plan = plan_refresh(ctx, dyn, data_timestamp)
+        plan = plan_refresh(ctx, dyn, definition, data_timestamp)
         action = plan.action
         return run_refresh(
             ctx,

@@ -39,7 +39,7 @@ def define(ctx: StatementContext, sql: str, about: str) -> Definition:
         if ctx.catalog.find_table(name) is None and ctx.catalog.view_sql(name) is None:
             raise TableNotFoundError(f"{about}: table or view {name!r} does not exist.")
     try:
-        built = query_definition(ctx, sql, about)
+        built = query_definition(ctx, sql, about, tree)
     except UnsupportedError as e:
         views = sorted((n, ctx.catalog.view_sql(n) or "") for n in named)
         fingerprint = hashlib.sha256(json.dumps([sql, views]).encode()).hexdigest()

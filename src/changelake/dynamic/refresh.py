@@ -44,7 +44,7 @@ from changelake.changes.plan import Information
 from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
 from changelake.dml.common import Target
 from changelake.dynamic.apply import Applied, apply_delta, diff
-from changelake.dynamic.definition import Definition, define
+from changelake.dynamic.definition import Definition
 from changelake.dynamic.evaluate import query_rows
 from changelake.dynamic.maintain import (
     explain_lines,
@@ -127,17 +127,21 @@ def version_at(ctx: StatementContext, info: TableInfo, data_timestamp: float) ->
 
 
 def plan_refresh(
-    ctx: StatementContext, dyn: DynamicTableInfo, data_timestamp: float, *, explain: bool = False
+    ctx: StatementContext,
+    dyn: DynamicTableInfo,
+    definition: Definition,
+    data_timestamp: float,
+    *,
+    explain: bool = False,
 ) -> RefreshPlan:
-    """The refresh of ``dyn`` at ``data_timestamp`` (its upstreams refreshed at it already;
-    for ``explain``, upstream dynamic tables as they are now)."""
-    about = f"dynamic table {dyn.name}"
+    """The refresh of ``dyn``, its query defined as ``definition``, at ``data_timestamp`` (its
+    upstreams refreshed at it already; for ``explain``, upstream dynamic tables as they are
+    now)."""
     if dyn.data_timestamp is not None and dyn.data_timestamp > data_timestamp:
         raise ConflictError(
             f"Dynamic table {dyn.name} was refreshed to a later point than this refresh's;"
             " nothing was written."
         )
-    definition = define(ctx, dyn.definition.sql, about)
     ends = {
         t: ctx.read_version(info)
         if explain and info.is_dynamic()
@@ -193,10 +197,10 @@ def run_refresh(
     """Run ``plan`` and commit it, also requiring ``requirements`` (the scheduler's lease);
     raises, and commits nothing, if it fails or lost a race."""
     dyn = plan.dt
-    target = Target(dyn.info, ctx.state(dyn.info, dyn.info.current_version))
     statement_id = new_statement_id()
-    applied, jobs = Applied(), 0
-    if plan.action != "NO_DATA":
+    applied, jobs, since = Applied(), 0, dyn.info.current_version
+    if plan.action != "NO_DATA":  # which writes nothing, so needs none of the stored files
+        target = Target(dyn.info, ctx.state(dyn.info, since))
         with (
             counted_jobs(spark, f"refresh of dynamic table {dyn.name}") as count,
             _delta(ctx, spark, warehouse, plan, target) as delta,
@@ -215,7 +219,7 @@ def run_refresh(
         rows_updated=applied.updated,
         spark_jobs=jobs,
     )
-    table_id, name, since = dyn.table_id, dyn.name, target.state.version
+    table_id, name = dyn.table_id, dyn.name
     updates: list[Update] = []
     if applied.added:
         updates.append(AddFiles(table_id, applied.added))
@@ -310,7 +314,11 @@ def _renamed(df: DataFrame, names: list[str], hidden: tuple[str, ...]) -> DataFr
 
 
 def explain_refresh(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, order: list[DynamicTableInfo]
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    order: list[DynamicTableInfo],
+    definitions: dict[int, Definition],
 ) -> list[str]:
     """EXPLAIN ALTER DYNAMIC TABLE ... REFRESH: what refreshing ``order`` (upstreams first)
     now would do, from metadata: each refresh's action and, for an incremental one, the
@@ -318,7 +326,7 @@ def explain_refresh(
     data_timestamp = data_timestamp_now(ctx)
     lines = []
     for dyn in order:
-        plan = plan_refresh(ctx, dyn, data_timestamp, explain=True)
+        plan = plan_refresh(ctx, dyn, definitions[dyn.table_id], data_timestamp, explain=True)
         lines += plan.lines()
         tree = plan.definition.tree
         if plan.action == "INCREMENTAL" and tree is not None:

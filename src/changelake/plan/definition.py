@@ -10,6 +10,8 @@ import hashlib
 import json
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 from changelake.catalog.model import TableInfo
 from changelake.dialect import parse_one
 from changelake.plan.build import Builder, Catalog
@@ -23,7 +25,7 @@ def _catalog(ctx: StatementContext, read: list[tuple[str, str]]) -> Catalog:
         info = ctx.catalog.find_table(name)
         if info is None:
             return None
-        return info, tuple(c.name for c in ctx.state(info).schema.visible)
+        return info, tuple(c.name for c in ctx.schema_state(info).schema.visible)
 
     def view_sql(name: str) -> str | None:
         sql = ctx.catalog.view_sql(name)
@@ -61,12 +63,15 @@ def view_tree(ctx: StatementContext, name: str, about: str) -> Node:
     return view_definition(ctx, name, about).tree
 
 
-def query_definition(ctx: StatementContext, sql: str, about: str) -> ViewDefinition:
+def query_definition(
+    ctx: StatementContext, sql: str, about: str, parsed: exp.Expression | None = None
+) -> ViewDefinition:
     """A query (a dynamic table's) as the catalog's tables and views define it now; its
     fingerprint covers the query and the views it reads. Raises UnsupportedError naming the
-    operator that has no differentiation rule."""
+    operator that has no differentiation rule. ``parsed``: ``sql`` parsed already (it is
+    consumed)."""
     read: list[tuple[str, str]] = [("", sql)]
     builder = Builder(_catalog(ctx, read), about)
-    tree = builder.query(parse_one(sql), {})
+    tree = builder.query(parsed if parsed is not None else parse_one(sql), {})
     fingerprint = hashlib.sha256(json.dumps(read).encode()).hexdigest()
     return ViewDefinition(tree, fingerprint, tuple(builder.built))

@@ -52,8 +52,8 @@ def explain(
     ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, tree: exp.Expression
 ) -> DataFrame:
     if isinstance(tree, AlterDynamicTable) and tree.args["action"] == "REFRESH":
-        order, _ = in_order(ctx, [dynamic_table(ctx, tree.this.name)])
-        lines = explain_refresh(ctx, spark, warehouse, order)
+        order, definitions = in_order(ctx, [dynamic_table(ctx, tree.this.name)])
+        lines = explain_refresh(ctx, spark, warehouse, order, definitions)
         return spark.createDataFrame([(line,) for line in lines], "plan string")
     lines = change_plans(ctx, spark, warehouse, tree)
     df = Binder(ctx, spark, warehouse).query(tree)

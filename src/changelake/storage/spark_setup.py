@@ -31,6 +31,10 @@ SPARK_CONF = {
     # five more py4j round trips each); changelake builds its plans in thousands of such calls,
     # and call sites inside changelake tell users nothing. PySpark reads it once per process.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # changelake reads tables as lists of files; past 32 paths Spark lists them with a Spark
+    # job (0.2-0.4 s here) where the driver takes milliseconds for local files and few hundred
+    # object-store paths
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": "512",
 }
 # Settings every changelake session needs, also on a SparkSession the user brings.
 RUNTIME_CONF = ("spark.sql.parquet.outputTimestampType",)
