@@ -5,15 +5,17 @@ METADATA$ROW_ID, at most one DELETE and one INSERT per ROW_ID (the minimum delta
 of the stored rows against the query's result). A DELETE removes the stored row with that key (a
 deletion-vector entry with its before-image, as DML writes); an INSERT writes a row with that key,
 and when it pairs with a DELETE (an update) it keeps the deleted row's identity, so the table's own
-changes show an update. The stored rows are found by one join of the deleted keys with the
-table's key column; full rows are read only from the files that hold one.
+changes show an update. A delta computed against the stored rows (a maintained aggregate's, a
+FULL refresh's diff) carries their addresses and identities, so it is applied in one pass; for
+another (a view's changes) the stored rows are found by one join of the deleted keys with the
+table's key column, and full rows are read only from the files that hold one.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.catalog.model import DataFile, NewDeletes
@@ -21,12 +23,14 @@ from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID, pair_events
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import BROADCAST_MATCHES, find_matches, full_rows, persisted
 from changelake.errors import ConflictError
-from changelake.schema import ROW_KEY, quoted
-from changelake.storage.snapshot import ADDRESS, RID, read_state
+from changelake.schema import ROW_KEY, TableSchema, quoted
+from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, read_state
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import run_checked
 
 _KEY = "_cl_dkey"
+# a stored row's address and identity, on the events of a delta computed against stored rows
+STORED = (*ADDRESS, *IDENTITY)
 
 
 @dataclass(frozen=True)
@@ -53,7 +57,14 @@ def apply_delta(
     *,
     statement_id: str,
 ) -> Applied:
-    """Write what turns ``target``'s rows into the rows ``delta`` leads to (files, DV files)."""
+    """Write what turns ``target``'s rows into the rows ``delta`` leads to (files, DV files).
+
+    A delta computed against the stored rows themselves (a maintained aggregate, a FULL
+    refresh's diff) carries each stored row's address and identity (``STORED``) on its events:
+    it is applied in one pass, with no second read of the table to find the deleted keys' rows
+    and their before-images."""
+    if all(c in delta.columns for c in STORED):
+        return _apply_addressed(warehouse, target, delta, statement_id=statement_id)
     name, schema = target.info.name, target.state.schema
     with persisted(delta) as changes:
         counts = run_checked(
@@ -91,12 +102,7 @@ def apply_delta(
                 )
         try:
             rows = changes.where(F.col(ACTION) == "INSERT")
-            # a state column the delta lacks (a table whose state a refresh cannot maintain
-            # any longer: its query changed) is left NULL
-            values = [
-                F.col(quoted(c.name)) if c.name in rows.columns else F.lit(None).cast(c.type)
-                for c in schema.stored
-            ]
+            values = _values(rows, schema)
             if old is None:
                 new = rows.select(*values, F.col(ROW_ID).alias(ROW_KEY), F.lit(None).alias(RID))
             else:
@@ -114,6 +120,78 @@ def apply_delta(
         finally:
             if old is not None:
                 old.unpersist()
+    return _applied(by_kind, added, removed, deletes, inserting, deleting)
+
+
+def _apply_addressed(
+    warehouse: Warehouse, target: Target, delta: DataFrame, *, statement_id: str
+) -> Applied:
+    name, schema = target.info.name, target.state.schema
+    with persisted(delta) as changes:
+        counts = run_checked(
+            lambda: changes.groupBy(ACTION, ISUPDATE, FILE).count().collect(), table=name
+        )
+        by_kind: dict[tuple[str, bool], int] = {}
+        per_file: dict[str, int] = {}
+        for r in counts:
+            kind = (r[ACTION], r[ISUPDATE])
+            by_kind[kind] = by_kind.get(kind, 0) + r["count"]
+            if r[ACTION] == "DELETE":
+                if r[FILE] is None:
+                    raise ConflictError(
+                        f"Dynamic table {name} does not hold the rows its last refresh left"
+                        f" ({r['count']} to delete were not found); nothing was written."
+                        f" ALTER DYNAMIC TABLE {name} REFRESH again reinitializes it."
+                    )
+                per_file[r[FILE]] = r["count"]
+        deleting = sum(per_file.values())
+        inserting = by_kind.get(("INSERT", True), 0) + by_kind.get(("INSERT", False), 0)
+        if not deleting and not inserting:
+            return Applied()
+        removed: tuple[str, ...] = ()
+        deletes: tuple[NewDeletes, ...] = ()
+        if deleting:
+            deleted = changes.where(F.col(ACTION) == "DELETE").select(
+                *[F.col(quoted(c.name)) for c in schema.stored],
+                F.col(ROW_ID).alias(ROW_KEY),
+                *[F.col(c) for c in STORED],
+            )
+            removed, deletes, _ = record_deletes(
+                warehouse, target, deleted, counts=per_file, statement_id=statement_id
+            )
+        rows = changes.where(F.col(ACTION) == "INSERT")
+        # an update's new row keeps the identity of the row it replaces
+        new = rows.select(
+            *_values(rows, schema), F.col(ROW_ID).alias(ROW_KEY), F.col(RID).alias(RID)
+        )
+        added = write_rows(
+            warehouse,
+            [new] if inserting else [],
+            schema=schema,
+            table=name,
+            directory=warehouse.data_dir(statement_id),
+            rows=inserting,
+        )
+    return _applied(by_kind, added, removed, deletes, inserting, deleting)
+
+
+def _values(rows: DataFrame, schema: TableSchema) -> list[Column]:
+    """The stored columns of the new rows; a state column the delta lacks (a table whose state
+    a refresh cannot maintain any longer: its query changed) is left NULL."""
+    return [
+        F.col(quoted(c.name)) if c.name in rows.columns else F.lit(None).cast(c.type)
+        for c in schema.stored
+    ]
+
+
+def _applied(
+    by_kind: dict[tuple[str, bool], int],
+    added: list[DataFile],
+    removed: tuple[str, ...],
+    deletes: tuple[NewDeletes, ...],
+    inserting: int,
+    deleting: int,
+) -> Applied:
     updated = by_kind.get(("INSERT", True), 0)
     return Applied(
         added=tuple(added),
@@ -125,18 +203,23 @@ def apply_delta(
     )
 
 
-def diff(stored: DataFrame, rows: DataFrame, names: list[str]) -> DataFrame:
+def diff(
+    stored: DataFrame, rows: DataFrame, names: list[str], carried: tuple[str, ...] = ()
+) -> DataFrame:
     """The minimum delta from ``stored`` (with the row key) to ``rows`` (with METADATA$ROW_ID),
-    matched by ROW_ID: a key in both with other values is an update pair."""
+    matched by ROW_ID: a key in both with other values is an update pair. Both events of a
+    stored row keep its ``carried`` columns (its address and identity: see ``apply_delta``);
+    a new key has them NULL."""
     values = [F.col(quoted(n)) for n in names]
-    old = stored.select(F.col(quoted(ROW_KEY)).alias("_k"), F.struct(*values).alias("_b"))
+    old = stored.select(F.col(quoted(ROW_KEY)).alias("_k"), F.struct(*values).alias("_b"), *carried)
     new = rows.select(F.col(ROW_ID).alias("_k"), F.struct(*values).alias("_a"))
     changed = old.join(new, "_k", "full_outer").where(~F.col("_b").eqNullSafe(F.col("_a")))
-    events = changed.select(F.col("_k"), pair_events(F.col("_b"), F.col("_a")))
+    events = changed.select(F.col("_k"), pair_events(F.col("_b"), F.col("_a")), *carried)
     events = events.where(F.col("_e").isNotNull())
     return events.select(
         *[F.col("_e").getField("v").getField(n).alias(n) for n in names],
         F.col("_e").getField("a").alias(ACTION),
         F.col("_e").getField("u").alias(ISUPDATE),
         F.col("_k").alias(ROW_ID),
+        *carried,
     )

@@ -25,7 +25,7 @@ from changelake.changes.scan import ACTION as EVENT
 from changelake.changes.scan import ISUPDATE, ROW_ID, pair_events
 from changelake.dml.common import Target
 from changelake.dml.matches import persisted
-from changelake.dynamic.apply import diff
+from changelake.dynamic.apply import STORED, diff
 from changelake.dynamic.definition import Definition
 from changelake.dynamic.measures import (
     Shape,
@@ -175,9 +175,10 @@ def maintained_delta(
     summed = delta_state(m.shape, m.types)
     partial = changes.groupBy(*keys).agg(*summed) if keys else changes.agg(*summed)
     partial = partial.withColumn(RID, group_row_id([F.col(c.id) for c in agg.keys]))
-    stored = read_state(spark, warehouse, target.state, address=True).select(
+    stored = read_state(spark, warehouse, target.state, identity=True).select(
         F.col(quoted(ROW_KEY)).alias(_OLD + ROW_KEY),
         *[F.col(quoted(n)).alias(_OLD + n) for n in stored_names],
+        *[F.col(c).alias(_OLD + c) for c in STORED],
     )
     joined = partial.join(stored, F.col(RID) == F.col(_OLD + ROW_KEY), "left")
     now = combined(m.shape, m.types, _OLD)
@@ -186,7 +187,7 @@ def maintained_delta(
     frame = joined.select(
         *[F.col(c.id) for c in agg.keys],
         F.col(RID),
-        *[F.col(_OLD + n) for n in [ROW_KEY, *stored_names]],
+        *[F.col(_OLD + n) for n in [ROW_KEY, *stored_names, *STORED]],
         *[now.state[n].cast(types[n]).alias(n) for n in m.state],
         *[now.values[c.id].cast(m.value_types[c.id]).alias(c.id) for c in agg.values],
         now.recompute.alias(_REDO),
@@ -198,26 +199,31 @@ def maintained_delta(
         if m.may_recompute:  # one small job saves reading base rows when no group needs it
             redo = run_checked(lambda: frame.where(F.col(_REDO)).count(), table=target.info.name)
         # a group not recomputed has its stored row beside its new one: no join to pair them
-        passed = (_REDO, _KEEP, _HAD, *[_OLD + n for n in stored_names])
+        passed = (_REDO, _KEEP, _HAD, *[_OLD + n for n in [*stored_names, *STORED]])
         rows = _output(m, frame.where(~F.col(_REDO)), names, passed)
         before = F.when(F.col(_HAD), F.struct(*[F.col(_OLD + n).alias(n) for n in stored_names]))
         after = F.when(F.col(_KEEP), F.struct(*[F.col(quoted(n)) for n in stored_names]))
+        # both events of a stored group keep its row's address and identity (apply_delta)
         paired = rows.where(~before.eqNullSafe(after)).select(
-            F.col(ROW_ID), pair_events(before, after)
+            F.col(ROW_ID),
+            pair_events(before, after),
+            *[F.col(_OLD + c).alias(c) for c in STORED],
         )
         delta = paired.where(F.col("_e").isNotNull()).select(
             *[F.col("_e").getField("v").getField(n).alias(n) for n in stored_names],
             F.col("_e").getField("a").alias(EVENT),
             F.col("_e").getField("u").alias(ISUPDATE),
             F.col(ROW_ID),
+            *STORED,
         )
         if redo:
             fresh = _recomputed(ctx, spark, warehouse, m, frame, ends, types)
             old = frame.where(F.col(_REDO) & F.col(_HAD)).select(
-                *[F.col(_OLD + n).alias(n) for n in stored_names],
+                *[F.col(_OLD + n).alias(n) for n in [*stored_names, *STORED]],
                 F.col(_OLD + ROW_KEY).alias(ROW_KEY),
             )
-            delta = delta.unionByName(diff(old, _output(m, fresh, names), stored_names))
+            recomputed = diff(old, _output(m, fresh, names), stored_names, STORED)
+            delta = delta.unionByName(recomputed)
         yield delta
 
 

@@ -43,7 +43,7 @@ from changelake.catalog.requests import (
 from changelake.changes.plan import Information
 from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
 from changelake.dml.common import Target
-from changelake.dynamic.apply import Applied, apply_delta, diff
+from changelake.dynamic.apply import STORED, Applied, apply_delta, diff
 from changelake.dynamic.definition import Definition
 from changelake.dynamic.evaluate import query_rows
 from changelake.dynamic.maintain import (
@@ -295,7 +295,8 @@ def _delta(
         rows = _renamed(rows, names, (ROW_ID,))
         # state columns the query no longer maintains are left NULL
         rows = rows.select("*", *[F.lit(None).cast(c.type).alias(c.name) for c in schema.state])
-    yield diff(read_state(spark, warehouse, target.state, address=True), rows, stored)
+    stored_rows = read_state(spark, warehouse, target.state, identity=True)
+    yield diff(stored_rows, rows, stored, STORED)
 
 
 def _renamed(df: DataFrame, names: list[str], hidden: tuple[str, ...]) -> DataFrame:
