@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.catalog.model import DataFile, NewDeletes
@@ -23,7 +23,7 @@ from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID, pair_events
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import BROADCAST_MATCHES, find_matches, full_rows, persisted
 from changelake.errors import ConflictError
-from changelake.schema import ROW_KEY, TableSchema, quoted
+from changelake.schema import ROW_KEY, quoted
 from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, read_state
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import run_checked
@@ -65,7 +65,7 @@ def apply_delta(
     and their before-images."""
     if all(c in delta.columns for c in STORED):
         return _apply_addressed(warehouse, target, delta, statement_id=statement_id)
-    name, schema = target.info.name, target.state.schema
+    name = target.info.name
     with persisted(delta) as changes:
         counts = run_checked(
             lambda: changes.groupBy(ACTION, ISUPDATE).count().collect(), table=name
@@ -102,21 +102,12 @@ def apply_delta(
                 )
         try:
             rows = changes.where(F.col(ACTION) == "INSERT")
-            values = _values(rows, schema)
             if old is None:
-                new = rows.select(*values, F.col(ROW_ID).alias(ROW_KEY), F.lit(None).alias(RID))
+                rows = rows.withColumn(RID, F.lit(None))
             else:
                 kept = old.select(F.col(quoted(ROW_KEY)).alias(_KEY), F.col(RID))
-                joined = rows.join(kept, rows[ROW_ID] == kept[_KEY], "left")
-                new = joined.select(*values, F.col(ROW_ID).alias(ROW_KEY), F.col(RID))
-            added = write_rows(
-                warehouse,
-                [new] if inserting else [],
-                schema=schema,
-                table=name,
-                directory=warehouse.data_dir(statement_id),
-                rows=inserting,
-            )
+                rows = rows.join(kept, rows[ROW_ID] == kept[_KEY], "left")
+            added = _write_inserts(warehouse, target, rows, inserting, statement_id=statement_id)
         finally:
             if old is not None:
                 old.unpersist()
@@ -159,29 +150,32 @@ def _apply_addressed(
             removed, deletes, _ = record_deletes(
                 warehouse, target, deleted, counts=per_file, statement_id=statement_id
             )
+        # an update's new row keeps the identity (RID) of the row it replaces
         rows = changes.where(F.col(ACTION) == "INSERT")
-        # an update's new row keeps the identity of the row it replaces
-        new = rows.select(
-            *_values(rows, schema), F.col(ROW_ID).alias(ROW_KEY), F.col(RID).alias(RID)
-        )
-        added = write_rows(
-            warehouse,
-            [new] if inserting else [],
-            schema=schema,
-            table=name,
-            directory=warehouse.data_dir(statement_id),
-            rows=inserting,
-        )
+        added = _write_inserts(warehouse, target, rows, inserting, statement_id=statement_id)
     return _applied(by_kind, added, removed, deletes, inserting, deleting)
 
 
-def _values(rows: DataFrame, schema: TableSchema) -> list[Column]:
-    """The stored columns of the new rows; a state column the delta lacks (a table whose state
-    a refresh cannot maintain any longer: its query changed) is left NULL."""
-    return [
+def _write_inserts(
+    warehouse: Warehouse, target: Target, rows: DataFrame, count: int, *, statement_id: str
+) -> list[DataFile]:
+    """Write the delta's INSERT ``rows`` (with the identity column: NULL for a new row) as the
+    table's rows, keyed by their ROW_ID. A state column the delta lacks (a table whose state a
+    refresh cannot maintain any longer: its query changed) is left NULL."""
+    schema = target.state.schema
+    values = [
         F.col(quoted(c.name)) if c.name in rows.columns else F.lit(None).cast(c.type)
         for c in schema.stored
     ]
+    new = rows.select(*values, F.col(ROW_ID).alias(ROW_KEY), F.col(RID))
+    return write_rows(
+        warehouse,
+        [new] if count else [],
+        schema=schema,
+        table=target.info.name,
+        directory=warehouse.data_dir(statement_id),
+        rows=count,
+    )
 
 
 def _applied(
