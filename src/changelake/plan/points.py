@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import re
+import zoneinfo
 
 from pyspark.sql import SparkSession
 from sqlglot import exp
@@ -45,9 +48,47 @@ def _number(text: str) -> int | float:
         return float(text)
 
 
+# Timestamp strings parsed without Spark: a date, or a date and a time with up to six fractional
+# digits, no zone, in years whose zone rules Python and Java agree on. Anything else (a zone, a
+# special value such as 'yesterday', a partial time) goes to Spark's CAST.
+_TIMESTAMP = re.compile(
+    r"\s*(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?)?\s*"
+)
+_YEARS = range(1970, 2101)
+
+
+@functools.lru_cache(maxsize=16)
+def _zone(name: str) -> zoneinfo.ZoneInfo | None:
+    try:
+        return zoneinfo.ZoneInfo(name)
+    except (ValueError, zoneinfo.ZoneInfoNotFoundError):
+        return None  # e.g. an offset such as '+08:00': Spark knows it, CAST handles it
+
+
+def local_epoch(text: str, zone_name: str) -> float | None:
+    """Seconds since the epoch of timestamp string ``text`` read in time zone ``zone_name`` as
+    Spark's CAST(text AS TIMESTAMP) reads it, or None where only Spark can tell. A local time
+    that a clock change skipped or repeated resolves as in Java: moved on by the gap, or the
+    earlier of the two instants (Python's ``fold=0`` gives both)."""
+    found = _TIMESTAMP.fullmatch(text)
+    zone = _zone(zone_name)
+    if found is None or zone is None or int(found.group(1)) not in _YEARS:
+        return None
+    fields = [int(g) if g else 0 for g in found.groups()[:6]]
+    micros = int((found.group(7) or "").ljust(6, "0"))
+    try:
+        local = dt.datetime(*fields, micros, tzinfo=zone)  # type: ignore[misc]
+    except ValueError:
+        return None  # no such date: Spark's error says so
+    return local.timestamp()
+
+
 def _epoch(spark: SparkSession, expression: exp.Expression) -> float:
     value = evaluate(spark, expression)
     if isinstance(value, str):
+        parsed = local_epoch(value, str(spark.conf.get("spark.sql.session.timeZone")))
+        if parsed is not None:
+            return parsed
         value = spark.sql(f"SELECT CAST({exp.Literal.string(value).sql()} AS TIMESTAMP)").first()[0]
         if value is None:
             raise InvalidStatementError(

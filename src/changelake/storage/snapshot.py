@@ -138,13 +138,14 @@ def scan_files(
     paths = [f.file.path if isinstance(f, LiveFile) else f.path for f in files]
     df = spark.read.schema(physical).parquet(*[warehouse.uri(p) for p in paths])
     if positions:
-        df = df.select(
+        size, pos = F.col("_metadata.file_size"), F.col("_metadata.row_index")
+        return df.select(
             "*",
             F.col("_metadata.file_name").alias(FILE),
-            F.col("_metadata.row_index").alias(POS),
-            F.col("_metadata.file_size").alias(SIZE),
+            pos.alias(POS),
+            size.alias(SIZE),
+            address_key(size, pos).alias(KEY),
         )
-        return df.withColumn(KEY, address_key(F.col(SIZE), F.col(POS)))
     return df
 
 
@@ -177,6 +178,9 @@ def with_identity(
 
 
 def _identity(df: DataFrame) -> DataFrame:
-    return df.withColumn(RID, F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS))).withColumn(
-        VER, F.coalesce(F.col(ROW_VERSION), F.col("_i_version"))
+    return df.withColumns(
+        {
+            RID: F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS)),
+            VER: F.coalesce(F.col(ROW_VERSION), F.col("_i_version")),
+        }
     )

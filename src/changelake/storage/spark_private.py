@@ -6,6 +6,7 @@ Private APIs break under Spark Connect (a remote cluster), so nothing else may t
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 from typing import Any
 
@@ -22,11 +23,13 @@ _TASK_FAILURE_LOGGERS = (
 )
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_type(type_name: str) -> DataType:
     """The Spark DataType of a type name such as ``decimal(10,2)``.
 
-    ``_parse_datatype_string`` parses without a Spark job or round trip; the public
-    ``DataType.fromDDL`` needs an active session (and a round trip under Spark Connect).
+    ``_parse_datatype_string`` parses without a Spark job; the public ``DataType.fromDDL`` needs
+    an active session (and a round trip under Spark Connect). Both ask the JVM (a few ms), and a
+    statement asks for its tables' types many times: the answers are kept (DataTypes are values).
     """
     try:
         from pyspark.sql.types import _parse_datatype_string
@@ -104,3 +107,31 @@ def jvm_broadcast(spark: SparkSession, data: bytes) -> Any:
     """A JVM ``Broadcast<byte[]>`` of ``data``, for a JVM expression to read on the executors
     (PySpark's own broadcast variables hold pickled Python objects)."""
     return spark.sparkContext._jsc.broadcast(data)
+
+
+def cache_function_lookups() -> None:
+    """Make each call of ``pyspark.sql.functions`` one round trip to the JVM instead of three.
+
+    PySpark looks ``org.apache.spark.sql.functions`` and then the method up by reflection on
+    every call (``_get_jvm_function``), and changelake builds its plans from thousands of such
+    calls; the method found is the same every time, for as long as the JVM is. Skipped where
+    the private hook is missing (Spark Connect builds columns without a JVM).
+    """
+    try:
+        from pyspark.sql.functions import builtin
+    except ImportError:
+        return
+    look_up = getattr(builtin, "_get_jvm_function", None)
+    if look_up is None or getattr(look_up, "cached_by_changelake", False):
+        return
+    found: dict[str, tuple[Any, Any]] = {}
+
+    def cached(name: str, sc: Any) -> Any:
+        jvm = sc._jvm
+        entry = found.get(name)
+        if entry is None or entry[0] is not jvm:  # a new gateway: look it up again
+            entry = found[name] = (jvm, look_up(name, sc))
+        return entry[1]
+
+    cached.cached_by_changelake = True  # type: ignore[attr-defined]
+    builtin._get_jvm_function = cached

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from changelake.errors import JavaNotFoundError
 from changelake.storage import native
-from changelake.storage.spark_private import quiet_task_failure_logs
+from changelake.storage.spark_private import cache_function_lookups, quiet_task_failure_logs
 
 SPARK_CONF = {
     # pools share the cores between threads (the scheduler's refreshes and task runs); inside a
@@ -91,6 +91,7 @@ def default_spark() -> SparkSession:
 
 def prepare(spark: SparkSession) -> SparkSession:
     """Apply the settings changelake relies on to ``spark``."""
+    cache_function_lookups()
     for key in RUNTIME_CONF:
         spark.conf.set(key, SPARK_CONF[key])
     return spark
