@@ -6,6 +6,7 @@ Strings follow Snowflake (``'it''s'`` is one string with a quote), identifiers m
 
 from __future__ import annotations
 
+import functools
 import re
 
 import sqlglot
@@ -288,6 +289,13 @@ class Changelake(Spark):
 
 def parse_one(text: str) -> exp.Expression:
     """Parse exactly one statement, raising SqlSyntaxError with line and column on failure."""
+    return _parsed(text).copy()  # a tree of its own: callers may change it
+
+
+# The same texts come back (a dynamic table's query at every refresh, a task's body at every
+# run); a copy of a kept tree costs a fifth of parsing it again.
+@functools.lru_cache(maxsize=512)
+def _parsed(text: str) -> exp.Expression:
     tokens = _tokens(text)
     if tokens and is_task_statement(tokens):
         return _task(text, tokens)
