@@ -13,7 +13,11 @@ from pyspark.sql import SparkSession
 
 from changelake.errors import JavaNotFoundError
 from changelake.storage import native
-from changelake.storage.spark_private import cache_function_lookups, quiet_task_failure_logs
+from changelake.storage.spark_private import (
+    cache_class_lookups,
+    cache_function_lookups,
+    quiet_task_failure_logs,
+)
 
 SPARK_CONF = {
     # pools share the cores between threads (the scheduler's refreshes and task runs); inside a
@@ -92,6 +96,7 @@ def default_spark() -> SparkSession:
 def prepare(spark: SparkSession) -> SparkSession:
     """Apply the settings changelake relies on to ``spark``."""
     cache_function_lookups()
+    cache_class_lookups()
     for key in RUNTIME_CONF:
         spark.conf.set(key, SPARK_CONF[key])
     return spark
