@@ -19,7 +19,10 @@ NAMES = [f"part-{i}.parquet" for i in range(4)] + ["é-ü.parquet"]
 # Interpreted evaluation (no whole-stage code generation, no generated projections) as well as
 # the generated code Spark normally runs.
 MODES = {
-    "compiled": {},
+    "compiled": {
+        "spark.sql.codegen.wholeStage": "true",
+        "spark.sql.codegen.factoryMode": "FALLBACK",
+    },
     "interpreted": {
         "spark.sql.codegen.wholeStage": "false",
         "spark.sql.codegen.factoryMode": "NO_CODEGEN",
