@@ -115,8 +115,8 @@ def cache_class_lookups() -> None:
     py4j resolves each name of such a chain with a round trip, and a short name such as
     ``PythonUtils`` first as a class of that name in every jar of Spark's class path (8% of the
     CPU of the JVM thread that serves Python, measured with Java Flight Recorder). PySpark does
-    this for every list of columns it hands over. Packages, classes and static methods are the same for
-    as long as the JVM is, so each answer is kept per gateway; field values are not kept.
+    this for every list of columns it hands over. Packages, classes and static methods are the
+    same for as long as the JVM is, so each answer is kept per gateway; field values are not.
     """
     try:
         from py4j import java_gateway, protocol
@@ -124,11 +124,11 @@ def cache_class_lookups() -> None:
         return
     if getattr(java_gateway.JVMView.__getattr__, "cached_by_changelake", False):
         return
-    found: dict[tuple[int, str, str], Any] = {}
+    found: dict[tuple[str, str], tuple[Any, Any]] = {}  # (scope, name) -> (gateway, answer)
 
     def keep(look_up: Any, scope: Any) -> Any:
         def cached(self: Any, name: str) -> Any:
-            key = (id(self._gateway_client), scope(self), name)
+            key = (scope(self), name)
             entry = found.get(key)
             if entry is not None and entry[0] is self._gateway_client:
                 return entry[1]
