@@ -22,14 +22,11 @@ from changelake.clock import ManualClock  # noqa: E402
 # its own code again: interpreted, the statements of a JFR-profiled round ran 20% faster (UPDATE
 # 1.4 -> 1.05 s, CHANGES of a join view 2.3 -> 1.8 s). The same expressions in generated code
 # are tested in tests/storage/test_native.py, and bench/ and serve run with code generation.
-# Adaptive execution re-plans each shuffle stage as a job of its own (an UPDATE ran 9 jobs with
-# it, 4 without) and gains nothing on a few rows; bench/ and serve keep it on.
 TEST_CONF = {
     "spark.sql.shuffle.partitions": "2",
     "spark.driver.memory": "2g",
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-    "spark.sql.adaptive.enabled": "false",
 }
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 import pytest
 from tests.conftest import rows
 
+import changelake
 from changelake.catalog.requests import LeaseHeld
 from changelake.dynamic.dag import refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
@@ -117,8 +118,21 @@ def test_failures_back_off_then_suspend_the_table_with_the_error(base, clock):
     assert [o.record.state for o in done.refreshed] == ["SUCCEEDED"]
 
 
-def test_one_scheduler_holds_the_lease_and_a_zombie_cannot_commit(base, clock):
-    session = base
+@pytest.fixture
+def base_on_catalog(catalog_url, spark, tmp_path, clock):
+    """``base`` on each catalog kind (the lease reads and fences with row locks on PostgreSQL)."""
+    session = changelake.connect(
+        str(tmp_path / "wh"), catalog=catalog_url, spark=spark, clock=clock
+    )
+    session.sql("CREATE TABLE src (k INT, v INT)")
+    session.sql("INSERT INTO src VALUES (1, 10), (2, 20), (1, 5)")
+    clock.advance(seconds=1)
+    yield session
+    session.close()
+
+
+def test_one_scheduler_holds_the_lease_and_a_zombie_cannot_commit(base_on_catalog, clock):
+    session = base_on_catalog
     session.sql("CREATE DYNAMIC TABLE d TARGET_LAG = '10 seconds' AS SELECT k, v FROM src")
     first = _scheduler(session, lease=15.0)
     second = _scheduler(session, lease=15.0)

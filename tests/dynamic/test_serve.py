@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
 from tests.conftest import rows
 
 import changelake
@@ -80,6 +81,12 @@ def _ts(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch).isoformat(sep=" ")
 
 
+# Each run costs two service JVMs and a minute and a half: the default run takes the SQLite
+# catalog, the nightly run (README) PostgreSQL too; the lease's PostgreSQL locking is also tested
+# in process (test_scheduler.py).
+@pytest.mark.parametrize(
+    "catalog_url", ["sqlite", pytest.param("postgresql", marks=pytest.mark.nightly)], indirect=True
+)
 def test_a_second_serve_takes_over_scheduling_when_the_first_is_killed(
     spark, catalog_url, tmp_path: Path
 ):

@@ -179,6 +179,27 @@ def test_division_by_zero_in_insert_select(wh):
     )
 
 
+@pytest.mark.parametrize(
+    ("statement", "named"),
+    [
+        ("UPDATE t SET v = 1 WHERE id IN (SELECT id DIV (v - v) FROM src)", "UPDATE t"),
+        ("DELETE FROM t WHERE id IN (SELECT id DIV (v - v) FROM src)", "DELETE FROM t"),
+        (MERGE.replace("USING src", "USING (SELECT id DIV (v - v) AS id FROM src) src") + "v = 1",
+         "MERGE INTO t"),
+    ],
+    ids=["update", "delete", "merge"],
+)  # fmt: skip
+def test_division_by_zero_while_building_a_broadcast(wh, statement, named):
+    # Without adaptive execution, a job that builds a broadcast runs in another thread and its
+    # error reaches the statement inside a Java ExecutionException, which PySpark leaves as is.
+    adaptive = wh.spark.conf.get("spark.sql.adaptive.enabled")
+    wh.spark.conf.set("spark.sql.adaptive.enabled", "false")
+    try:
+        fails(wh, statement, ExpressionError, f"{named}: division by zero", DIVISION_FIX)
+    finally:
+        wh.spark.conf.set("spark.sql.adaptive.enabled", adaptive)
+
+
 def test_division_by_zero_in_create_table_as_select(wh):
     with pytest.raises(ExpressionError) as caught:
         wh.sql("CREATE TABLE c AS SELECT id, v / 0 AS w FROM t")

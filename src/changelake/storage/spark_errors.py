@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from py4j.protocol import Py4JError
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.errors import AnalysisException, ParseException, PySparkException, QueryContextType
+from pyspark.errors.exceptions.captured import UnknownException, convert_exception
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
@@ -35,6 +36,7 @@ from changelake.errors import (
 _NOT_NULL_MARK = "CL_NOT_NULL_VIOLATION"
 _INVALID_MARK = "CL_INVALID_INPUT:"
 _NO_NAMES: Mapping[str, str] = {}
+_MAX_CAUSES = 8
 
 # The statement of the innermost spark_errors block, so storage code deep inside a statement
 # names it without every caller passing it down.
@@ -122,8 +124,27 @@ def spark_errors(statement: str, *, names: Mapping[str, str] = _NO_NAMES) -> Ite
         if translated is None:
             raise
         raise translated from e
+    except Py4JJavaError as e:
+        wrapped = _wrapped_spark_error(e)
+        translated = wrapped and translate(wrapped, statement=statement, names=names)
+        if translated is None:
+            raise
+        raise translated from wrapped
     finally:
         _statement.reset(token)
+
+
+def _wrapped_spark_error(e: Py4JJavaError) -> PySparkException | None:
+    """The Spark error inside a Java exception PySpark does not convert: when a job that builds
+    a broadcast fails (in another thread), the query sees its error wrapped in an
+    ``ExecutionException``."""
+    cause, depth = e.java_exception, 0
+    while cause is not None and depth < _MAX_CAUSES:
+        converted = convert_exception(cause)
+        if not isinstance(converted, UnknownException):
+            return converted
+        cause, depth = cause.getCause(), depth + 1
+    return None
 
 
 def translate(
