@@ -5,7 +5,8 @@
 # - installs changelake editable with its test extras, skipped when pyproject.toml is unchanged
 #   since the last install (a hash stamp lives in .venv);
 # - checks for Java 17+ (Spark needs it);
-# - makes sure the PostgreSQL server binaries exist (the PostgreSQL catalog tests start a real server).
+# - makes sure the PostgreSQL server binaries exist (the PostgreSQL catalog tests start a real server);
+# - builds the class archive that shortens the start of a local Spark (once per user and setup).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -74,4 +75,12 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
         echo "bootstrap: the PostgreSQL server is missing, so PostgreSQL catalog tests will fail;" \
             "install it with: sudo apt-get install -y postgresql" >&2
     fi
+fi
+
+# A minute and a half once; every local Spark started later (the CLI, serve, the tests' worker
+# processes) maps it and starts a third faster (src/changelake/storage/class_archive.py).
+if [[ "$("$venv/bin/python" -c 'from changelake.storage.class_archive import archive_path as a; print(a().exists())')" != True ]]; then
+    echo "bootstrap: building the class archive of Spark (once, about a minute and a half)" >&2
+    "$venv/bin/python" -c 'from changelake.storage.class_archive import build; build()' \
+        || echo "bootstrap: the class archive could not be built; Spark starts without it" >&2
 fi

@@ -53,7 +53,8 @@ def _spark_jars() -> Path:
     return Path(home) / "jars" if home else Path(pyspark.__file__).parent / "jars"
 
 
-def _cache_dir() -> Path:
+def cache_dir() -> Path:
+    """changelake's per-user cache of built artifacts (the expressions jar, the class archive)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "changelake"
 
@@ -66,7 +67,7 @@ def jar() -> Path | None:
     digest = hashlib.sha256(pyspark.__version__.encode())
     for source in sources:
         digest.update(source.read_bytes())
-    target = _cache_dir() / f"changelake-expressions-{digest.hexdigest()[:16]}.jar"
+    target = cache_dir() / f"changelake-expressions-{digest.hexdigest()[:16]}.jar"
     if target.exists():
         return target
     javac = shutil.which("javac")

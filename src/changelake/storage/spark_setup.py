@@ -12,7 +12,7 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from changelake.errors import JavaNotFoundError
-from changelake.storage import native
+from changelake.storage import class_archive, native
 from changelake.storage.spark_private import (
     cache_class_lookups,
     cache_function_lookups,
@@ -40,18 +40,27 @@ SPARK_CONF = {
     # object-store paths
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "512",
 }
+JVM_OPTIONS = "CHANGELAKE_JVM_OPTIONS"
 # Settings every changelake session needs, also on a SparkSession the user brings.
 RUNTIME_CONF = ("spark.sql.parquet.outputTimestampType",)
 
 
-def spark_conf() -> dict[str, str]:
+def spark_conf(jvm_options: str | None = None) -> dict[str, str]:
     """The settings of a SparkSession for changelake: ``SPARK_CONF`` and, where it can be built,
     the jar of changelake's Spark expressions (storage/native.py). A session started without
-    them still works, with slower reads of deletion vectors."""
+    them still works, with slower reads of deletion vectors.
+
+    The driver's JVM options map the class archive (storage/class_archive.py) when it has been
+    built, followed by ``jvm_options``, by default ``CHANGELAKE_JVM_OPTIONS`` (e.g.
+    ``-XX:TieredStopAtLevel=1``, which starts short scripts faster and runs long jobs slower)."""
     conf = dict(SPARK_CONF)
     built = native.jar()
     if built is not None:
         conf["spark.jars"] = str(built)
+    extra = os.environ.get(JVM_OPTIONS) if jvm_options is None else jvm_options
+    options = " ".join(o for o in (class_archive.java_options(), extra) if o)
+    if options:
+        conf["spark.driver.extraJavaOptions"] = options
     return conf
 
 

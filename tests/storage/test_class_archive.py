@@ -1,0 +1,51 @@
+"""The class archive's JVM options: mapped when built, ignored quietly when they do not fit."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+from changelake.storage import class_archive, spark_setup
+
+
+def test_the_driver_maps_the_archive_when_it_exists_then_the_extra_options(tmp_path, monkeypatch):
+    archive = tmp_path / "spark-classes.jsa"
+    monkeypatch.setattr(class_archive, "archive_path", lambda: archive)
+    monkeypatch.delenv(spark_setup.JVM_OPTIONS, raising=False)
+    assert "spark.driver.extraJavaOptions" not in spark_setup.spark_conf()
+    assert spark_setup.spark_conf("-Xss4m")["spark.driver.extraJavaOptions"] == "-Xss4m"
+    archive.write_bytes(b"built")
+    monkeypatch.setenv(spark_setup.JVM_OPTIONS, "-XX:TieredStopAtLevel=1")
+    options = spark_setup.spark_conf()["spark.driver.extraJavaOptions"].split()
+    assert options[0] == f"-XX:SharedArchiveFile={archive}"
+    assert options[-1] == "-XX:TieredStopAtLevel=1"
+    assert spark_setup.spark_conf("")["spark.driver.extraJavaOptions"].split() == options[:-1]
+
+
+def test_a_jvm_ignores_an_archive_that_does_not_fit_without_a_word(tmp_path, monkeypatch):
+    # e.g. one built before Java or PySpark were upgraded: Spark starts as without one
+    archive = tmp_path / "spark-classes.jsa"
+    archive.write_bytes(b"not an archive of this JVM")
+    monkeypatch.setattr(class_archive, "archive_path", lambda: archive)
+    options = class_archive.java_options()
+    assert options is not None
+    java = shutil.which("java")
+    done = subprocess.run(
+        [java, *options.split(), "-version"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout == ""
+    assert "warning" not in done.stderr.lower() and "version" in done.stderr
+
+
+def test_the_archive_key_changes_with_pyspark(monkeypatch):
+    class_archive.archive_path.cache_clear()
+    now = class_archive.archive_path()
+    monkeypatch.setattr(class_archive.pyspark, "__version__", "0.0.1")
+    class_archive.archive_path.cache_clear()
+    try:
+        other = class_archive.archive_path()
+    finally:
+        monkeypatch.undo()
+        class_archive.archive_path.cache_clear()
+    assert other != now and other.parent == now.parent == class_archive.cache_dir()
+    assert class_archive.archive_path() == now
