@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 
@@ -16,22 +17,23 @@ def test_the_driver_maps_the_archive_when_it_exists_then_the_extra_options(tmp_p
     assert spark_setup.spark_conf("-Xss4m")["spark.driver.extraJavaOptions"] == "-Xss4m"
     archive.write_bytes(b"built")
     monkeypatch.setenv(spark_setup.JVM_OPTIONS, "-XX:TieredStopAtLevel=1")
-    options = spark_setup.spark_conf()["spark.driver.extraJavaOptions"].split()
+    options = shlex.split(spark_setup.spark_conf()["spark.driver.extraJavaOptions"])
     assert options[0] == f"-XX:SharedArchiveFile={archive}"
     assert options[-1] == "-XX:TieredStopAtLevel=1"
-    assert spark_setup.spark_conf("")["spark.driver.extraJavaOptions"].split() == options[:-1]
+    assert shlex.split(spark_setup.spark_conf("")["spark.driver.extraJavaOptions"]) == options[:-1]
 
 
 def test_a_jvm_ignores_an_archive_that_does_not_fit_without_a_word(tmp_path, monkeypatch):
     # e.g. one built before Java or PySpark were upgraded: Spark starts as without one
-    archive = tmp_path / "spark-classes.jsa"
+    archive = tmp_path / "a cache" / "spark-classes.jsa"  # a space: the options quote the path
+    archive.parent.mkdir()
     archive.write_bytes(b"not an archive of this JVM")
     monkeypatch.setattr(class_archive, "archive_path", lambda: archive)
     options = class_archive.java_options()
     assert options is not None
     java = shutil.which("java")
     done = subprocess.run(
-        [java, *options.split(), "-version"], capture_output=True, text=True, timeout=60
+        [java, *shlex.split(options), "-version"], capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0 and done.stdout == ""
     assert "warning" not in done.stderr.lower() and "version" in done.stderr

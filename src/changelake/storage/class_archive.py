@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 from functools import cache
 from pathlib import Path
 
@@ -34,7 +34,7 @@ from changelake.storage.native import cache_dir
 # Statements whose classes the archive should hold: reads and writes of every kind.
 _WORKLOAD = textwrap.dedent(
     """
-    import os, sys
+    import sys
     import changelake
     from changelake.storage.spark_setup import default_spark
 
@@ -57,19 +57,21 @@ _WORKLOAD = textwrap.dedent(
         result = s.sql(statement)
         if statement.startswith("SELECT"):
             result.collect()
-    print("JVM", spark._jvm.ProcessHandle.current().pid(), flush=True)
     s.close()
     spark.stop()
     """
 )
-_JVM_EXIT_SECONDS = 300
+_BUILD_SECONDS = 900
 
 
 @cache
 def archive_path() -> Path:
-    """Where the archive of this Java and PySpark lives (it may not exist yet)."""
+    """Where the archive of this Java and Spark lives (it may not exist yet)."""
     digest = hashlib.sha256(pyspark.__version__.encode())
-    java = shutil.which("java") or ""
+    digest.update(os.environ.get("SPARK_HOME", "").encode())
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else None
+    java = java if java and os.path.exists(java) else shutil.which("java") or ""
     digest.update(os.path.realpath(java).encode())
     version = (
         subprocess.run(
@@ -87,8 +89,9 @@ def java_options() -> str | None:
     path = archive_path()
     if not path.exists():
         return None
-    # off: a JVM that cannot use the archive says so on stdout, and starts as it would without
-    return f"-XX:SharedArchiveFile={path} -Xlog:cds=off -Xlog:cds+dynamic=off"
+    # off: a JVM that cannot use the archive says so on stdout, and starts as it would without;
+    # quoted: Spark splits the options on spaces outside quotes
+    return f'"-XX:SharedArchiveFile={path}" -Xlog:cds=off -Xlog:cds+dynamic=off'
 
 
 def build() -> Path:
@@ -99,36 +102,32 @@ def build() -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(f".{os.getpid()}.tmp")
     env = os.environ | {
-        "PYSPARK_SUBMIT_ARGS": "--driver-java-options"
-        f" '-XX:ArchiveClassesAtExit={partial} -Xlog:cds=off -Xlog:cds+dynamic=off' pyspark-shell",
+        "PYSPARK_SUBMIT_ARGS": shlex.join(
+            [
+                "--driver-java-options",
+                f'"-XX:ArchiveClassesAtExit={partial}" -Xlog:cds=off -Xlog:cds+dynamic=off',
+                "pyspark-shell",
+            ]
+        ),
         "CHANGELAKE_SPARK_MASTER": "local[1]",
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        done = subprocess.run(
-            [sys.executable, "-c", _WORKLOAD, str(Path(tmp) / "wh")],
-            capture_output=True,
-            text=True,
-            env=env,
-            check=False,
-        )
-    if done.returncode != 0:
+    # Java writes the archive as its JVM exits; the JVM holds the child's output pipes until
+    # then, so run() returns once the archive is complete.
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            done = subprocess.run(
+                [sys.executable, "-c", _WORKLOAD, str(Path(tmp) / "wh")],
+                capture_output=True,
+                text=True,
+                env=env,
+                check=False,
+                timeout=_BUILD_SECONDS,
+            )
+    except subprocess.TimeoutExpired as e:
+        partial.unlink(missing_ok=True)
+        raise RuntimeError(f"the archive's workload ran past {_BUILD_SECONDS} s") from e
+    if done.returncode != 0 or not partial.exists():
         partial.unlink(missing_ok=True)
         raise RuntimeError(f"the archive's workload failed:\n{done.stderr[-3000:]}")
-    # Java writes the archive as its JVM exits, after the Python process that started it.
-    pid = int(next(line for line in done.stdout.splitlines() if line.startswith("JVM ")).split()[1])
-    deadline = time.monotonic() + _JVM_EXIT_SECONDS
-    while _running(pid) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    if not partial.exists() or _running(pid):
-        partial.unlink(missing_ok=True)
-        raise RuntimeError("the JVM did not write the archive as it exited")
     os.replace(partial, target)  # atomic: a concurrent builder writes an equivalent archive
     return target
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True

@@ -126,7 +126,9 @@ def spark_errors(statement: str, *, names: Mapping[str, str] = _NO_NAMES) -> Ite
         raise translated from e
     except Py4JJavaError as e:
         wrapped = _wrapped_spark_error(e)
-        translated = wrapped and translate(wrapped, statement=statement, names=names)
+        translated = (
+            None if wrapped is None else translate(wrapped, statement=statement, names=names)
+        )
         if translated is None:
             raise
         raise translated from wrapped
@@ -138,12 +140,15 @@ def _wrapped_spark_error(e: Py4JJavaError) -> PySparkException | None:
     """The Spark error inside a Java exception PySpark does not convert: when a job that builds
     a broadcast fails (in another thread), the query sees its error wrapped in an
     ``ExecutionException``."""
-    cause, depth = e.java_exception, 0
-    while cause is not None and depth < _MAX_CAUSES:
-        converted = convert_exception(cause)
-        if not isinstance(converted, UnknownException):
-            return converted
-        cause, depth = cause.getCause(), depth + 1
+    try:
+        cause, depth = e.java_exception, 0
+        while cause is not None and depth < _MAX_CAUSES:
+            converted = convert_exception(cause)
+            if not isinstance(converted, UnknownException) and converted.getCondition():
+                return converted
+            cause, depth = cause.getCause(), depth + 1
+    except Py4JError:  # the JVM is gone: the original error says more
+        return None
     return None
 
 

@@ -51,8 +51,9 @@ def spark_conf(jvm_options: str | None = None) -> dict[str, str]:
     them still works, with slower reads of deletion vectors.
 
     The driver's JVM options map the class archive (storage/class_archive.py) when it has been
-    built, followed by ``jvm_options``, by default ``CHANGELAKE_JVM_OPTIONS`` (e.g.
-    ``-XX:TieredStopAtLevel=1``, which starts short scripts faster and runs long jobs slower)."""
+    built, followed by ``jvm_options``: ``None`` reads ``CHANGELAKE_JVM_OPTIONS``, ``""`` adds
+    none (e.g. ``-XX:TieredStopAtLevel=1`` starts short scripts faster and runs long jobs
+    slower). They replace ``spark.driver.extraJavaOptions`` of the Spark configuration files."""
     conf = dict(SPARK_CONF)
     built = native.jar()
     if built is not None:
