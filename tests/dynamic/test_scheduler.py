@@ -37,6 +37,10 @@ def _history(session, name: str) -> list:
 
 @pytest.fixture
 def base(session, clock):
+    return _with_src(session, clock)
+
+
+def _with_src(session, clock):
     session.sql("CREATE TABLE src (k INT, v INT)")
     session.sql("INSERT INTO src VALUES (1, 10), (2, 20), (1, 5)")
     clock.advance(seconds=1)
@@ -124,10 +128,7 @@ def base_on_catalog(catalog_url, spark, tmp_path, clock):
     session = changelake.connect(
         str(tmp_path / "wh"), catalog=catalog_url, spark=spark, clock=clock
     )
-    session.sql("CREATE TABLE src (k INT, v INT)")
-    session.sql("INSERT INTO src VALUES (1, 10), (2, 20), (1, 5)")
-    clock.advance(seconds=1)
-    yield session
+    yield _with_src(session, clock)
     session.close()
 
 
