@@ -6,7 +6,7 @@ import shlex
 import shutil
 import subprocess
 
-from changelake.storage import class_archive, spark_setup
+from changelake.storage import class_archive, native, spark_setup
 
 
 def test_the_driver_maps_the_archive_when_it_exists_then_the_extra_options(tmp_path, monkeypatch):
@@ -49,5 +49,5 @@ def test_the_archive_key_changes_with_pyspark(monkeypatch):
     finally:
         monkeypatch.undo()
         class_archive.archive_path.cache_clear()
-    assert other != now and other.parent == now.parent == class_archive.cache_dir()
+    assert other != now and other.parent == now.parent == native.cache_dir()
     assert class_archive.archive_path() == now

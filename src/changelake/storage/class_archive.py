@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ from pathlib import Path
 
 import pyspark
 
-from changelake.storage.native import cache_dir
+from changelake.storage import native
 
 # Statements whose classes the archive should hold: reads and writes of every kind.
 _WORKLOAD = textwrap.dedent(
@@ -69,19 +68,14 @@ def archive_path() -> Path:
     """Where the archive of this Java and Spark lives (it may not exist yet)."""
     digest = hashlib.sha256(pyspark.__version__.encode())
     digest.update(os.environ.get("SPARK_HOME", "").encode())
-    home = os.environ.get("JAVA_HOME")
-    java = os.path.join(home, "bin", "java") if home else None
-    java = java if java and os.path.exists(java) else shutil.which("java") or ""
-    digest.update(os.path.realpath(java).encode())
-    version = (
-        subprocess.run(
-            [java, "-version"], capture_output=True, text=True, timeout=30, check=False
-        ).stderr
-        if java
-        else ""
-    )
-    digest.update(version.encode())
-    return cache_dir() / f"spark-classes-{digest.hexdigest()[:16]}.jsa"
+    java = native.java_executable()
+    if java is not None:
+        digest.update(os.path.realpath(java).encode())
+        try:
+            digest.update(native.java_version(java).encode())
+        except OSError:  # Spark will not start either; check_java says why
+            pass
+    return native.cache_dir() / f"spark-classes-{digest.hexdigest()[:16]}.jsa"
 
 
 def java_options() -> str | None:

@@ -53,6 +53,19 @@ def _spark_jars() -> Path:
     return Path(home) / "jars" if home else Path(pyspark.__file__).parent / "jars"
 
 
+def java_executable() -> str | None:
+    """The ``java`` Spark starts: JAVA_HOME's, else the one on the PATH; None if there is none."""
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else None
+    return java if java and os.path.exists(java) else shutil.which("java")
+
+
+@cache
+def java_version(java: str) -> str:
+    """What ``java -version`` prints (on stderr). Raises OSError when it cannot run."""
+    return subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+
+
 def cache_dir() -> Path:
     """changelake's per-user cache of built artifacts (the expressions jar, the class archive)."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
-import subprocess
 
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
@@ -67,9 +65,7 @@ def spark_conf(jvm_options: str | None = None) -> dict[str, str]:
 
 def check_java() -> None:
     """Raise JavaNotFoundError unless Java 17 or newer can be started."""
-    home = os.environ.get("JAVA_HOME")
-    java = os.path.join(home, "bin", "java") if home else None
-    java = java if java and os.path.exists(java) else shutil.which("java")
+    java = native.java_executable()
     how = (
         "changelake runs on Apache Spark, which needs Java 17 or newer: install it (for example"
         " `sudo apt-get install -y openjdk-17-jre-headless`) or set JAVA_HOME, then try again."
@@ -77,7 +73,7 @@ def check_java() -> None:
     if java is None:
         raise JavaNotFoundError(f"Java was not found. {how}")
     try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+        out = native.java_version(java)
     except OSError as e:
         raise JavaNotFoundError(f"Java at {java} could not run ({e}). {how}") from e
     found = re.search(r'version "(\d+)(?:\.(\d+))?', out)
