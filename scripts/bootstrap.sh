@@ -77,6 +77,18 @@ if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then
     fi
 fi
 
+# External tables read PostgreSQL through Spark's JDBC source with Debian's driver.
+if [[ ! -f /usr/share/java/postgresql.jar ]]; then
+    if [[ "$(id -u)" -eq 0 ]]; then
+        echo "bootstrap: installing the PostgreSQL JDBC driver (external tables read through it)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libpostgresql-jdbc-java >/dev/null
+    else
+        echo "bootstrap: the PostgreSQL JDBC driver is missing, so external tables cannot load;" \
+            "install it with: sudo apt-get install -y libpostgresql-jdbc-java" >&2
+    fi
+fi
+
 # A minute and a half once; every local Spark started later (the CLI, serve, the tests' worker
 # processes) maps it and starts a third faster (src/changelake/storage/class_archive.py).
 if [[ "$("$venv/bin/python" -c 'from changelake.storage.class_archive import archive_path as a; print(a().exists())')" != True ]]; then

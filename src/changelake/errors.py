@@ -90,6 +90,15 @@ class DynamicTableError(InvalidStatementError):
     """A statement that would write, alter or drop a dynamic table as if it were a table."""
 
 
+class ExternalTableError(InvalidStatementError):
+    """A statement an external table refuses: writing it, or reading rows outside its scope."""
+
+
+class SourceError(ChangelakeError, RuntimeError):
+    """The source of an external table cannot be reached or read as its definition says (the
+    server, a permission, ``wal_level``, a key, a changed or dropped table, a file)."""
+
+
 class TimeTravelError(ChangelakeError, ValueError):
     """A point in time outside the table's readable history."""
 

@@ -34,6 +34,10 @@ _SETTINGS = {
     "synchronous_commit": "off",
     "full_page_writes": "off",
     "max_connections": "200",
+    # external tables follow a source through logical replication slots
+    "wal_level": "logical",
+    "max_replication_slots": "20",
+    "max_wal_senders": "20",
 }
 
 

@@ -13,6 +13,7 @@ from changelake.catalog import (
     channel_repo,
     clock_repo,
     commit_dynamic,
+    commit_external,
     commit_tasks,
     file_repo,
     stream_repo,
@@ -232,6 +233,7 @@ def _channel_held(state: CommitState, r: ChannelHeld) -> None:
 
 _CHECKS: dict[type, Callable[[CommitState, Any], None]] = {
     **commit_dynamic.CHECKS,
+    **commit_external.CHECKS,
     **commit_tasks.CHECKS,
     TableLive: _table_live,
     SchemaUnchanged: _schema_unchanged,
@@ -427,6 +429,7 @@ def _drop_channel(state: CommitState, u: DropChannel) -> None:
 
 _APPLY: dict[type, Callable[[CommitState, Any], None]] = {
     **commit_dynamic.APPLY,
+    **commit_external.APPLY,
     **commit_tasks.APPLY,
     CreateTable: _create_table,
     DropTable: _drop_table,

@@ -181,7 +181,9 @@ def _upgrade(conn: Connection, found: int) -> None:
     if found < 5:
         _number_commits(conn)
     # Version 6 adds dynamic tables (cl_dynamic_tables, cl_dt_refreshes) and leases (cl_leases),
-    # which create_all has made. Version 7 adds tasks (cl_tasks, cl_task_runs): the same.
+    # which create_all has made. Version 7 adds tasks (cl_tasks, cl_task_runs), version 8
+    # connections and external tables (cl_connections, cl_external_tables, cl_external_files):
+    # the same.
 
 
 def _number_commits(conn: Connection) -> None:

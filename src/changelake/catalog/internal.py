@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from changelake.catalog.model import TableInfo
-from changelake.errors import DynamicTableError, InternalTableError
+from changelake.errors import DynamicTableError, ExternalTableError, InternalTableError
 
 PREFIX = "#"
 OWNER_PROPERTY = "internal_owner_id"
@@ -103,8 +103,8 @@ class Tables(Protocol):
 
 def check_user_may_change(tables: Tables, info: TableInfo, *, action: str) -> None:
     """Refuse a user statement that would ``action`` (``"change"``, ``"drop"``, ``"create view
-    v on"``) the table ``info`` if it is internal, or change or drop it if it is a dynamic table
-    (views and streams on a dynamic table are fine)."""
+    v on"``) the table ``info`` if it is internal, or change or drop it if it is a dynamic or
+    an external table (views and streams on them are fine)."""
     if info.is_dynamic() and not action.startswith("create "):
         drop = f" DROP DYNAMIC TABLE {info.name} drops it." if action == "drop" else ""
         raise DynamicTableError(
@@ -112,6 +112,13 @@ def check_user_may_change(tables: Tables, info: TableInfo, *, action: str) -> No
             " query's result as of its last refresh. Change the tables it reads and refresh it"
             f" (ALTER DYNAMIC TABLE {info.name} REFRESH), or redefine it with CREATE OR REPLACE"
             f" DYNAMIC TABLE.{drop}"
+        )
+    if info.is_external() and not action.startswith("create "):
+        drop = f" DROP EXTERNAL TABLE {info.name} drops it." if action == "drop" else ""
+        raise ExternalTableError(
+            f"Cannot {action} table {info.name}: it is an external table, whose rows follow its"
+            " source. Change the source; ALTER EXTERNAL TABLE"
+            f" {info.name} REFRESH brings its changes in now.{drop}"
         )
     internal = InternalTable.of(info.name)
     if internal is None:

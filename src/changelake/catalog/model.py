@@ -7,6 +7,7 @@ from typing import Any
 
 Stats = dict[str, dict[str, Any]]  # physical column -> {"min": v, "max": v, "nulls": n}
 DYNAMIC_PROPERTY = "dynamic"  # "true" in a dynamic table's properties
+EXTERNAL_PROPERTY = "external"  # an external table's source kind: POSTGRES | FILES
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,10 @@ class TableInfo:
     def is_dynamic(self) -> bool:
         """Whether it is a dynamic table (its rows are its query's result)."""
         return self.properties.get(DYNAMIC_PROPERTY) == "true"
+
+    def is_external(self) -> bool:
+        """Whether it is an external table (its rows follow a source)."""
+        return EXTERNAL_PROPERTY in self.properties
 
     def before_images(self) -> bool:
         """Whether deletes keep the deleted rows beside their positions (the default)."""
@@ -314,3 +319,58 @@ class RunClaim:
     next_at: float | None = None
     graph: tuple[int, ...] = ()
     overlap: bool = True
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    """A connection to another database: where it is and where its secret is found (the name of
+    an environment variable or a file), never the secret itself."""
+
+    name: str
+    kind: str  # POSTGRES
+    options: dict[str, str]
+    created_at: float
+
+
+@dataclass(frozen=True)
+class ExternalDefinition:
+    """What CREATE EXTERNAL TABLE fixed: the source, and how rows are matched and kept."""
+
+    kind: str  # POSTGRES | FILES
+    connection: str | None
+    source: str  # 'schema.table' | a directory's URI
+    spec: dict[str, Any]  # keys, source columns (POSTGRES); file format, pattern (FILES)
+    scope_mode: str  # ALL | DEPENDENTS
+    follow_lag: float  # seconds
+    slot: str | None = None
+    publication: str | None = None
+
+
+@dataclass(frozen=True)
+class ExternalTableInfo:
+    """An external table: its table, its definition, and the state of its follow."""
+
+    info: TableInfo
+    definition: ExternalDefinition
+    scope: str | None  # the predicate of the rows it holds (Spark SQL); None: all
+    state: str  # ACTIVE | SUSPENDED | FAILED
+    error: str
+    followed_at: float | None
+    position: str | None  # the source position its rows reflect (committed with them)
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def table_id(self) -> int:
+        return self.info.table_id
+
+
+@dataclass(frozen=True)
+class ExternalFile:
+    """A file a FILES external table registered, as it was then."""
+
+    path: str
+    size: int
+    modified: float

@@ -14,8 +14,11 @@ from enum import Enum
 
 from changelake.catalog.model import (
     ChannelInfo,
+    ConnectionInfo,
     DataFile,
     DynamicDefinition,
+    ExternalDefinition,
+    ExternalFile,
     NewDeletes,
     RefreshRecord,
     Snapshot,
@@ -247,6 +250,48 @@ class FinishTaskRun:
     fields: tuple[tuple[str, object], ...]
 
 
+@dataclass(frozen=True)
+class CreateConnection:
+    """A connection to another database (``replace``: OR REPLACE, else it must be new)."""
+
+    connection: ConnectionInfo
+    replace: bool = False
+
+
+@dataclass(frozen=True)
+class DropConnection:
+    """Drop a connection (refused while external tables read through it)."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class DefineExternalTable:
+    """Make table ``name``, created by the same request, an external table (its connection
+    must exist)."""
+
+    name: str
+    definition: ExternalDefinition
+    scope: str | None
+    position: str | None
+
+
+@dataclass(frozen=True)
+class AlterExternalTable:
+    """Set fields of an external table: its scope, follow state, error, lag."""
+
+    table_id: int
+    fields: tuple[tuple[str, object], ...]
+
+
+@dataclass(frozen=True)
+class RegisterFiles:
+    """Record files a FILES external table has read (each once)."""
+
+    table_id: int
+    files: tuple[ExternalFile, ...]
+
+
 Update = (
     CreateTable
     | DropTable
@@ -273,6 +318,11 @@ Update = (
     | AlterTask
     | DropTask
     | FinishTaskRun
+    | CreateConnection
+    | DropConnection
+    | DefineExternalTable
+    | AlterExternalTable
+    | RegisterFiles
 )
 
 # -- requirements ---------------------------------------------------------------------------------
@@ -342,6 +392,16 @@ class ChannelHeld:
 
 
 @dataclass(frozen=True)
+class FollowedFrom:
+    """External table ``table_id``'s rows still reflect source ``position`` (a follow read
+    there and commits the changes after it)."""
+
+    table_id: int
+    table: str
+    position: str | None
+
+
+@dataclass(frozen=True)
 class RefreshedFrom:
     """The dynamic table is live and its frontiers are still ``frontiers`` (else ConflictError):
     no other refresh committed while this one ran."""
@@ -379,6 +439,7 @@ Requirement = (
     | RefreshedFrom
     | LeaseHeld
     | TaskRunExecuting
+    | FollowedFrom
 )
 
 

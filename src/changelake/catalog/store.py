@@ -12,6 +12,7 @@ from changelake.catalog import (
     channel_repo,
     clock_repo,
     dynamic_repo,
+    external_repo,
     file_repo,
     lease_repo,
     stream_repo,
@@ -24,7 +25,10 @@ from changelake.catalog import tables as t
 from changelake.catalog.db import engine_for, migrate, reading, retrying, writing
 from changelake.catalog.model import (
     ChannelInfo,
+    ConnectionInfo,
     DynamicTableInfo,
+    ExternalFile,
+    ExternalTableInfo,
     LiveFile,
     RefreshInfo,
     RunClaim,
@@ -338,3 +342,29 @@ class Catalog:
     def list_channels(self, table_id: int) -> list[ChannelInfo]:
         with reading(self.engine) as conn:
             return channel_repo.list_on(conn, table_id)
+
+    # -- connections and external tables ------------------------------------------------------
+
+    def find_connection(self, name: str) -> ConnectionInfo | None:
+        with reading(self.engine) as conn:
+            return external_repo.find_connection(conn, name)
+
+    def list_connections(self) -> list[ConnectionInfo]:
+        with reading(self.engine) as conn:
+            return external_repo.list_connections(conn)
+
+    def find_external_table(self, name: str) -> ExternalTableInfo | None:
+        with reading(self.engine) as conn:
+            return external_repo.find(conn, name)
+
+    def external_table_by_id(self, table_id: int) -> ExternalTableInfo | None:
+        with reading(self.engine) as conn:
+            return external_repo.by_id(conn, table_id)
+
+    def list_external_tables(self) -> list[ExternalTableInfo]:
+        with reading(self.engine) as conn:
+            return external_repo.list_live(conn)
+
+    def external_files(self, table_id: int) -> list[ExternalFile]:
+        with reading(self.engine) as conn:
+            return external_repo.files(conn, table_id)

@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 metadata = MetaData()
 
@@ -293,3 +293,50 @@ task_runs = Table(
 )
 Index("cl_task_runs_task", task_runs.c.task_id, task_runs.c.run_id)
 Index("cl_task_runs_state", task_runs.c.state)
+
+# A connection to another database (external tables read through it). ``options`` is JSON of
+# where the database is and where its secret is found (an environment variable or a file, by
+# name): never a secret itself.
+connections = Table(
+    "cl_connections",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("kind", String(16), nullable=False),  # POSTGRES
+    Column("options", Text, nullable=False),
+    Column("created_at", Float, nullable=False),
+)
+
+# An external table: a table (cl_tables, same id) whose rows follow a source: a PostgreSQL
+# table through a connection, or a directory of files. ``spec`` is JSON of what CREATE fixed
+# (the source's keys and columns, a file format, a pattern); ``scope`` is the predicate of the
+# rows it holds (NULL: all).
+external_tables = Table(
+    "cl_external_tables",
+    metadata,
+    Column("table_id", Integer, primary_key=True, autoincrement=False),
+    Column("kind", String(16), nullable=False),  # POSTGRES | FILES
+    Column("connection", String(255)),
+    Column("source", Text, nullable=False),  # 'schema.table' | a directory's URI
+    Column("spec", Text, nullable=False),
+    Column("scope_mode", String(16), nullable=False),  # ALL | DEPENDENTS
+    Column("scope", Text),
+    Column("follow_lag", Float, nullable=False),  # seconds
+    Column("state", String(16), nullable=False),  # ACTIVE | SUSPENDED | FAILED
+    Column("error", Text, nullable=False),
+    Column("slot", String(63)),
+    Column("publication", String(63)),
+    Column("followed_at", Float),  # when a follow last found the source caught up
+    # where the rows are: the source position (an LSN) committed with the rows that reach it
+    Column("position", Text),
+)
+
+# The files a FILES external table has registered, once each: path, size and modification time
+# when registered.
+external_files = Table(
+    "cl_external_files",
+    metadata,
+    Column("table_id", Integer, primary_key=True),
+    Column("path", String(1024), primary_key=True),
+    Column("size", BigInteger, nullable=False),
+    Column("modified", Float, nullable=False),
+)

@@ -16,6 +16,7 @@ from sqlglot.errors import ParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
 from changelake.dialect.dynamic import DynamicTableParser
+from changelake.dialect.external import ExternalTableParser
 from changelake.dialect.streams import CreateStream as CreateStream
 from changelake.dialect.streams import DescribeStream as DescribeStream
 from changelake.dialect.streams import DropStream as DropStream
@@ -42,8 +43,9 @@ class Vacuum(exp.Expression):
 
 
 class ShowObjects(exp.Expression):
-    """``SHOW [TERSE] TABLES | VIEWS | STREAMS | CHANNELS [IN [TABLE] t]`` or ``SHOW INTERNAL
-    TABLES [IN [TABLE] t]``; ``kind`` is the plural ("INTERNAL TABLES"), upper case."""
+    """``SHOW [TERSE] TABLES | VIEWS | STREAMS | CHANNELS [IN [TABLE] t]``, ``SHOW INTERNAL
+    TABLES [IN [TABLE] t]``, ``SHOW TASKS | CONNECTIONS | DYNAMIC TABLES | EXTERNAL TABLES``;
+    ``kind`` is the plural ("INTERNAL TABLES"), upper case."""
 
     arg_types = {"kind": True, "terse": False, "this": False}
 
@@ -108,7 +110,7 @@ class Changelake(Spark):
         }
         COMMANDS = Spark.Tokenizer.COMMANDS - {TokenType.SHOW, TokenType.EXECUTE}
 
-    class Parser(StreamParser, DynamicTableParser, Spark.Parser):
+    class Parser(StreamParser, DynamicTableParser, ExternalTableParser, Spark.Parser):
         HISTORICAL_DATA_KIND = Spark.Parser.HISTORICAL_DATA_KIND | {"TS"}
 
         def _parse_statement(self) -> exp.Expression | None:
@@ -126,6 +128,9 @@ class Changelake(Spark):
             dynamic = self._dynamic_statement()
             if dynamic is not None:
                 return dynamic
+            external = self._external_statement()
+            if external is not None:
+                return external
             if self._peek("CREATE", "STREAM") or self._peek("CREATE", "OR", "REPLACE", "STREAM"):
                 return self._parse_create_stream
             for words, parse in (
@@ -190,11 +195,15 @@ class Changelake(Spark):
                 kind = "INTERNAL TABLES"
             elif self._match_text_seq("DYNAMIC", "TABLES"):
                 kind = "DYNAMIC TABLES"
+            elif self._match_text_seq("EXTERNAL", "TABLES"):
+                kind = "EXTERNAL TABLES"
             else:
-                if not self._match_texts(("TABLES", "VIEWS", "STREAMS", "CHANNELS", "TASKS")):
+                if not self._match_texts(
+                    ("TABLES", "VIEWS", "STREAMS", "CHANNELS", "TASKS", "CONNECTIONS")
+                ):
                     self.raise_error(
                         "Expected SHOW TABLES, VIEWS, STREAMS, CHANNELS, TASKS, DYNAMIC TABLES or"
-                        " INTERNAL TABLES"
+                        " INTERNAL TABLES; or SHOW EXTERNAL TABLES or CONNECTIONS"
                     )
                 kind = self._prev.text.upper()
             table = None

@@ -1,5 +1,6 @@
 """Stream statements of the changelake dialect (a parser mixin of ``Changelake``):
-``CREATE [OR REPLACE] STREAM [IF NOT EXISTS] name ON [DYNAMIC] TABLE | VIEW source [options]``,
+``CREATE [OR REPLACE] STREAM [IF NOT EXISTS] name ON [DYNAMIC | EXTERNAL] TABLE | VIEW source
+[options]``,
 ``DROP STREAM [IF EXISTS] name``, ``DESCRIBE STREAM name``."""
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ class DescribeStream(exp.Expression):
 
 
 class CreateStream(exp.Expression):
-    """``CREATE [OR REPLACE] STREAM [IF NOT EXISTS] name ON TABLE | VIEW source
+    """``CREATE [OR REPLACE] STREAM [IF NOT EXISTS] name ON TABLE | VIEW | EXTERNAL TABLE source
     [AT | BEFORE (...)] [APPEND_ONLY = TRUE | FALSE] [SHOW_INITIAL_ROWS = TRUE | FALSE]
-    [COMMENT = '...']``, options in any order."""
+    [COMMENT = '...']``, options in any order; on an external table (``external``) also
+    ``INSERT_ONLY = TRUE | FALSE``, Snowflake's name for APPEND_ONLY there."""
 
     arg_types = {
         "this": True,
         "kind": True,  # TABLE | VIEW
         "on": True,
+        "external": False,
         "when": False,
         "append_only": False,
+        "insert_only": False,
         "show_initial_rows": False,
         "comment": False,
         "replace": False,
@@ -44,7 +48,9 @@ class DropStream(exp.Expression):
 
 _STREAM_OPTIONS = (
     "AT|BEFORE (...), APPEND_ONLY = TRUE|FALSE, SHOW_INITIAL_ROWS = TRUE|FALSE, COMMENT = '...'"
+    " (and INSERT_ONLY = TRUE|FALSE on an external table)"
 )
+_ON = "Expected ON TABLE <name>, ON VIEW <name> or ON EXTERNAL TABLE <name>"
 
 
 class StreamParser:
@@ -76,15 +82,23 @@ class StreamParser:
                 " EXISTS exclude each other; use one."
             )
         if not self._match(TokenType.ON):
-            self.raise_error("Expected ON TABLE <name> or ON VIEW <name>")
-        self._match_text_seq("DYNAMIC")  # a dynamic table is a table
-        if not self._match_texts(("TABLE", "VIEW")):
-            self.raise_error("Expected ON TABLE <name> or ON VIEW <name>")
+            self.raise_error(_ON)
+        external = self._match_text_seq("EXTERNAL")
+        if external and not self._match(TokenType.TABLE):
+            raise InvalidStatementError(
+                f"CREATE STREAM {name.name}: expected ON EXTERNAL TABLE <name>, found"
+                f" {self._curr.text if self._curr else 'the end'!r}."
+            )
+        if not external:
+            self._match_text_seq("DYNAMIC")  # a dynamic table is a table
+            if not self._match_texts(("TABLE", "VIEW")):
+                self.raise_error(_ON)
         kind = self._prev.text.upper()
         node = CreateStream(
             this=name,
             kind=kind,
-            on=self._object_name(kind.lower()),
+            on=self._object_name("external table" if external else kind.lower()),
+            external=external,
             replace=replace,
             exists=exists,
         )
@@ -97,7 +111,18 @@ class StreamParser:
         word = self._curr.text.upper()
         if word in ("AT", "BEFORE"):
             key, value = "when", self._stream_point(stream)
-        elif word in ("APPEND_ONLY", "SHOW_INITIAL_ROWS", "COMMENT"):
+        elif word in ("APPEND_ONLY", "INSERT_ONLY", "SHOW_INITIAL_ROWS", "COMMENT"):
+            if word == "INSERT_ONLY" and not node.args.get("external"):
+                raise InvalidStatementError(
+                    f"CREATE STREAM {stream}: INSERT_ONLY applies to streams on external tables;"
+                    " use APPEND_ONLY = TRUE."
+                )
+            other = {"APPEND_ONLY": "insert_only", "INSERT_ONLY": "append_only"}.get(word)
+            if other is not None and node.args.get(other) is not None:
+                raise InvalidStatementError(
+                    f"CREATE STREAM {stream}: APPEND_ONLY and INSERT_ONLY say the same on an"
+                    " external table; give one."
+                )
             self._advance()
             if not self._match(TokenType.EQ):
                 raise InvalidStatementError(

@@ -24,8 +24,8 @@ from changelake.catalog.model import TableInfo
 from changelake.changes.scan import ACTION as EVENT
 from changelake.changes.scan import ISUPDATE, ROW_ID, pair_events
 from changelake.dml.common import Target
+from changelake.dml.keyed import STORED, diff
 from changelake.dml.matches import persisted
-from changelake.dynamic.apply import STORED, diff
 from changelake.dynamic.definition import Definition
 from changelake.dynamic.measures import (
     Shape,

@@ -26,24 +26,17 @@ from pyspark.sql import functions as F
 
 from changelake.catalog.model import DynamicTableInfo, RefreshRecord, TableInfo
 from changelake.catalog.requests import (
-    AddDeletes,
-    AddFiles,
     AlterDynamicTable,
     CommitRequest,
-    FilesUntouched,
     RecordRefresh,
     RefreshedFrom,
-    RemoveFiles,
     Requirement,
     RowCounts,
-    SchemaUnchanged,
-    TableLive,
-    Update,
 )
 from changelake.changes.plan import Information
 from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
 from changelake.dml.common import Target
-from changelake.dynamic.apply import STORED, Applied, apply_delta, diff
+from changelake.dml.keyed import STORED, Applied, apply_delta, diff
 from changelake.dynamic.definition import Definition
 from changelake.dynamic.evaluate import query_rows
 from changelake.dynamic.maintain import (
@@ -220,24 +213,14 @@ def run_refresh(
         spark_jobs=jobs,
     )
     table_id, name = dyn.table_id, dyn.name
-    updates: list[Update] = []
-    if applied.added:
-        updates.append(AddFiles(table_id, applied.added))
-    if applied.removed:
-        updates.append(RemoveFiles(table_id, applied.removed))
-    if applied.deletes:
-        updates.append(AddDeletes(table_id, applied.deletes))
+    updates = applied.updates(table_id)
     if plan.definition.fingerprint != dyn.definition.fingerprint:
         updates.append(AlterDynamicTable(table_id, (("fingerprint", plan.definition.fingerprint),)))
-    touched = applied.removed + tuple(d.file_path for d in applied.deletes)
-    required: list[Requirement] = [
+    required = [
         *requirements,
         RefreshedFrom(table_id, name, dyn.frontiers),
-        TableLive(table_id, name),
-        SchemaUnchanged(table_id, name, since),
+        *applied.requirements(table_id, name, since),
     ]
-    if touched:
-        required.append(FilesUntouched(table_id, name, touched, since))
     result = ctx.catalog.commit(
         [
             CommitRequest(

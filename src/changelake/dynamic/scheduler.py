@@ -35,7 +35,8 @@ from changelake.dynamic.dag import Round, refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
 from changelake.dynamic.task_run import GraphRun, Runner, RunStatements
 from changelake.dynamic.task_scheduler import due_graphs, end_orphaned_runs, run_due
-from changelake.errors import ChangelakeError
+from changelake.errors import ChangelakeError, SourceError
+from changelake.external.follow import Followed, follow, mark_failed
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
@@ -82,6 +83,7 @@ class Scheduler:
         self.epoch: int | None = None
         self._retry_at: dict[int, float] = {}
         self._failures: dict[int, int] = {}
+        self._followed: dict[int, float] = {}  # external table id -> when it was last followed
         self.graph_runs: list[GraphRun] = []  # the task graphs the last round ran
 
     # -- rounds -------------------------------------------------------------------------------
@@ -127,8 +129,48 @@ class Scheduler:
                     _log.warning("changelake scheduler: task %s: %s", graph.root.name, e)
         return self.graph_runs
 
+    def follow_external(self) -> list[Followed]:
+        """Follow the active external tables whose FOLLOW_LAG has passed since they were last
+        followed (under the lease held); a source that fails marks its table FAILED, with the
+        error, until ALTER EXTERNAL TABLE … RESUME."""
+        epoch, now = self.epoch, self.clock.now()
+        if epoch is None:
+            return []
+        due = [
+            e
+            for e in self.catalog.list_external_tables()
+            if e.state == "ACTIVE"
+            and e.definition.kind == "POSTGRES"
+            and now - self._followed.get(e.table_id, 0.0) >= e.definition.follow_lag
+        ]
+        if not due:
+            return []
+        resources = self._resources("refreshes")
+        done = []
+        for ext in due:
+            self._followed[ext.table_id] = now
+            try:
+                done.append(
+                    follow(
+                        self.catalog,
+                        self.clock,
+                        resources.spark,
+                        resources.warehouse,
+                        ext,
+                        requirements=(LeaseHeld(LEASE, epoch),),
+                    )
+                )
+            except SourceError as e:
+                mark_failed(self.catalog, self.clock, ext, str(e))
+                _log.warning("changelake scheduler: external table %s: %s", ext.name, e)
+            except ChangelakeError as e:  # a race or a lost lease: the next round tries again
+                _log.info("changelake scheduler: external table %s: %s", ext.name, e)
+        return done
+
     def refresh_tables(self) -> Round | None:
-        """Refresh the dynamic tables that are due (under the lease held)."""
+        """Follow the external tables that are due, then refresh the dynamic tables that are
+        due (under the lease held)."""
+        self.follow_external()
         epoch = self.epoch
         due = self.due() if epoch is not None else []
         if epoch is None or not due:

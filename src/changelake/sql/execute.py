@@ -29,8 +29,9 @@ from changelake.dynamic.create import (
 )
 from changelake.dynamic.task_run import Finish, Runner, RunStatements, run_graph
 from changelake.errors import TransactionError
+from changelake.external.objects import create_connection, drop_connection, drop_external_table
 from changelake.plan.bind import Binder
-from changelake.sql import ddl, dynamic, show, tasks
+from changelake.sql import ddl, dynamic, external, show, tasks
 from changelake.sql import statements as s
 from changelake.sql.explain import explain
 from changelake.sql.streams import create_stream, describe_stream, show_streams
@@ -153,6 +154,8 @@ _SHOW: dict[str, Callable[[Env, s.Show], DataFrame]] = {
     "INTERNAL TABLES": lambda env, st: show.show_internal_tables(env.ctx, env.spark, st.table),
     "DYNAMIC TABLES": lambda env, _: dynamic.show_dynamic_tables(env.ctx, env.spark),
     "TASKS": lambda env, _: tasks.show_tasks(env.ctx, env.spark),
+    "CONNECTIONS": lambda env, _: external.show_connections(env.ctx, env.spark),
+    "EXTERNAL TABLES": lambda env, _: external.show_external_tables(env.ctx, env.spark),
 }
 
 HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
@@ -210,6 +213,20 @@ HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
     tasks.ExecuteTask: lambda env, st: _execute_task(env, st),
     tasks.DropTask: lambda env, st: _drop_task(env, st),
     tasks.DescribeTask: lambda env, st: tasks.describe_task(env.ctx, env.spark, st.name),
+    external.CreateConnection: lambda env, st: create_connection(
+        env.ctx, st.name, st.kind, st.options, replace=st.replace, if_not_exists=st.if_not_exists
+    ),
+    external.DropConnection: lambda env, st: drop_connection(
+        env.ctx, st.name, if_exists=st.if_exists
+    ),
+    external.CreateExternalTable: lambda env, st: external.create_external_table(*env.io, st),
+    external.AlterExternalTable: lambda env, st: external.alter_external_table(*env.io, st),
+    external.DropExternalTable: lambda env, st: drop_external_table(
+        env.ctx, st.name, if_exists=st.if_exists
+    ),
+    external.DescribeExternalTable: lambda env, st: external.describe_external_table(
+        env.ctx, env.spark, st.name
+    ),
 }
 
 

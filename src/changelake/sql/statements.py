@@ -15,7 +15,7 @@ from sqlglot import exp
 from changelake import dialect as d
 from changelake.changelog.spec import ApplySpec, OpFormat  # APPLY CHANGES
 from changelake.errors import InvalidStatementError, UnsupportedError
-from changelake.sql import dynamic, tasks
+from changelake.sql import dynamic, external, tasks
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ class CreateStream:
     comment: str
     replace: bool
     if_not_exists: bool
+    on_external: bool = False  # ON EXTERNAL TABLE (``table`` names the external table)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,9 @@ class DescribeStream:
 
 @dataclass(frozen=True)
 class Show:
-    kind: str  # TABLES | INTERNAL TABLES | VIEWS | STREAMS | CHANNELS
+    # TABLES | INTERNAL TABLES | VIEWS | STREAMS | CHANNELS | TASKS | DYNAMIC TABLES | CONNECTIONS
+    # | EXTERNAL TABLES
+    kind: str
     table: str | None = None  # SHOW CHANNELS | INTERNAL TABLES IN TABLE t
 
 
@@ -257,6 +260,7 @@ Statement = (
     | ApplyChanges
     | Export
     | dynamic.DynamicStatement
+    | external.ExternalStatement
     | tasks.TaskStatement
 )
 
@@ -319,11 +323,12 @@ def _create_stream(tree: d.CreateStream) -> CreateStream:
         on_view=str(tree.args.get("kind") or "TABLE").upper() == "VIEW",
         table=tree.args["on"].name,
         point=tree.args.get("when"),
-        append_only=bool(tree.args.get("append_only")),
+        append_only=bool(tree.args.get("append_only") or tree.args.get("insert_only")),
         show_initial_rows=bool(tree.args.get("show_initial_rows")),
         comment=tree.args.get("comment") or "",
         replace=bool(tree.args.get("replace")),
         if_not_exists=bool(tree.args.get("exists")),
+        on_external=bool(tree.args.get("external")),
     )
 
 
@@ -381,6 +386,7 @@ _BUILDERS: dict[type, Callable[..., Statement]] = {
     d.ApplyChanges: _apply_changes,
     exp.Copy: _export,
     **dynamic.BUILDERS,
+    **external.BUILDERS,
     **tasks.BUILDERS,
 }
 

@@ -70,6 +70,11 @@ def _on_table(ctx: StatementContext, stmt: s.CreateStream, point: Point | None) 
         )
     info = ctx.table(stmt.table)
     check_user_may_change(ctx.catalog, info, action=f"create stream {stmt.name} on")
+    if stmt.on_external and not info.is_external():
+        raise InvalidStatementError(
+            f"{info.name} is not an external table: write CREATE STREAM {stmt.name} ON TABLE"
+            f" {info.name}."
+        )
     frontier = resolve(ctx, info, point) if point is not None else info.current_version
     return CreateStream(
         stmt.name.lower(),

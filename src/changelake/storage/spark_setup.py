@@ -43,10 +43,15 @@ JVM_OPTIONS = "CHANGELAKE_JVM_OPTIONS"
 RUNTIME_CONF = ("spark.sql.parquet.outputTimestampType",)
 
 
+# JDBC drivers of external tables' sources, from Debian packages (libpostgresql-jdbc-java)
+JDBC_DRIVERS = ("/usr/share/java/postgresql.jar",)
+
+
 def spark_conf(jvm_options: str | None = None) -> dict[str, str]:
     """The settings of a SparkSession for changelake: ``SPARK_CONF`` and, where it can be built,
     the jar of changelake's Spark expressions (storage/native.py). A session started without
-    them still works, with slower reads of deletion vectors.
+    them still works, with slower reads of deletion vectors. The JDBC drivers installed
+    (``JDBC_DRIVERS``) are added for external tables.
 
     The driver's JVM options map the class archive (storage/class_archive.py) when it has been
     built, followed by ``jvm_options``: ``None`` reads ``CHANGELAKE_JVM_OPTIONS``, ``""`` adds
@@ -54,8 +59,10 @@ def spark_conf(jvm_options: str | None = None) -> dict[str, str]:
     slower). They replace ``spark.driver.extraJavaOptions`` of the Spark configuration files."""
     conf = dict(SPARK_CONF)
     built = native.jar()
-    if built is not None:
-        conf["spark.jars"] = str(built)
+    jars = [str(built)] if built is not None else []
+    jars += [j for j in JDBC_DRIVERS if os.path.exists(j)]
+    if jars:
+        conf["spark.jars"] = ",".join(jars)
     extra = os.environ.get(JVM_OPTIONS) if jvm_options is None else jvm_options
     options = " ".join(o for o in (class_archive.java_options(), extra) if o)
     if options:

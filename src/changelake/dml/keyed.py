@@ -1,4 +1,5 @@
-"""A minimum delta applied to a dynamic table's stored rows, matched by ROW_ID (its row key).
+"""A minimum delta applied to a table whose rows carry a row key (a dynamic table's, an
+external table's), matched by ROW_ID (the key).
 
 The delta has the table's visible columns, METADATA$ACTION, METADATA$ISUPDATE and
 METADATA$ROW_ID, at most one DELETE and one INSERT per ROW_ID (the minimum delta of the query, or
@@ -19,6 +20,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.catalog.model import DataFile, NewDeletes
+from changelake.catalog.requests import (
+    AddDeletes,
+    AddFiles,
+    FilesUntouched,
+    RemoveFiles,
+    Requirement,
+    SchemaUnchanged,
+    TableLive,
+    Update,
+)
 from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID, pair_events
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import BROADCAST_MATCHES, find_matches, full_rows, persisted
@@ -47,6 +58,29 @@ class Applied:
     @property
     def changed(self) -> bool:
         return bool(self.added or self.removed or self.deletes)
+
+    def updates(self, table_id: int) -> list[Update]:
+        """The catalog updates that commit what was written."""
+        updates: list[Update] = []
+        if self.added:
+            updates.append(AddFiles(table_id, self.added))
+        if self.removed:
+            updates.append(RemoveFiles(table_id, self.removed))
+        if self.deletes:
+            updates.append(AddDeletes(table_id, self.deletes))
+        return updates
+
+    def requirements(self, table_id: int, name: str, since: int) -> list[Requirement]:
+        """What the commit requires: the table, its schema and the files it changed as they
+        were at version ``since``, which the delta was applied to."""
+        required: list[Requirement] = [
+            TableLive(table_id, name),
+            SchemaUnchanged(table_id, name, since),
+        ]
+        touched = self.removed + tuple(d.file_path for d in self.deletes)
+        if touched:
+            required.append(FilesUntouched(table_id, name, touched, since))
+        return required
 
 
 def apply_delta(

@@ -1,0 +1,1 @@
+"""External tables: other databases and file directories read incrementally."""

@@ -1,0 +1,370 @@
+"""Following a PostgreSQL external table: the source transactions committed after the table's
+source position, applied as one changelake commit, keyed by the source key.
+
+One follow step: peek the slot (whole transactions, up to a batch of changes), skip what the
+table's position already holds, fold the rest into each key's final state (a row, or gone; a
+TRUNCATE empties what came before), stage those states as one Parquet file, and apply them to the
+stored rows by row key (``dml.keyed``): a key whose row changed is an update pair, a row that left
+the scope a delete. The commit carries the new position and requires the old one
+(``FollowedFrom``), so two followers cannot both apply a batch; the slot is advanced only after
+the commit. A crash between the two leaves the slot behind, and the next step skips what is
+already committed: nothing is lost or applied twice.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
+from changelake.catalog.requests import (
+    AlterExternalTable,
+    CommitRequest,
+    FollowedFrom,
+    Requirement,
+    RowCounts,
+)
+from changelake.catalog.store import Catalog
+from changelake.clock import Clock
+from changelake.dml.common import Target
+from changelake.dml.keyed import STORED, Applied, apply_delta, diff
+from changelake.errors import SourceError
+from changelake.external import postgres, replication
+from changelake.external.pgoutput import (
+    UNCHANGED,
+    Change,
+    Decoder,
+    Relation,
+    Transaction,
+    Truncate,
+    format_lsn,
+    parse_lsn,
+)
+from changelake.external.pgtypes import converter
+from changelake.external.rows import row_key
+from changelake.schema import ROW_KEY, quoted
+from changelake.storage.jobs import counted_jobs
+from changelake.storage.snapshot import read_state
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import new_statement_id
+from changelake.txn.snapshot import TableState
+
+OPERATION = "FOLLOW"
+BATCH_CHANGES = 50_000  # per step; a step always takes whole transactions
+_GONE, _KEEP, _STAGED = "_cl_gone", "_cl_keep", "-staged"
+
+
+@dataclass(frozen=True)
+class Followed:
+    """What one follow step did."""
+
+    transactions: int = 0
+    changes: int = 0
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    position: str | None = None
+    version: int | None = None
+    more: bool = False  # the step stopped at its batch size with more waiting
+    spark_jobs: int = 0
+
+
+@dataclass
+class _Folded:
+    """Per source key, the final row (values by column, the columns to keep as stored) or None
+    (gone); ``truncated``: the source table was emptied before these."""
+
+    rows: dict[tuple, tuple[dict[str, object], frozenset[str]] | None] = field(default_factory=dict)
+    truncated: bool = False
+    changes: int = 0
+
+
+def follow(
+    catalog: Catalog,
+    clock: Clock,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    ext: ExternalTableInfo,
+    *,
+    batch: int = BATCH_CHANGES,
+    requirements: Sequence[Requirement] = (),
+) -> Followed:
+    """One follow step of ``ext``: apply what its slot holds past its position, up to ``batch``
+    changes (whole transactions), and commit it; then let the slot forget it."""
+    d = ext.definition
+    info = _connection(catalog, ext)
+    assert d.slot is not None and d.publication is not None and ext.position is not None
+    with postgres.connect(info) as conn:
+        try:
+            messages = replication.peek(conn, d.slot, d.publication, changes=batch)
+        except Exception as e:
+            raise SourceError(
+                f"External table {ext.name}: cannot read replication slot {d.slot} on connection"
+                f" {info.name} ({str(e).strip()}). If the slot was dropped on the source,"
+                f" recreate the table (CREATE OR REPLACE EXTERNAL TABLE {ext.name} …)."
+            ) from e
+        start = parse_lsn(ext.position)
+        transactions = [t for t in Decoder().feed(messages) if t.end_lsn > start]
+        if not transactions:
+            if messages:  # a crash after the last commit left the slot behind it
+                replication.advance(conn, d.slot, ext.position)
+            return Followed(position=ext.position)
+        end = format_lsn(transactions[-1].end_lsn)
+        folded = _fold(ext, transactions)
+        statement_id = new_statement_id()
+        state = _state(catalog, ext)
+        applied, jobs = Applied(), 0
+        if folded.rows or folded.truncated:
+            staged = _stage(warehouse, ext, state, folded, statement_id)
+            try:
+                with counted_jobs(spark, f"follow of external table {ext.name}") as count:
+                    delta = _delta(spark, warehouse, ext, state, folded, staged)
+                    target = Target(ext.info, state)
+                    applied = apply_delta(
+                        spark, warehouse, target, delta, statement_id=statement_id
+                    )
+                    jobs = count()
+            finally:
+                warehouse.fs.delete_dir(warehouse.fs_path(staged.rsplit("/", 1)[0]))
+        table_id, name = ext.table_id, ext.name
+        result = catalog.commit(
+            [
+                CommitRequest(
+                    statement_id,
+                    OPERATION,
+                    updates=(
+                        *applied.updates(table_id),
+                        AlterExternalTable(
+                            table_id, (("position", end), ("followed_at", clock.now()))
+                        ),
+                    ),
+                    requirements=(
+                        *requirements,
+                        FollowedFrom(table_id, name, ext.position),
+                        *applied.requirements(table_id, name, state.version),
+                    ),
+                    row_counts=(
+                        RowCounts(table_id, applied.inserted, applied.updated, applied.deleted),
+                    ),
+                )
+            ],
+            clock=clock,
+        )
+        replication.advance(conn, d.slot, end)
+    return Followed(
+        transactions=len(transactions),
+        changes=folded.changes,
+        inserted=applied.inserted,
+        updated=applied.updated,
+        deleted=applied.deleted,
+        position=end,
+        version=result.version_of(table_id),
+        more=folded.changes >= batch,
+        spark_jobs=jobs,
+    )
+
+
+def _connection(catalog: Catalog, ext: ExternalTableInfo) -> ConnectionInfo:
+    name = ext.definition.connection or ""
+    info = catalog.find_connection(name)
+    if info is None:
+        raise SourceError(f"External table {ext.name}: its connection {name} does not exist.")
+    return info
+
+
+def _state(catalog: Catalog, ext: ExternalTableInfo) -> TableState:
+    version = ext.info.current_version
+    return TableState(
+        ext.table_id,
+        ext.name,
+        version,
+        catalog.schema_at(ext.table_id, version),
+        tuple(catalog.snapshot_files(ext.table_id, version)),
+    )
+
+
+def _columns(ext: ExternalTableInfo) -> list[tuple[str, str]]:
+    return [(n, t) for n, t in ext.definition.spec["columns"]]
+
+
+def _fold(ext: ExternalTableInfo, transactions: list[Transaction]) -> _Folded:
+    columns = _columns(ext)
+    keys = tuple(ext.definition.spec["keys"])
+    convert = {n: converter(t) for n, t in columns}
+    folded = _Folded()
+    checked: dict[int, dict[str, int]] = {}
+
+    def positions(relation: Relation) -> dict[str, int]:
+        if relation.oid not in checked:
+            checked[relation.oid] = _positions(ext, relation, [n for n, _ in columns])
+        return checked[relation.oid]
+
+    def key_of(values: tuple, at: dict[str, int]) -> tuple:
+        return tuple(convert[k](values[at[k]]) for k in keys)
+
+    for transaction in transactions:
+        for change in transaction.changes:
+            if isinstance(change, Truncate):
+                folded.rows.clear()
+                folded.truncated = True
+                continue
+            folded.changes += 1
+            at = positions(change.relation)
+            if change.kind == "DELETE":
+                assert change.old is not None
+                folded.rows[key_of(change.old, at)] = None
+                continue
+            assert change.new is not None
+            key = key_of(change.new, at)
+            if change.old is not None and (old_key := key_of(change.old, at)) != key:
+                folded.rows[old_key] = None
+            _put(folded, key, change, at, convert)
+    return folded
+
+
+def _put(folded: _Folded, key: tuple, change: Change, at: dict[str, int], convert: dict) -> None:
+    assert change.new is not None
+    before = folded.rows.get(key)
+    values: dict[str, object] = {}
+    keep: set[str] = set()
+    for name, position in at.items():
+        raw = change.new[position]
+        if raw is UNCHANGED:  # a TOASTed value the change does not repeat
+            if before is not None and name not in before[1]:
+                values[name] = before[0][name]
+            else:
+                values[name] = None
+                keep.add(name)
+        else:
+            values[name] = None if raw is None else convert[name](raw)
+    folded.rows[key] = (values, frozenset(keep))
+
+
+def _positions(ext: ExternalTableInfo, relation: Relation, names: list[str]) -> dict[str, int]:
+    """Where each of the table's columns is in ``relation``'s tuples; SourceError if the source
+    table no longer has them (or gained columns the table mirrors all of)."""
+    found = {c.name.lower(): i for i, c in enumerate(relation.columns)}
+    missing = [n for n in names if n not in found]
+    added = [n for n in found if n not in names]
+    if missing or (added and not ext.definition.spec.get("explicit_columns")):
+        change = f"lost column(s) {', '.join(missing)}" if missing else ""
+        if added:
+            change += (" and " if change else "") + f"gained column(s) {', '.join(added)}"
+        raise SourceError(
+            f"External table {ext.name}: source table {ext.definition.source} {change}; its"
+            " changes are no longer applied. Recreate the table to follow the new columns"
+            f" (CREATE OR REPLACE EXTERNAL TABLE {ext.name} …), or give it a column list of"
+            " the columns it keeps."
+        )
+    return {n: found[n] for n in names}
+
+
+_ARROW = {
+    "smallint": pa.int16(),
+    "int": pa.int32(),
+    "bigint": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "boolean": pa.bool_(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
+}
+
+
+def _arrow_type(type_: str) -> pa.DataType:
+    if type_.startswith("decimal("):
+        precision, scale = type_[len("decimal(") : -1].split(",")
+        return pa.decimal128(int(precision), int(scale))
+    return _ARROW[type_]
+
+
+def _stage(
+    warehouse: Warehouse,
+    ext: ExternalTableInfo,
+    state: TableState,
+    folded: _Folded,
+    statement_id: str,
+) -> str:
+    """Write the folded rows as one Parquet file (their values, gone, the columns to keep)."""
+    columns = _columns(ext)
+    keys = ext.definition.spec["keys"]
+    # a key that is gone keeps its key values (its row key finds the stored row)
+    entries = [
+        (dict(zip(keys, key, strict=True)), frozenset()) if e is None else e
+        for key, e in folded.rows.items()
+    ]
+    gone = [e is None for e in folded.rows.values()]
+    arrays = [pa.array([e[0].get(n) for e in entries], _arrow_type(t)) for n, t in columns]
+    arrays.append(pa.array(gone, pa.bool_()))
+    arrays.append(pa.array([",".join(sorted(e[1])) or None for e in entries], pa.string()))
+    names = [*(n for n, _ in columns), _GONE, _KEEP]
+    if not entries:  # a TRUNCATE alone: the schema, no rows
+        arrays = [pa.array([], a.type) for a in arrays]
+    # not in the statement's data directory: every file there becomes the table's
+    directory = warehouse.data_dir(statement_id, _STAGED)
+    path = f"{directory}/{uuid.uuid4().hex}.parquet"
+    warehouse.fs.create_dir(warehouse.fs_path(directory), recursive=True)
+    with warehouse.fs.open_output_stream(warehouse.fs_path(path)) as out:
+        pq.write_table(pa.Table.from_arrays(arrays, names=names), out)
+    return path
+
+
+def _delta(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    ext: ExternalTableInfo,
+    state: TableState,
+    folded: _Folded,
+    staged: str,
+) -> DataFrame:
+    """The minimum delta from the stored rows of the staged keys (all stored rows after a
+    TRUNCATE) to their final rows within the scope, with the stored rows' addresses."""
+    columns = _columns(ext)
+    names = [n for n, _ in columns]
+    types = dict(columns)
+    keys = ext.definition.spec["keys"]
+    new = spark.read.parquet(warehouse.uri(staged))
+    new = new.withColumn(ROW_KEY, row_key(keys, types))
+    stored = read_state(spark, warehouse, state, identity=True)
+    touched = new.select(F.col(ROW_KEY).alias("_cl_k"))
+    if not folded.truncated:
+        stored = stored.join(touched, stored[quoted(ROW_KEY)] == touched["_cl_k"], "left_semi")
+    keeps = any(e is not None and e[1] for e in folded.rows.values())
+    if keeps:  # values the change did not repeat come from the stored row
+        old = stored.select(
+            F.col(quoted(ROW_KEY)).alias("_cl_ok"),
+            *[F.col(quoted(n)).alias(f"_cl_o_{n}") for n in names],
+        )
+        new = new.join(old, new[ROW_KEY] == old["_cl_ok"], "left")
+        kept = F.split(F.coalesce(F.col(_KEEP), F.lit("")), ",")
+        new = new.select(
+            *[
+                F.when(F.array_contains(kept, n), F.col(f"_cl_o_{n}"))
+                .otherwise(F.col(quoted(n)))
+                .alias(n)
+                for n in names
+            ],
+            F.col(_GONE),
+            F.col(ROW_KEY),
+        )
+    rows = new.where(~F.col(_GONE))
+    if ext.scope is not None:
+        rows = rows.where(F.coalesce(F.expr(ext.scope), F.lit(False)))
+    rows = rows.select(*[F.col(quoted(n)) for n in names], F.col(ROW_KEY).alias("METADATA$ROW_ID"))
+    return diff(stored, rows, names, carried=STORED)
+
+
+def mark_failed(catalog: Catalog, clock: Clock, ext: ExternalTableInfo, error: str) -> None:
+    """Stop following ``ext`` until it is resumed, with ``error`` for SHOW and DESCRIBE."""
+    fields = (("state", "FAILED"), ("error", error))
+    update = AlterExternalTable(ext.table_id, fields)
+    catalog.commit([CommitRequest(new_statement_id(), "FOLLOW FAILED", (update,))], clock=clock)

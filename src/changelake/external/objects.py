@@ -1,0 +1,171 @@
+"""Connections and external tables as objects: create and drop connections, drop, suspend,
+resume and refresh external tables (the follow itself is in ``follow``)."""
+
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
+from changelake.catalog.requests import (
+    AlterExternalTable,
+    CommitRequest,
+    CreateConnection,
+    DropConnection,
+    DropTable,
+)
+from changelake.dml.result import StatementResult
+from changelake.errors import (
+    ChangelakeError,
+    ExternalTableError,
+    ObjectNotFoundError,
+    did_you_mean,
+)
+from changelake.external import postgres, replication
+from changelake.external.follow import Followed, follow
+from changelake.external.pgoutput import format_lsn
+from changelake.external.pgtable import connection_of, drop_source_objects
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import StatementContext
+
+
+def create_connection(
+    ctx: StatementContext,
+    name: str,
+    kind: str,
+    options: dict[str, str],
+    *,
+    replace: bool,
+    if_not_exists: bool,
+) -> StatementResult:
+    """CREATE CONNECTION: the options are checked, and so is connecting with them."""
+    operation = "CREATE CONNECTION"
+    ctx.require_no_transaction(operation)
+    if if_not_exists and ctx.catalog.find_connection(name) is not None:
+        return StatementResult(ctx.statement_id, operation, name.lower(), message="exists")
+    info = ConnectionInfo(name.lower(), kind, postgres.check_options(name, options), 0.0)
+    with postgres.connect(info) as conn:
+        postgres.check_server(info, conn)
+    ctx.commit(CommitRequest(ctx.statement_id, operation, (CreateConnection(info, replace),)))
+    return StatementResult(
+        ctx.statement_id, operation, info.name, message=f"Connection {info.name} created."
+    )
+
+
+def drop_connection(ctx: StatementContext, name: str, *, if_exists: bool) -> StatementResult:
+    operation = "DROP CONNECTION"
+    ctx.require_no_transaction(operation)
+    if if_exists and ctx.catalog.find_connection(name) is None:
+        return StatementResult(ctx.statement_id, operation, name.lower(), message="did not exist")
+    ctx.commit(CommitRequest(ctx.statement_id, operation, (DropConnection(name),)))
+    return StatementResult(
+        ctx.statement_id, operation, name.lower(), message=f"Connection {name.lower()} dropped."
+    )
+
+
+def external_table(ctx: StatementContext, name: str) -> ExternalTableInfo:
+    """External table ``name``; a clear error if it is missing or another kind of table."""
+    found = ctx.catalog.find_external_table(name)
+    if found is not None:
+        return found
+    if ctx.catalog.find_table(name) is not None:
+        raise ExternalTableError(f"Table {name} is not an external table.")
+    known = [e.name for e in ctx.catalog.list_external_tables()]
+    raise ObjectNotFoundError(f"External table {name} does not exist.{did_you_mean(name, known)}")
+
+
+def drop_external_table(ctx: StatementContext, name: str, *, if_exists: bool) -> StatementResult:
+    """Drop the table (and the streams on it), then its slot and publication on the source."""
+    operation = "DROP EXTERNAL TABLE"
+    ctx.require_no_transaction(operation)
+    if if_exists and ctx.catalog.find_table(name) is None:
+        return StatementResult(ctx.statement_id, operation, name.lower(), message="did not exist")
+    ext = external_table(ctx, name)
+    ctx.commit(CommitRequest(ctx.statement_id, operation, (DropTable(ext.table_id),)))
+    drop_source_objects(ctx, ext.definition)
+    return StatementResult(
+        ctx.statement_id, operation, ext.name, message=f"External table {ext.name} dropped."
+    )
+
+
+def set_state(ctx: StatementContext, name: str, action: str) -> StatementResult:
+    """ALTER EXTERNAL TABLE … SUSPEND | RESUME: whether the service follows it."""
+    ext = external_table(ctx, name)
+    fields: tuple[tuple[str, object], ...] = (
+        ("state", "SUSPENDED" if action == "SUSPEND" else "ACTIVE"),
+    )
+    if action == "RESUME":
+        fields += (("error", ""),)
+    operation = f"ALTER EXTERNAL TABLE {action}"
+    ctx.commit(
+        CommitRequest(ctx.statement_id, operation, (AlterExternalTable(ext.table_id, fields),))
+    )
+    return StatementResult(ctx.statement_id, operation, ext.name, message=f"{ext.name}: {action}.")
+
+
+def set_options(ctx: StatementContext, name: str, fields: dict[str, object]) -> StatementResult:
+    ext = external_table(ctx, name)
+    operation = "ALTER EXTERNAL TABLE SET"
+    update = AlterExternalTable(ext.table_id, tuple(sorted(fields.items())))
+    ctx.commit(CommitRequest(ctx.statement_id, operation, (update,)))
+    return StatementResult(ctx.statement_id, operation, ext.name, message="set")
+
+
+def refresh(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str
+) -> StatementResult:
+    """ALTER EXTERNAL TABLE … REFRESH: follow until what the source had committed when the
+    statement began is in (several commits if it is more than one batch)."""
+    operation = "ALTER EXTERNAL TABLE REFRESH"
+    ctx.require_no_transaction(operation)
+    ext = external_table(ctx, name)
+    connection_of(ctx, ext.definition.connection or "")
+    total, steps = Followed(), 0
+    while True:
+        step = follow(ctx.catalog, ctx.clock, spark, warehouse, ext)
+        steps += 1
+        total = Followed(
+            transactions=total.transactions + step.transactions,
+            changes=total.changes + step.changes,
+            inserted=total.inserted + step.inserted,
+            updated=total.updated + step.updated,
+            deleted=total.deleted + step.deleted,
+            position=step.position,
+            version=step.version if step.version is not None else total.version,
+        )
+        if not step.more:
+            break
+        ext = external_table(ctx, name)
+    return StatementResult(
+        ctx.statement_id,
+        operation,
+        ext.name,
+        total.version,
+        rows_inserted=total.inserted,
+        rows_updated=total.updated,
+        rows_deleted=total.deleted,
+        message=f"{total.transactions} source transaction(s) applied; at source position"
+        f" {total.position}.",
+    )
+
+
+def source_state(ctx: StatementContext, ext: ExternalTableInfo) -> dict[str, object]:
+    """What the source says of the table's slot (for DESCRIBE); the error if it cannot say."""
+    d = ext.definition
+    found: dict[str, object] = {"slot": d.slot, "publication": d.publication}
+    if d.slot is None or d.connection is None:
+        return found
+    try:
+        info = connection_of(ctx, d.connection)
+        with postgres.connect(info) as conn:
+            slot = replication.slot_state(conn, d.slot)
+            head = format_lsn(replication.current_position(conn))
+    except ChangelakeError as e:
+        found["source_error"] = str(e)
+        return found
+    found["source_head_position"] = head
+    if slot is None:
+        found["source_error"] = f"replication slot {d.slot} is missing on the source"
+    else:
+        found["slot_confirmed_position"] = slot.confirmed
+        found["slot_retained_bytes"] = slot.retained_bytes
+    return found

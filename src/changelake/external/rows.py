@@ -1,0 +1,38 @@
+"""An external table's rows as changelake stores them: the source's columns in changelake types,
+and a row key (the hidden ROW_KEY column) made of the source key's values, so the rows of one
+source key keep one identity and a source UPDATE is an update pair in CHANGES."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from changelake.schema import ROW_KEY, Column, TableSchema, quoted
+
+
+def table_schema(columns: Sequence[tuple[str, str]]) -> TableSchema:
+    """The stored schema of (name, changelake type) columns, with the row key last."""
+    visible = [Column(i + 1, name, type_, True) for i, (name, type_) in enumerate(columns)]
+    return TableSchema((*visible, Column(len(visible) + 1, ROW_KEY, "string", True)))
+
+
+def row_key(keys: Sequence[str], types: dict[str, str]) -> SparkColumn:
+    """The row key of the key columns' values: JSON of their values, timestamps as microseconds
+    (so the key does not depend on the session's time zone)."""
+    parts = []
+    for name in keys:
+        value = F.col(quoted(name))
+        if types[name].startswith("timestamp"):
+            value = F.unix_micros(value.cast("timestamp"))
+        parts.append(value.alias(name))
+    return F.to_json(F.struct(*parts))
+
+
+def stored_rows(df: DataFrame, schema: TableSchema, keys: Sequence[str]) -> DataFrame:
+    """``df`` (the source's columns by name) as the table's stored columns and its row key."""
+    types = {c.name: c.type for c in schema.stored}
+    values = [F.col(quoted(c.name)).cast(c.type).alias(c.name) for c in schema.stored]
+    return df.select(*values).withColumn(ROW_KEY, row_key(keys, types))

@@ -1,0 +1,258 @@
+"""External tables from a real PostgreSQL server (wal_level = logical): the snapshot equals the
+source at the slot's point while writers run, the follow applies inserts, updates (key changes
+too), deletes, multi-row transactions and TRUNCATE exactly once, a source UPDATE is an update pair
+in CHANGES, and the source objects go with the table."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from decimal import Decimal
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+from tests.conftest import rows
+from tests.dynamic.test_scheduler import _scheduler
+from tests.support.postgres import create_database
+
+from changelake.errors import (
+    ConfigurationError,
+    DependencyError,
+    ExternalTableError,
+    InvalidStatementError,
+    SourceError,
+)
+from changelake.external import replication
+
+COLUMNS = "id, region, amount, note"
+
+
+@pytest.fixture
+def source(pg_server):
+    """A fresh source database: (its psycopg connection string, its port, its name)."""
+    name = "src_" + uuid.uuid4().hex[:10]
+    url = sa.make_url(create_database(pg_server, name))
+    dsn = f"host={url.host} port={url.port} dbname={name} user={url.username}"
+    # the test server commits asynchronously; a source that waits for its WAL shows its
+    # changes to logical decoding at once, as a production server does
+    with psycopg.connect(dsn, autocommit=True, options="-c synchronous_commit=on") as conn:
+        conn.execute(
+            "CREATE TABLE orders (id int PRIMARY KEY, region text, amount numeric(10,2), note text)"
+        )
+        conn.execute(
+            "INSERT INTO orders SELECT g, CASE WHEN g % 3 = 0 THEN 'EU' ELSE 'US' END,"
+            " g * 1.25, 'n' || g FROM generate_series(1, 200) g"
+        )
+    yield dsn, url.port, name
+    with psycopg.connect(dsn, autocommit=True) as conn:  # slots hold the whole server's WAL
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+            " WHERE database = current_database()"
+        )
+
+
+def write(dsn: str, *statements: str) -> None:
+    """Run ``statements`` in one source transaction."""
+    with psycopg.connect(dsn, options="-c synchronous_commit=on") as conn:
+        for statement in statements:
+            conn.execute(statement)
+
+
+def source_rows(dsn: str) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        found = conn.execute(f"SELECT {COLUMNS} FROM orders").fetchall()
+    return sorted(found, key=lambda r: r[0])
+
+
+def local_rows(session) -> list[tuple]:
+    return rows(session.sql(f"SELECT {COLUMNS} FROM orders"))
+
+
+@pytest.fixture
+def shop(session, source):
+    dsn, port, name = source
+    session.sql(
+        f"CREATE CONNECTION shop TYPE = POSTGRES OPTIONS (host => '127.0.0.1', port => {port},"
+        f" database => '{name}', user => 'postgres')"
+    )
+    return session
+
+
+def slots(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        query = "SELECT slot_name FROM pg_replication_slots WHERE database = current_database()"
+        return [r[0] for r in conn.execute(query)]
+
+
+def test_snapshot_then_follow_equals_the_source(shop, source):
+    dsn = source[0]
+    stop = threading.Event()
+    written = []
+
+    def writer() -> None:  # the source keeps changing while the snapshot is read
+        n = 1000
+        while not stop.is_set():
+            write(
+                dsn,
+                f"INSERT INTO orders VALUES ({n}, 'EU', 1.5, 'w')",
+                f"UPDATE orders SET amount = amount + 1 WHERE id = {n % 200 + 1}",
+            )
+            written.append(n)
+            n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        shop.sql("CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders'")
+    finally:
+        stop.set()
+        thread.join()
+    assert written, "the writer ran during the snapshot"
+    shop.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert local_rows(shop) == source_rows(dsn)
+
+    write(dsn, "INSERT INTO orders VALUES (5000, 'EU', 9.99, 'new')")
+    write(dsn, "UPDATE orders SET note = 'changed' WHERE id = 3")
+    write(dsn, "UPDATE orders SET id = 6000 WHERE id = 4")  # the key itself changes
+    write(dsn, "DELETE FROM orders WHERE id = 5")
+    write(  # one transaction: its changes land in one commit or not at all
+        dsn,
+        "INSERT INTO orders VALUES (7000, 'US', 1, 'a')",
+        "UPDATE orders SET amount = 2 WHERE id = 7000",
+        "DELETE FROM orders WHERE id = 6",
+        "INSERT INTO orders VALUES (6, 'US', 3, 'back')",
+    )
+    before = shop.catalog.table("orders").current_version
+    shop.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert local_rows(shop) == source_rows(dsn)
+    assert shop.catalog.table("orders").current_version == before + 1  # one commit
+
+    changes = shop.sql(
+        f"SELECT id, note, METADATA$ACTION, METADATA$ISUPDATE FROM orders"
+        f" CHANGES(INFORMATION => DEFAULT) AT(VERSION => {before})"
+    )
+    by_id = {(r[0], r[2]): r[3] for r in changes.collect()}
+    assert by_id[(3, "INSERT")] is True and by_id[(3, "DELETE")] is True  # an update pair
+    assert by_id[(5, "DELETE")] is False
+    assert (4, "DELETE") in by_id and (6000, "INSERT") in by_id
+
+    write(dsn, "TRUNCATE orders", "INSERT INTO orders VALUES (1, 'EU', 1, 'after')")
+    shop.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert local_rows(shop) == source_rows(dsn) == [(1, "EU", Decimal("1.00"), "after")]
+
+
+def test_a_crash_between_commit_and_slot_advance_applies_nothing_twice(shop, source, monkeypatch):
+    dsn = source[0]
+    shop.sql("CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders'")
+    write(dsn, "UPDATE orders SET amount = amount * 2 WHERE id <= 10")
+    write(dsn, "DELETE FROM orders WHERE id BETWEEN 11 AND 20")
+
+    def crash(*_args, **_kwargs):
+        raise KeyboardInterrupt("killed after the commit")
+
+    monkeypatch.setattr(replication, "advance", crash)
+    with pytest.raises(KeyboardInterrupt):
+        shop.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    monkeypatch.undo()
+    after_crash = shop.catalog.table("orders").current_version
+    assert local_rows(shop) == source_rows(dsn)
+    write(dsn, "INSERT INTO orders VALUES (900, 'EU', 1, 'x')")
+    shop.sql("ALTER EXTERNAL TABLE orders REFRESH")  # re-reads the applied changes, skips them
+    assert local_rows(shop) == source_rows(dsn)
+    history = rows(shop.sql("DESCRIBE HISTORY orders").select("version", "rows_deleted"))
+    assert sum(d for v, d in history if v > after_crash) == 0
+
+
+def test_the_table_refuses_writes_and_drop_removes_the_source_objects(shop, source):
+    dsn = source[0]
+    shop.sql("CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders'")
+    ext = shop.catalog.find_external_table("orders")
+    assert ext is not None and ext.definition.slot in slots(dsn)
+    for statement in (
+        "INSERT INTO orders VALUES (1, 'x', 1, 'y')",
+        "DELETE FROM orders WHERE id = 1",
+        "DROP TABLE orders",
+    ):
+        with pytest.raises(ExternalTableError, match="external table"):
+            shop.sql(statement)
+    with pytest.raises(DependencyError, match="orders"):
+        shop.sql("DROP CONNECTION shop")
+    described = dict(shop.sql("DESCRIBE EXTERNAL TABLE orders").collect())
+    assert described["source_position"] == ext.position
+    assert described["keys"] == "id"
+    assert described["rows"] == "200"
+    shop.sql("DROP EXTERNAL TABLE orders")
+    assert ext.definition.slot not in slots(dsn)
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_publication").fetchone()[0] == 0
+    shop.sql("DROP CONNECTION shop")
+    assert shop.sql("SHOW CONNECTIONS").count() == 0
+
+
+def test_bad_sources_are_refused_with_how_to_fix(shop, source, monkeypatch):
+    dsn, port, name = source
+    write(dsn, "CREATE TABLE nokey (a int, b text)")
+    with pytest.raises(SourceError, match="no primary key"):
+        shop.sql("CREATE EXTERNAL TABLE t FROM CONNECTION shop TABLE 'public.nokey'")
+    with pytest.raises(SourceError, match="no table public.missing"):
+        shop.sql("CREATE EXTERNAL TABLE t FROM CONNECTION shop TABLE 'missing'")
+    assert shop.catalog.find_table("t") is None and slots(dsn) == []
+    monkeypatch.delenv("SHOP_PW", raising=False)
+    with pytest.raises(ConfigurationError, match="SHOP_PW"):
+        shop.sql(
+            f"CREATE CONNECTION secret TYPE = POSTGRES OPTIONS (host => '127.0.0.1',"
+            f" port => {port}, database => '{name}', user => 'postgres',"
+            " password_env => 'SHOP_PW')"
+        )
+    with pytest.raises(ConfigurationError, match="unknown option"):
+        shop.sql(
+            "CREATE CONNECTION c2 TYPE = POSTGRES OPTIONS (host => 'h', database => 'd',"
+            " user => 'u', pasword => 'x')"
+        )
+    shown = shop.sql("SHOW CONNECTIONS").collect()
+    assert [r["name"] for r in shown] == ["shop"]
+
+
+def test_the_scheduler_follows_and_dynamic_tables_and_streams_see_the_changes(
+    shop, source, clock
+):
+    dsn = source[0]
+    shop.sql(
+        "CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders'"
+        " FOLLOW_LAG = '1 second'"
+    )
+    shop.sql("CREATE STREAM new_orders ON EXTERNAL TABLE orders INSERT_ONLY = TRUE")
+    shop.sql(
+        "CREATE DYNAMIC TABLE eu TARGET_LAG = '2 seconds'"
+        " AS SELECT region, SUM(amount) AS total FROM orders GROUP BY region"
+    )
+    write(dsn, "INSERT INTO orders VALUES (500, 'EU', 100, 'big')")
+    write(dsn, "UPDATE orders SET amount = 0 WHERE id = 3")
+    clock.advance(seconds=2)
+    scheduler = _scheduler(shop)
+    assert scheduler.step() is not None  # followed orders, then refreshed eu
+    expected = rows(shop.sql("SELECT region, SUM(amount) FROM orders GROUP BY region"))
+    assert rows(shop.sql("SELECT region, total FROM eu")) == expected
+    with psycopg.connect(dsn) as conn:
+        total = conn.execute("SELECT sum(amount) FROM orders WHERE region = 'EU'").fetchone()[0]
+    assert dict(expected)["EU"] == total
+    assert rows(shop.sql("SELECT id, note FROM new_orders")) == [(500, "big")]
+
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the slot vanishes on the source
+        conn.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
+            " WHERE database = current_database()"
+        )
+    clock.advance(seconds=2)
+    scheduler.step()
+    shown = shop.sql("SHOW EXTERNAL TABLES").collect()[0]
+    assert shown["state"] == "FAILED" and "slot" in shown["error"]
+    with pytest.raises(SourceError, match="CREATE OR REPLACE EXTERNAL TABLE orders"):
+        shop.sql("ALTER EXTERNAL TABLE orders REFRESH")
+
+
+def test_a_stream_on_external_table_needs_one(shop):
+    shop.sql("CREATE TABLE plain (a INT)")
+    with pytest.raises(InvalidStatementError, match="not an external table"):
+        shop.sql("CREATE STREAM s ON EXTERNAL TABLE plain INSERT_ONLY = TRUE")
