@@ -6,15 +6,13 @@ in CHANGES, and the source objects go with the table."""
 from __future__ import annotations
 
 import threading
-import uuid
 from decimal import Decimal
 
 import psycopg
 import pytest
-import sqlalchemy as sa
 from tests.conftest import rows
 from tests.dynamic.test_scheduler import _scheduler
-from tests.support.postgres import create_database
+from tests.external.conftest import local_rows, source_rows, write
 
 from changelake.errors import (
     ConfigurationError,
@@ -24,49 +22,6 @@ from changelake.errors import (
     SourceError,
 )
 from changelake.external import replication
-
-COLUMNS = "id, region, amount, note"
-
-
-@pytest.fixture
-def source(pg_server):
-    """A fresh source database: (its psycopg connection string, its port, its name)."""
-    name = "src_" + uuid.uuid4().hex[:10]
-    url = sa.make_url(create_database(pg_server, name))
-    dsn = f"host={url.host} port={url.port} dbname={name} user={url.username}"
-    # the test server commits asynchronously; a source that waits for its WAL shows its
-    # changes to logical decoding at once, as a production server does
-    with psycopg.connect(dsn, autocommit=True, options="-c synchronous_commit=on") as conn:
-        conn.execute(
-            "CREATE TABLE orders (id int PRIMARY KEY, region text, amount numeric(10,2), note text)"
-        )
-        conn.execute(
-            "INSERT INTO orders SELECT g, CASE WHEN g % 3 = 0 THEN 'EU' ELSE 'US' END,"
-            " g * 1.25, 'n' || g FROM generate_series(1, 200) g"
-        )
-    yield dsn, url.port, name
-    with psycopg.connect(dsn, autocommit=True) as conn:  # slots hold the whole server's WAL
-        conn.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
-            " WHERE database = current_database()"
-        )
-
-
-def write(dsn: str, *statements: str) -> None:
-    """Run ``statements`` in one source transaction."""
-    with psycopg.connect(dsn, options="-c synchronous_commit=on") as conn:
-        for statement in statements:
-            conn.execute(statement)
-
-
-def source_rows(dsn: str) -> list[tuple]:
-    with psycopg.connect(dsn) as conn:
-        found = conn.execute(f"SELECT {COLUMNS} FROM orders").fetchall()
-    return sorted(found, key=lambda r: r[0])
-
-
-def local_rows(session) -> list[tuple]:
-    return rows(session.sql(f"SELECT {COLUMNS} FROM orders"))
 
 
 @pytest.fixture
@@ -214,9 +169,7 @@ def test_bad_sources_are_refused_with_how_to_fix(shop, source, monkeypatch):
     assert [r["name"] for r in shown] == ["shop"]
 
 
-def test_the_scheduler_follows_and_dynamic_tables_and_streams_see_the_changes(
-    shop, source, clock
-):
+def test_the_scheduler_follows_and_dynamic_tables_and_streams_see_the_changes(shop, source, clock):
     dsn = source[0]
     shop.sql(
         "CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders'"

@@ -55,6 +55,7 @@ def _define(state: CommitState, u: DefineExternalTable) -> None:
         )
     table_id = state.tables[u.name.lower()]
     external_repo.insert(state.conn, table_id, u.definition, scope=u.scope, position=u.position)
+    external_repo.register_files(state.conn, table_id, u.files)
 
 
 def _alter(state: CommitState, u: AlterExternalTable) -> None:
@@ -78,7 +79,7 @@ APPLY: dict[type, Callable[[CommitState, Any], None]] = {
 
 def _followed_from(state: CommitState, r: FollowedFrom) -> None:
     state.lock(r.table_id)  # raises if the table was dropped or replaced
-    external_repo.check_position(state.conn, r.table_id, r.table, r.position)
+    external_repo.check_position(state.conn, r.table_id, r.table, r.position, r.scope)
 
 
 CHECKS: dict[type, Callable[[CommitState, Any], None]] = {FollowedFrom: _followed_from}

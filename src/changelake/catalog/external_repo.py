@@ -96,14 +96,22 @@ def list_live(conn: Connection) -> list[ExternalTableInfo]:
     return [_info(r) for r in conn.execute(_live().order_by(_T.name))]
 
 
-def check_position(conn: Connection, table_id: int, name: str, position: str | None) -> None:
-    """The table's rows still reflect ``position`` (no other follow committed since)."""
-    found = conn.execute(select(_E.position).where(_E.table_id == table_id)).first()
+def check_position(
+    conn: Connection, table_id: int, name: str, position: str | None, scope: str | None
+) -> None:
+    """The table's rows still reflect ``position`` under ``scope`` (no other follow or change
+    of scope committed since)."""
+    found = conn.execute(select(_E.position, _E.scope).where(_E.table_id == table_id)).first()
     if found is None or found.position != position:
         raise ConflictError(
             f"External table {name} was brought to source position"
             f" {found.position if found else None} by another follow since this one read"
             f" {position}; nothing was written (the next follow goes on from there)."
+        )
+    if found.scope != scope:
+        raise ConflictError(
+            f"External table {name}'s scope changed to {found.scope} since this follow read"
+            f" {scope}; nothing was written (the next follow goes on from there)."
         )
 
 

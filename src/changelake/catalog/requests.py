@@ -268,12 +268,13 @@ class DropConnection:
 @dataclass(frozen=True)
 class DefineExternalTable:
     """Make table ``name``, created by the same request, an external table (its connection
-    must exist)."""
+    must exist); a FILES table registers ``files``, the files its first rows came from."""
 
     name: str
     definition: ExternalDefinition
     scope: str | None
     position: str | None
+    files: tuple[ExternalFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -393,12 +394,13 @@ class ChannelHeld:
 
 @dataclass(frozen=True)
 class FollowedFrom:
-    """External table ``table_id``'s rows still reflect source ``position`` (a follow read
-    there and commits the changes after it)."""
+    """External table ``table_id``'s rows still reflect source ``position`` under ``scope`` (a
+    follow read them there and commits the changes after it)."""
 
     table_id: int
     table: str
     position: str | None
+    scope: str | None
 
 
 @dataclass(frozen=True)

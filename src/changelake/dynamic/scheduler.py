@@ -36,7 +36,8 @@ from changelake.dynamic.refresh import data_timestamp_now
 from changelake.dynamic.task_run import GraphRun, Runner, RunStatements
 from changelake.dynamic.task_scheduler import due_graphs, end_orphaned_runs, run_due
 from changelake.errors import ChangelakeError, SourceError
-from changelake.external.follow import Followed, follow, mark_failed
+from changelake.external.follow import Followed, mark_failed
+from changelake.external.objects import follow_once
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
@@ -140,7 +141,6 @@ class Scheduler:
             e
             for e in self.catalog.list_external_tables()
             if e.state == "ACTIVE"
-            and e.definition.kind == "POSTGRES"
             and now - self._followed.get(e.table_id, 0.0) >= e.definition.follow_lag
         ]
         if not due:
@@ -151,7 +151,7 @@ class Scheduler:
             self._followed[ext.table_id] = now
             try:
                 done.append(
-                    follow(
+                    follow_once(
                         self.catalog,
                         self.clock,
                         resources.spark,

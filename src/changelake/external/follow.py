@@ -13,6 +13,7 @@ already committed: nothing is lost or applied twice.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -76,7 +77,7 @@ class Followed:
 
 
 @dataclass
-class _Folded:
+class Folded:
     """Per source key, the final row (values by column, the columns to keep as stored) or None
     (gone); ``truncated``: the source table was emptied before these."""
 
@@ -94,14 +95,18 @@ def follow(
     *,
     batch: int = BATCH_CHANGES,
     requirements: Sequence[Requirement] = (),
+    until: int | None = None,
 ) -> Followed:
     """One follow step of ``ext``: apply what its slot holds past its position, up to ``batch``
-    changes (whole transactions), and commit it; then let the slot forget it."""
+    changes (whole transactions), and commit it; then let the slot forget it. With ``until``
+    (an LSN), a step that finds nothing new but a source flushed past ``until`` moves the
+    position there (no transaction ending by it is left to apply)."""
     d = ext.definition
     info = _connection(catalog, ext)
     assert d.slot is not None and d.publication is not None and ext.position is not None
     with postgres.connect(info) as conn:
         try:
+            horizon = replication.flushed(conn)  # what the peek sees at least
             messages = replication.peek(conn, d.slot, d.publication, changes=batch)
         except Exception as e:
             raise SourceError(
@@ -111,27 +116,24 @@ def follow(
             ) from e
         start = parse_lsn(ext.position)
         transactions = [t for t in Decoder().feed(messages) if t.end_lsn > start]
-        if not transactions:
+        if transactions:
+            end = format_lsn(transactions[-1].end_lsn)
+        elif until is not None and start < until <= horizon:
+            end = format_lsn(until)
+        else:
             if messages:  # a crash after the last commit left the slot behind it
                 replication.advance(conn, d.slot, ext.position)
             return Followed(position=ext.position)
-        end = format_lsn(transactions[-1].end_lsn)
-        folded = _fold(ext, transactions)
+        folded = fold(ext, transactions)
         statement_id = new_statement_id()
-        state = _state(catalog, ext)
+        state = table_state(catalog, ext)
         applied, jobs = Applied(), 0
         if folded.rows or folded.truncated:
-            staged = _stage(warehouse, ext, state, folded, statement_id)
-            try:
-                with counted_jobs(spark, f"follow of external table {ext.name}") as count:
-                    delta = _delta(spark, warehouse, ext, state, folded, staged)
-                    target = Target(ext.info, state)
-                    applied = apply_delta(
-                        spark, warehouse, target, delta, statement_id=statement_id
-                    )
-                    jobs = count()
-            finally:
-                warehouse.fs.delete_dir(warehouse.fs_path(staged.rsplit("/", 1)[0]))
+            with counted_jobs(spark, f"follow of external table {ext.name}") as count:
+                applied = apply_folded(
+                    spark, warehouse, ext, state, folded, statement_id, keep=ext.scope
+                )
+                jobs = count()
         table_id, name = ext.table_id, ext.name
         result = catalog.commit(
             [
@@ -146,7 +148,7 @@ def follow(
                     ),
                     requirements=(
                         *requirements,
-                        FollowedFrom(table_id, name, ext.position),
+                        FollowedFrom(table_id, name, ext.position, ext.scope),
                         *applied.requirements(table_id, name, state.version),
                     ),
                     row_counts=(
@@ -156,7 +158,8 @@ def follow(
             ],
             clock=clock,
         )
-        replication.advance(conn, d.slot, end)
+        if transactions:
+            replication.advance(conn, d.slot, end)
     return Followed(
         transactions=len(transactions),
         changes=folded.changes,
@@ -178,7 +181,7 @@ def _connection(catalog: Catalog, ext: ExternalTableInfo) -> ConnectionInfo:
     return info
 
 
-def _state(catalog: Catalog, ext: ExternalTableInfo) -> TableState:
+def table_state(catalog: Catalog, ext: ExternalTableInfo) -> TableState:
     version = ext.info.current_version
     return TableState(
         ext.table_id,
@@ -193,11 +196,12 @@ def _columns(ext: ExternalTableInfo) -> list[tuple[str, str]]:
     return [(n, t) for n, t in ext.definition.spec["columns"]]
 
 
-def _fold(ext: ExternalTableInfo, transactions: list[Transaction]) -> _Folded:
+def fold(ext: ExternalTableInfo, transactions: list[Transaction]) -> Folded:
+    """Each source key's final state after ``transactions``."""
     columns = _columns(ext)
     keys = tuple(ext.definition.spec["keys"])
     convert = {n: converter(t) for n, t in columns}
-    folded = _Folded()
+    folded = Folded()
     checked: dict[int, dict[str, int]] = {}
 
     def positions(relation: Relation) -> dict[str, int]:
@@ -228,7 +232,7 @@ def _fold(ext: ExternalTableInfo, transactions: list[Transaction]) -> _Folded:
     return folded
 
 
-def _put(folded: _Folded, key: tuple, change: Change, at: dict[str, int], convert: dict) -> None:
+def _put(folded: Folded, key: tuple, change: Change, at: dict[str, int], convert: dict) -> None:
     assert change.new is not None
     before = folded.rows.get(key)
     values: dict[str, object] = {}
@@ -287,13 +291,32 @@ def _arrow_type(type_: str) -> pa.DataType:
     return _ARROW[type_]
 
 
-def _stage(
+def apply_folded(
+    spark: SparkSession,
     warehouse: Warehouse,
     ext: ExternalTableInfo,
     state: TableState,
-    folded: _Folded,
+    folded: Folded,
     statement_id: str,
-) -> str:
+    *,
+    keep: str | None,
+    base: DataFrame | None = None,
+    stored: str | None = None,
+) -> Applied:
+    """Write what turns the stored rows into the folded rows that satisfy ``keep`` (None:
+    all), matched by row key. The stored rows compared are those of the folded keys (all, after
+    a TRUNCATE), or with ``stored`` those that satisfy it; ``base`` (rows of the table's columns)
+    is what a key not folded holds (a bootstrap's snapshot)."""
+    staged = _stage(warehouse, ext, folded, statement_id)
+    try:
+        delta = _delta(spark, warehouse, ext, state, folded, staged, keep, base, stored)
+        target = Target(ext.info, state)
+        return apply_delta(spark, warehouse, target, delta, statement_id=statement_id)
+    finally:
+        warehouse.fs.delete_dir(warehouse.fs_path(staged.rsplit("/", 1)[0]))
+
+
+def _stage(warehouse: Warehouse, ext: ExternalTableInfo, folded: Folded, statement_id: str) -> str:
     """Write the folded rows as one Parquet file (their values, gone, the columns to keep)."""
     columns = _columns(ext)
     keys = ext.definition.spec["keys"]
@@ -323,24 +346,42 @@ def _delta(
     warehouse: Warehouse,
     ext: ExternalTableInfo,
     state: TableState,
-    folded: _Folded,
+    folded: Folded,
     staged: str,
+    keep: str | None,
+    base: DataFrame | None,
+    stored_where: str | None,
 ) -> DataFrame:
-    """The minimum delta from the stored rows of the staged keys (all stored rows after a
-    TRUNCATE) to their final rows within the scope, with the stored rows' addresses."""
+    """The minimum delta (see ``apply_folded``), with the stored rows' addresses."""
     columns = _columns(ext)
     names = [n for n, _ in columns]
     types = dict(columns)
     keys = ext.definition.spec["keys"]
     new = spark.read.parquet(warehouse.uri(staged))
     new = new.withColumn(ROW_KEY, row_key(keys, types))
-    stored = read_state(spark, warehouse, state, identity=True)
+    stored = every = read_state(spark, warehouse, state, identity=True)
     touched = new.select(F.col(ROW_KEY).alias("_cl_k"))
-    if not folded.truncated:
+    if stored_where is not None:
+        stored = stored.where(F.coalesce(F.expr(stored_where), F.lit(False)))
+    elif not folded.truncated:
         stored = stored.join(touched, stored[quoted(ROW_KEY)] == touched["_cl_k"], "left_semi")
+    if base is not None:  # a key not folded keeps its base row
+        if not folded.truncated:
+            unfolded = base.select(*[F.col(quoted(n)) for n in names])
+            unfolded = unfolded.withColumn(ROW_KEY, row_key(keys, types))
+            unfolded = unfolded.join(touched, unfolded[ROW_KEY] == touched["_cl_k"], "left_anti")
+            unfolded = unfolded.withColumn(_GONE, F.lit(False))
+            new = new.unionByName(unfolded.withColumn(_KEEP, F.lit(None).cast("string")))
     keeps = any(e is not None and e[1] for e in folded.rows.values())
-    if keeps:  # values the change did not repeat come from the stored row
-        old = stored.select(
+    if keeps:  # values a change did not repeat: the stored row's (or the base row's)
+        sources = [every.select(F.col(quoted(ROW_KEY)), *[F.col(quoted(n)) for n in names])]
+        if base is not None:
+            sources.append(
+                base.select(*[F.col(quoted(n)) for n in names]).withColumn(
+                    ROW_KEY, row_key(keys, types)
+                )
+            )
+        old = functools.reduce(DataFrame.unionByName, sources).select(
             F.col(quoted(ROW_KEY)).alias("_cl_ok"),
             *[F.col(quoted(n)).alias(f"_cl_o_{n}") for n in names],
         )
@@ -357,8 +398,8 @@ def _delta(
             F.col(ROW_KEY),
         )
     rows = new.where(~F.col(_GONE))
-    if ext.scope is not None:
-        rows = rows.where(F.coalesce(F.expr(ext.scope), F.lit(False)))
+    if keep is not None:
+        rows = rows.where(F.coalesce(F.expr(keep), F.lit(False)))
     rows = rows.select(*[F.col(quoted(n)) for n in names], F.col(ROW_KEY).alias("METADATA$ROW_ID"))
     return diff(stored, rows, names, carried=STORED)
 

@@ -1,7 +1,10 @@
 """Connections and external tables as objects: create and drop connections, drop, suspend,
-resume and refresh external tables (the follow itself is in ``follow``)."""
+resume and refresh external tables (the follow itself is in ``follow``, the refresh of a FILES
+table in ``files``)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from pyspark.sql import SparkSession
 
@@ -12,7 +15,10 @@ from changelake.catalog.requests import (
     CreateConnection,
     DropConnection,
     DropTable,
+    Requirement,
 )
+from changelake.catalog.store import Catalog
+from changelake.clock import Clock
 from changelake.dml.result import StatementResult
 from changelake.errors import (
     ChangelakeError,
@@ -20,7 +26,7 @@ from changelake.errors import (
     ObjectNotFoundError,
     did_you_mean,
 )
-from changelake.external import postgres, replication
+from changelake.external import files, postgres, replication
 from changelake.external.follow import Followed, follow
 from changelake.external.pgoutput import format_lsn
 from changelake.external.pgtable import connection_of, drop_source_objects
@@ -74,7 +80,8 @@ def external_table(ctx: StatementContext, name: str) -> ExternalTableInfo:
 
 
 def drop_external_table(ctx: StatementContext, name: str, *, if_exists: bool) -> StatementResult:
-    """Drop the table (and the streams on it), then its slot and publication on the source."""
+    """Drop the table (and the streams on it), then its slot and publication on the source
+    (a FILES table has none: its files are the user's)."""
     operation = "DROP EXTERNAL TABLE"
     ctx.require_no_transaction(operation)
     if if_exists and ctx.catalog.find_table(name) is None:
@@ -110,14 +117,33 @@ def set_options(ctx: StatementContext, name: str, fields: dict[str, object]) -> 
     return StatementResult(ctx.statement_id, operation, ext.name, message="set")
 
 
+def follow_once(
+    catalog: Catalog,
+    clock: Clock,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    ext: ExternalTableInfo,
+    *,
+    requirements: Sequence[Requirement] = (),
+) -> Followed:
+    """One step of following ``ext``: a FILES table reads its new files, a PostgreSQL table one
+    batch of its slot (``more`` says whether another batch waits)."""
+    if ext.definition.kind == files.KIND:
+        return files.refresh(catalog, clock, spark, warehouse, ext, requirements=requirements)
+    return follow(catalog, clock, spark, warehouse, ext, requirements=requirements)
+
+
 def refresh(
     ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str
 ) -> StatementResult:
     """ALTER EXTERNAL TABLE … REFRESH: follow until what the source had committed when the
-    statement began is in (several commits if it is more than one batch)."""
+    statement began is in (several commits if it is more than one batch); a FILES table reads
+    the files it has not read yet, in one commit."""
     operation = "ALTER EXTERNAL TABLE REFRESH"
     ctx.require_no_transaction(operation)
     ext = external_table(ctx, name)
+    if ext.definition.kind == files.KIND:
+        return files.refresh_statement(ctx, spark, warehouse, ext)
     connection_of(ctx, ext.definition.connection or "")
     total, steps = Followed(), 0
     while True:
@@ -151,6 +177,8 @@ def refresh(
 def source_state(ctx: StatementContext, ext: ExternalTableInfo) -> dict[str, object]:
     """What the source says of the table's slot (for DESCRIBE); the error if it cannot say."""
     d = ext.definition
+    if d.kind == files.KIND:
+        return files.source_state(ctx.catalog, ext)
     found: dict[str, object] = {"slot": d.slot, "publication": d.publication}
     if d.slot is None or d.connection is None:
         return found

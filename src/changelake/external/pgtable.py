@@ -28,6 +28,7 @@ from changelake.errors import ConfigurationError, ObjectNotFoundError, SourceErr
 from changelake.external import postgres, replication
 from changelake.external.pgoutput import format_lsn
 from changelake.external.pgtypes import spark_type
+from changelake.external.postgres import to_postgres
 from changelake.external.rows import stored_rows, table_schema
 from changelake.schema import TableSchema
 from changelake.storage.jobs import counted_jobs
@@ -88,7 +89,8 @@ def create(
         replication.create_publication(conn, name, source)
         try:
             with replication.exported_slot(info, name) as exported:
-                df = _snapshot(spark, info, source, exported, schema, new.scope)
+                where = None if new.scope is None else to_postgres(new.scope)
+                df = snapshot(spark, info, source, exported, schema, where)
                 with counted_jobs(spark, f"initial load of external table {new.name}"):
                     files = write_data(
                         warehouse,
@@ -188,16 +190,17 @@ def _columns_and_keys(
     return columns, keys
 
 
-def _snapshot(
+def snapshot(
     spark: SparkSession,
     info: ConnectionInfo,
     source: postgres.SourceTable,
     exported: replication.Exported,
     schema: TableSchema,
-    scope: str | None,
+    where: str | None,
 ) -> DataFrame:
     """The source's rows in the exported snapshot, read by parallel JDBC partitions (split on
-    an integer key column's range when there is one), the scope pushed into their queries."""
+    an integer key column's range when there is one); ``where`` (PostgreSQL SQL: the scope) is
+    in their queries, so only the rows it selects leave the source."""
     init = (
         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;"
         f" SET TRANSACTION SNAPSHOT '{exported.snapshot}'"
@@ -205,7 +208,7 @@ def _snapshot(
     reader = (
         spark.read.format("jdbc")
         .option("url", postgres.jdbc_url(info))
-        .option("dbtable", f'"{source.schema}"."{source.name}"')
+        .option("dbtable", _relation(source, where))
         .option("fetchsize", "10000")
         .option("sessionInitStatement", init)
         .option("preferTimestampNTZ", "true")
@@ -213,7 +216,7 @@ def _snapshot(
     )
     split = next((c for c in schema.stored if c.type in _INTEGERS), None)
     if split is not None:
-        bounds = _bounds(info, source, exported, split.name)
+        bounds = _bounds(info, source, exported, split.name, where)
         partitions = max(1, min(spark.sparkContext.defaultParallelism, bounds[2] // 50_000 + 1))
         if bounds[0] is not None and partitions > 1:
             reader = (
@@ -222,14 +225,23 @@ def _snapshot(
                 .option("upperBound", str(bounds[1] + 1))
                 .option("numPartitions", str(partitions))
             )
-    df = reader.load()
-    return df if scope is None else df.where(scope)
+    return reader.load()
+
+
+def _relation(source: postgres.SourceTable, where: str | None) -> str:
+    table = f'"{source.schema}"."{source.name}"'
+    return table if where is None else f"(SELECT * FROM {table} WHERE {where}) AS scoped"
 
 
 def _bounds(
-    info: ConnectionInfo, source: postgres.SourceTable, exported: replication.Exported, column: str
+    info: ConnectionInfo,
+    source: postgres.SourceTable,
+    exported: replication.Exported,
+    column: str,
+    where: str | None,
 ) -> tuple[int | None, int | None, int]:
-    """min, max and an estimate of the row count of ``column``, inside the exported snapshot."""
+    """min and max of ``column`` in the rows read, inside the exported snapshot, and an
+    estimate of the table's row count."""
     with postgres.connect(info) as conn:
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -238,7 +250,7 @@ def _bounds(
             )
             lo, hi = conn.execute(
                 sql.SQL("SELECT min({c}), max({c}) FROM {t}").format(
-                    c=sql.Identifier(column), t=source.quoted()
+                    c=sql.Identifier(column), t=sql.SQL(_relation(source, where))
                 )
             ).fetchone()
         estimate = conn.execute(

@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
+import sqlglot
 from psycopg import sql
 
 from changelake.catalog.model import ConnectionInfo
+from changelake.dialect import Changelake
 from changelake.errors import ConfigurationError, SourceError
 
 OPTIONS = ("host", "port", "database", "user", "password_env", "password_file", "sslmode")
@@ -238,3 +240,8 @@ def _index_columns(conn: psycopg.Connection, oid: int, which: str) -> tuple[str,
         (oid,),
     ).fetchall()
     return tuple(r[0] for r in rows)
+
+
+def to_postgres(predicate: str) -> str:
+    """A row predicate of changelake's SQL (a scope) in PostgreSQL's, to run on the source."""
+    return sqlglot.transpile(predicate, read=Changelake, write="postgres")[0]

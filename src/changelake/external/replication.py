@@ -72,10 +72,10 @@ def drop_objects(conn: psycopg.Connection, slot: str | None, publication: str | 
 
 
 def peek(
-    conn: psycopg.Connection, slot: str, publication: str, *, changes: int
+    conn: psycopg.Connection, slot: str, publication: str, *, changes: int | None
 ) -> list[tuple[str, int, bytes]]:
     """The slot's pending messages: whole transactions, stopping after the one that passes
-    ``changes`` messages (PostgreSQL checks the limit only at transaction ends)."""
+    ``changes`` messages (PostgreSQL checks the limit only at transaction ends; None: all)."""
     return conn.execute(
         "SELECT lsn::text, xid::text::bigint, data FROM pg_logical_slot_peek_binary_changes("
         "%s, NULL, %s, 'proto_version', '1', 'publication_names', %s)",
@@ -106,3 +106,8 @@ def slot_state(conn: psycopg.Connection, slot: str) -> SlotState | None:
 
 def current_position(conn: psycopg.Connection) -> int:
     return parse_lsn(conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])
+
+
+def flushed(conn: psycopg.Connection) -> int:
+    """The source's flushed WAL position: logical decoding reads up to it."""
+    return parse_lsn(conn.execute("SELECT pg_current_wal_flush_lsn()::text").fetchone()[0])

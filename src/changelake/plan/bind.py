@@ -22,6 +22,7 @@ from changelake.errors import (
     did_you_mean,
 )
 from changelake.plan.points import changes_clause, point_of, rendering_of
+from changelake.plan.predicates import check_scope, reference_predicate
 from changelake.plan.pushdown import pushable_conjuncts
 from changelake.plan.streams import has_data, read_stream
 from changelake.plan.views import view_at, view_changes
@@ -105,6 +106,14 @@ class Binder:
 
     # -- tables -------------------------------------------------------------------------------
 
+    def _check_scope(self, info: TableInfo, table: exp.Table) -> None:
+        """An external table with SCOPE = DEPENDENTS may be read only within its scope."""
+        ext = self.ctx.catalog.find_external_table(info.name)
+        if ext is None or ext.definition.scope_mode != "DEPENDENTS":
+            return
+        columns = [n for n, _ in ext.definition.spec["columns"]]
+        check_scope(ext.name, ext.scope, reference_predicate(table, columns))
+
     def _bind_table(self, table: exp.Table) -> None:
         name = table.name
         if name in self.bindings:
@@ -113,6 +122,8 @@ class Binder:
         catalog = self.ctx.catalog
         info = catalog.find_table(name)
         if info is not None:
+            if info.is_external():
+                self._check_scope(info, table)
             self._replace(table, self.table_dataframe(info, table), alias, label=name)
             return
         view_sql = catalog.view_sql(name)

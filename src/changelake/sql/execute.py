@@ -16,7 +16,7 @@ from changelake.catalog.model import TaskInfo
 from changelake.changelog.apply import apply_statement  # APPLY CHANGES
 from changelake.changelog.export import FileFormat, export  # export (COPY INTO)
 from changelake.clock import Clock
-from changelake.dialect import parse_one
+from changelake.dialect import parse_one, to_spark
 from changelake.dml.insert import insert
 from changelake.dml.merge import merge
 from changelake.dml.modify import delete, update
@@ -29,6 +29,7 @@ from changelake.dynamic.create import (
 )
 from changelake.dynamic.task_run import Finish, Runner, RunStatements, run_graph
 from changelake.errors import TransactionError
+from changelake.external import scope
 from changelake.external.objects import create_connection, drop_connection, drop_external_table
 from changelake.plan.bind import Binder
 from changelake.sql import ddl, dynamic, external, show, tasks
@@ -72,8 +73,29 @@ def execute(
     ctx = StatementContext(catalog, clock, transactions.current)
     env = Env(ctx, spark, warehouse, transactions)
     with spark_errors(_label(text, tree)):
+        reads = _dependent_query(statement)
+        if reads is not None:
+            scope.widen_for(catalog, clock, spark, warehouse, reads)
         result = HANDLERS[type(statement)](env, statement)
+        if reads is not None or isinstance(statement, _DEPENDENTS_GO):
+            scope.settle(catalog, clock, spark, warehouse)
     return result.to_dataframe(spark) if isinstance(result, StatementResult) else result
+
+
+# Statements after which an external table with SCOPE = DEPENDENTS may need fewer rows.
+_DEPENDENTS_GO = (s.Drop, dynamic.DropDynamicTable, external.CreateExternalTable)
+
+
+def _dependent_query(statement: object) -> str | None:
+    """The query of a statement that makes a dependent of tables (a view, a dynamic table, a
+    stream on a table): external tables with SCOPE = DEPENDENTS widen for it first."""
+    if isinstance(statement, s.CreateView):
+        return to_spark(statement.query)
+    if isinstance(statement, dynamic.CreateDynamicTable):
+        return statement.new.sql
+    if isinstance(statement, s.CreateStream) and not statement.on_view:
+        return f"SELECT * FROM {statement.table}"
+    return None
 
 
 def _label(text: str, tree: exp.Expression) -> str:

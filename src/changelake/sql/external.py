@@ -15,7 +15,7 @@ from changelake.dialect import external as d
 from changelake.dml.result import StatementResult
 from changelake.dynamic.spec import describe_lag, target_lag
 from changelake.errors import InvalidStatementError, UnsupportedError
-from changelake.external import objects, pgtable
+from changelake.external import files, objects, pgtable
 from changelake.schema import normalize_type
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
@@ -143,6 +143,25 @@ def _follow_lag(text: str | None, *, about: str) -> float:
     return seconds
 
 
+def _new_files_table(
+    st: CreateExternalTable, source: FilesSource, *, about: str
+) -> files.NewFilesTable:
+    columns = None  # names as written: JSON keys are matched by case
+    if st.columns is not None:
+        columns = tuple((n, normalize_type(t)) for n, t in st.columns)
+    properties = (("comment", st.comment),) if st.comment else ()
+    return files.NewFilesTable(
+        name=st.name.lower(),
+        location=source.location,
+        file_format=source.file_format,
+        pattern=source.pattern,
+        columns=columns,
+        follow_lag=_follow_lag(st.follow_lag, about=about),
+        properties=(*properties, ("data_retention_time_in_days", "1")),
+        if_exists=IfExists.of(replace=st.replace, if_not_exists=st.if_not_exists),
+    )
+
+
 def create_external_table(
     ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, st: CreateExternalTable
 ) -> StatementResult:
@@ -151,12 +170,8 @@ def create_external_table(
         raise InvalidStatementError(
             f"{about}: OR REPLACE and IF NOT EXISTS exclude each other; use one."
         )
-    if not isinstance(st.source, PostgresSource):
-        raise UnsupportedError(f"{about}: FROM FILES is not supported yet.")
-    if st.scope == "DEPENDENTS":
-        raise UnsupportedError(
-            f"{about}: SCOPE = DEPENDENTS is not supported yet; SCOPE = ALL mirrors every row."
-        )
+    if isinstance(st.source, FilesSource):
+        return files.create(ctx, spark, warehouse, _new_files_table(st, st.source, about=about))
     columns = None
     if st.columns is not None:
         columns = tuple((n.lower(), normalize_type(t)) for n, t in st.columns)
@@ -168,7 +183,8 @@ def create_external_table(
         columns=columns,
         keys=st.keys,
         scope_mode=st.scope,
-        scope=None,
+        # no rows until the dependents are known: execute settles the scope right after
+        scope="FALSE" if st.scope == "DEPENDENTS" else None,
         follow_lag=_follow_lag(st.follow_lag, about=about),
         properties=(*properties, ("data_retention_time_in_days", "1")),
         if_exists=IfExists.of(replace=st.replace, if_not_exists=st.if_not_exists),

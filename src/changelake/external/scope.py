@@ -1,0 +1,256 @@
+"""SCOPE = DEPENDENTS: an external table holds the rows its dependents can read, the OR of the
+predicates their queries put on it (``plan.predicates``), and changing that scope
+(bootstrapping a wider one, dropping rows a narrower one leaves out) at one consistent point.
+
+A rescope from scope F to G, while the follow goes on:
+1. a second slot (``<slot>_b``) exports a snapshot at its consistent point P; the rows of
+   W = G AND NOT F in it are written to staging by Spark JDBC partitions (W is in their query);
+2. the table's follow (under F) is brought to a position Q at or past P;
+3. one commit at Q: the staged rows, overridden by the second slot's transactions in (P, Q]
+   (what the F-scoped follow left out), kept where they satisfy W; the stored rows of
+   F AND NOT G deleted; the scope set to G. It requires position Q and scope F: a follow that
+   committed meanwhile makes it read the second slot again up to the new position.
+Then the table equals the source under G at Q, and every later follow applies G. The second slot
+is dropped at the end (and before a new rescope, if a crash left it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterable
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from changelake.catalog.model import ExternalTableInfo
+from changelake.catalog.requests import AlterExternalTable, CommitRequest, FollowedFrom
+from changelake.catalog.store import Catalog
+from changelake.clock import Clock
+from changelake.dialect import parse_one
+from changelake.errors import ConflictError, ExternalTableError
+from changelake.external import postgres, replication
+from changelake.external.follow import (
+    Followed,
+    apply_folded,
+    fold,
+    follow,
+    table_state,
+)
+from changelake.external.pgoutput import Decoder, parse_lsn
+from changelake.external.pgtable import snapshot
+from changelake.plan.predicates import (
+    Predicate,
+    implies,
+    parse_scope,
+    reference_predicate,
+    scope_sql,
+    union,
+)
+from changelake.schema import quoted
+from changelake.storage.jobs import counted_jobs
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import new_statement_id
+
+Scope = tuple[Predicate, ...] | None  # an OR of predicates; None: every row
+_ATTEMPTS = 5
+
+
+def references(sql_text: str, table: str, columns: Iterable[str]) -> list[Predicate]:
+    """The predicates of the references to ``table`` in query ``sql_text``."""
+    tree = parse_one(sql_text)
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    names = list(columns)
+    return [
+        reference_predicate(t, names)
+        for t in tree.find_all(exp.Table)
+        if t.name.lower() == table and table not in ctes and not t.args.get("db")
+    ]
+
+
+def _columns(ext: ExternalTableInfo) -> list[str]:
+    return [n for n, _ in ext.definition.spec["columns"]]
+
+
+def dependents_scope(catalog: Catalog, ext: ExternalTableInfo) -> Scope:
+    """The OR of what the dependents of ``ext`` read of it: views, dynamic tables, streams on
+    views that name it (a stream on the table itself reads every row)."""
+    if any(not s.on_view for s in catalog.list_streams(table_id=ext.table_id)):
+        return None
+    texts = [sql for _, sql, _ in catalog.list_views()]
+    texts += [d.definition.sql for d in catalog.list_dynamic_tables()]
+    texts += [s.view_definition for s in catalog.list_streams() if s.view_definition]
+    found: list[Predicate] = []
+    for text in texts:
+        found += references(text, ext.name, _columns(ext))
+    return union(found) if found else ()
+
+
+def widen_for(
+    catalog: Catalog, clock: Clock, spark: SparkSession, warehouse: Warehouse, query: str
+) -> None:
+    """Before a dependent with query ``query`` is created: widen the scope of every
+    DEPENDENTS external table it names so that it holds what the query reads."""
+    for ext in catalog.list_external_tables():
+        if ext.definition.scope_mode != "DEPENDENTS":
+            continue
+        found = references(query, ext.name, _columns(ext))
+        scope = parse_scope(ext.scope)
+        if all(implies(p, scope) for p in found):
+            continue
+        wider = union([*(scope or ()), *found]) if scope is not None else None
+        rescope(catalog, clock, spark, warehouse, ext, wider)
+
+
+def settle(catalog: Catalog, clock: Clock, spark: SparkSession, warehouse: Warehouse) -> None:
+    """After dependents changed: give every DEPENDENTS external table exactly the scope its
+    dependents need (narrowing drops the rows no dependent reads any more)."""
+    for ext in catalog.list_external_tables():
+        if ext.definition.scope_mode != "DEPENDENTS":
+            continue
+        wanted = dependents_scope(catalog, ext)
+        if scope_sql(wanted) != ext.scope:
+            rescope(catalog, clock, spark, warehouse, ext, wanted)
+
+
+def _region(include: str | None, exclude: str | None) -> str | None:
+    """Rows satisfying ``include`` (None: all) and not ``exclude`` (None: none), as SQL both
+    Spark and PostgreSQL read; None when that is no row."""
+    if exclude is None:
+        return None
+    inside = "TRUE" if include is None else f"COALESCE(({include}), FALSE)"
+    return f"{inside} AND NOT COALESCE(({exclude}), FALSE)"
+
+
+def rescope(
+    catalog: Catalog,
+    clock: Clock,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    ext: ExternalTableInfo,
+    scope: Scope,
+) -> Followed:
+    """Give ``ext`` scope ``scope`` at one consistent point (see the module's docstring)."""
+    old, new = ext.scope, scope_sql(scope)
+    added = _region(new, old)  # W: rows the new scope adds
+    removed = _region(old, new)  # R: rows it leaves out
+    d = ext.definition
+    assert d.slot is not None and d.connection is not None
+    info = catalog.find_connection(d.connection)
+    if info is None:
+        raise ExternalTableError(f"External table {ext.name}: connection {d.connection} is gone.")
+    second = f"{d.slot}_b"
+    statement_id = new_statement_id()
+    staged = warehouse.data_dir(statement_id, "-base")
+    with postgres.connect(info) as conn:
+        replication.drop_objects(conn, second, None)
+        try:
+            start = None
+            if added is not None:
+                source = postgres.describe(info, conn, d.source)
+                state = table_state(catalog, ext)
+                with replication.exported_slot(info, second) as exported:
+                    where = postgres.to_postgres(added)
+                    rows = snapshot(spark, info, source, exported, state.schema, where)
+                    typed = [F.col(quoted(c.name)).cast(c.type) for c in state.schema.stored]
+                    with counted_jobs(spark, f"bootstrap of external table {ext.name}"):
+                        rows.select(*typed).write.parquet(warehouse.uri(staged))
+                start = exported.position
+            return _commit(
+                catalog, clock, spark, warehouse, ext, start, staged, new, added, removed
+            )
+        finally:
+            replication.drop_objects(conn, second, None)
+            if added is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    warehouse.fs.delete_dir(warehouse.fs_path(staged))
+
+
+def _commit(
+    catalog: Catalog,
+    clock: Clock,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    ext: ExternalTableInfo,
+    start: int | None,
+    staged: str,
+    new: str | None,
+    added: str | None,
+    removed: str | None,
+) -> Followed:
+    old = ext.scope
+    info = catalog.find_connection(ext.definition.connection or "")
+    assert info is not None
+    for _ in range(_ATTEMPTS):
+        found = catalog.external_table_by_id(ext.table_id)
+        if found is None or found.scope != old:
+            raise ConflictError(
+                f"External table {ext.name} was dropped or rescoped while its scope was being"
+                " changed; nothing was written."
+            )
+        ext = found
+        while start is not None and parse_lsn(ext.position or "0/0") < start:
+            step = follow(catalog, clock, spark, warehouse, ext, until=start)  # up to P, under F
+            if step.position == ext.position:
+                time.sleep(0.05)  # the source has not flushed P yet
+            ext = catalog.external_table_by_id(ext.table_id) or ext
+        position = parse_lsn(ext.position or "0/0")
+        transactions = []
+        if start is not None:
+            with postgres.connect(info) as conn:
+                messages = replication.peek(
+                    conn, f"{ext.definition.slot}_b", ext.definition.publication or "", changes=None
+                )
+            transactions = [t for t in Decoder().feed(messages) if t.end_lsn <= position]
+        folded = fold(ext, transactions)
+        state = table_state(catalog, ext)
+        statement_id = new_statement_id()
+        with counted_jobs(spark, f"rescope of external table {ext.name}") as count:
+            base = spark.read.parquet(warehouse.uri(staged)) if start is not None else None
+            stored = " OR ".join(f"({r})" for r in (added, removed) if r is not None) or "FALSE"
+            applied = apply_folded(
+                spark,
+                warehouse,
+                ext,
+                state,
+                folded,
+                statement_id,
+                keep=added or "FALSE",
+                base=base,
+                stored=stored,
+            )
+            jobs = count()
+        table_id, name = ext.table_id, ext.name
+        try:
+            result = catalog.commit(
+                [
+                    CommitRequest(
+                        statement_id,
+                        "RESCOPE",
+                        updates=(
+                            *applied.updates(table_id),
+                            AlterExternalTable(table_id, (("scope", new),)),
+                        ),
+                        requirements=(
+                            FollowedFrom(table_id, name, ext.position, old),
+                            *applied.requirements(table_id, name, state.version),
+                        ),
+                    )
+                ],
+                clock=clock,
+            )
+        except ConflictError:
+            continue  # a follow moved on meanwhile: read the second slot up to there
+        return Followed(
+            transactions=len(transactions),
+            inserted=applied.inserted,
+            deleted=applied.deleted,
+            position=ext.position,
+            version=result.version_of(table_id),
+            spark_jobs=jobs,
+        )
+    raise ConflictError(
+        f"External table {ext.name}: its follow kept moving while its scope was being changed"
+        f" ({_ATTEMPTS} attempts); nothing was written. Try again."
+    )

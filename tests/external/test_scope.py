@@ -1,0 +1,150 @@
+"""SCOPE = DEPENDENTS: an external table holds exactly the source's rows under the OR of its
+dependents' filters (oracle: the source queried with that predicate), widens by bootstrapping
+while the source takes writes, narrows when a dependent goes, and refuses reads outside it."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+from tests.conftest import rows
+from tests.external.conftest import COLUMNS, write
+
+from changelake.errors import ExternalTableError
+
+EU = "region = 'EU'"
+BIG = "amount > 200"
+
+
+def source_under(dsn: str, predicate: str) -> list[tuple]:
+    with psycopg.connect(dsn) as conn:
+        found = conn.execute(f"SELECT {COLUMNS} FROM orders WHERE {predicate}").fetchall()
+    return sorted(found, key=lambda r: r[0])
+
+
+def held(session) -> list[tuple]:
+    """Every row the table holds, read around the scope check (as a dependent's plan would)."""
+    info = session.catalog.table("orders")
+    from tests.conftest import state_of
+
+    from changelake.storage.snapshot import read_state
+
+    df = read_state(session.spark, session.warehouse, state_of(session, info))
+    return rows(df.select(*[c.strip() for c in COLUMNS.split(",")]))
+
+
+@pytest.fixture
+def scoped(session, source):
+    dsn, port, name = source
+    session.sql(
+        f"CREATE CONNECTION shop TYPE = POSTGRES OPTIONS (host => '127.0.0.1', port => {port},"
+        f" database => '{name}', user => 'postgres')"
+    )
+    session.sql(
+        "CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders' SCOPE = DEPENDENTS"
+    )
+    return session
+
+
+def test_the_scope_is_the_or_of_the_dependents_filters(scoped, source, clock):
+    dsn = source[0]
+    assert held(scoped) == []  # no dependent yet: no row
+    scoped.sql(
+        "CREATE DYNAMIC TABLE eu_totals TARGET_LAG = '1 minute'"
+        f" AS SELECT region, SUM(amount) AS total FROM orders WHERE {EU} GROUP BY region"
+    )
+    assert held(scoped) == source_under(dsn, EU)
+    ext = scoped.catalog.find_external_table("orders")
+    assert ext.scope == f"(({EU}))"
+    total = rows(scoped.sql("SELECT total FROM eu_totals"))
+    with psycopg.connect(dsn) as conn:
+        assert total == [conn.execute(f"SELECT sum(amount) FROM orders WHERE {EU}").fetchone()]
+
+    # the follow applies the scope: rows entering it are inserts, rows leaving it deletes
+    write(dsn, "UPDATE orders SET region = 'EU' WHERE id = 1")  # enters
+    write(dsn, "UPDATE orders SET region = 'US' WHERE id = 3")  # leaves
+    write(dsn, "INSERT INTO orders VALUES (900, 'US', 5, 'out'), (901, 'EU', 6, 'in')")
+    scoped.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert held(scoped) == source_under(dsn, EU)
+
+    # reads must stay within the scope
+    with pytest.raises(ExternalTableError, match="SCOPE = DEPENDENTS"):
+        scoped.sql("SELECT * FROM orders").collect()
+    with pytest.raises(ExternalTableError, match="region = 'EU'"):
+        scoped.sql("SELECT count(*) FROM orders WHERE amount > 1").collect()
+    inside = rows(scoped.sql(f"SELECT id FROM orders WHERE {EU} AND id < 10"))
+    assert inside == [(r[0],) for r in source_under(dsn, f"{EU} AND id < 10")]
+
+    # a new dependent widens the scope while the source takes writes: bootstrapping
+    stop, written = threading.Event(), []
+
+    def writer() -> None:
+        n = 2000
+        while not stop.is_set():
+            region = "EU" if n % 2 else "US"
+            write(
+                dsn,
+                f"INSERT INTO orders VALUES ({n}, '{region}', {n % 400}, 'w')",
+                f"UPDATE orders SET amount = amount + 150 WHERE id = {n % 200 + 1}",
+                f"UPDATE orders SET region = '{region}' WHERE id = {(n * 7) % 200 + 1}",
+            )
+            written.append(n)
+            n += 1
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        clock.advance(seconds=1)
+        scoped.sql(f"CREATE VIEW big AS SELECT id, amount FROM orders WHERE {BIG}")
+    finally:
+        stop.set()
+        thread.join()
+    assert written
+    scoped.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert held(scoped) == source_under(dsn, f"({EU}) OR ({BIG})")
+    assert rows(scoped.sql("SELECT id FROM big")) == [(r[0],) for r in source_under(dsn, BIG)]
+
+    # a dependent that goes narrows it: the rows no dependent reads leave as deletes
+    scoped.sql("DROP VIEW big")
+    assert scoped.catalog.find_external_table("orders").scope == f"(({EU}))"
+    assert held(scoped) == source_under(dsn, EU)
+
+
+def test_a_stream_on_the_table_or_an_outer_join_needs_every_row(scoped, source):
+    dsn = source[0]
+    scoped.sql("CREATE TABLE regions (name STRING)")
+    scoped.sql(
+        "CREATE VIEW joined AS SELECT r.name, o.id FROM regions r LEFT JOIN orders o"
+        f" ON o.region = r.name WHERE o.{BIG}"
+    )
+    assert scoped.catalog.find_external_table("orders").scope is None  # nothing pushable
+    assert held(scoped) == source_under(dsn, "TRUE")
+    scoped.sql("DROP VIEW joined")
+    assert held(scoped) == []
+    scoped.sql("CREATE STREAM s ON EXTERNAL TABLE orders")
+    assert held(scoped) == source_under(dsn, "TRUE")
+
+
+def test_the_snapshot_query_carries_the_scope(session, source):
+    from changelake.external import pgtable, postgres, replication
+    from changelake.external.rows import table_schema
+
+    dsn, port, name = source
+    session.sql(
+        f"CREATE CONNECTION shop TYPE = POSTGRES OPTIONS (host => '127.0.0.1', port => {port},"
+        f" database => '{name}', user => 'postgres')"
+    )
+    info = session.catalog.find_connection("shop")
+    schema = table_schema([("id", "int"), ("region", "string"), ("amount", "decimal(10,2)")])
+    with postgres.connect(info) as conn:
+        table = postgres.describe(info, conn, "orders")
+    with replication.exported_slot(info, "t_scope_slot") as exported:
+        df = pgtable.snapshot(
+            session.spark, info, table, exported, schema, postgres.to_postgres(EU)
+        )
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert "region = 'EU'" in plan  # the filter runs on the source
+        assert df.count() == len(source_under(dsn, EU))
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_drop_replication_slot('t_scope_slot')")
