@@ -209,3 +209,31 @@ def test_a_stream_on_external_table_needs_one(shop):
     shop.sql("CREATE TABLE plain (a INT)")
     with pytest.raises(InvalidStatementError, match="not an external table"):
         shop.sql("CREATE STREAM s ON EXTERNAL TABLE plain INSERT_ONLY = TRUE")
+
+
+def test_source_ddl_fails_the_table_with_a_clear_error_not_a_crash_loop(shop, source, clock):
+    dsn = source[0]
+    shop.sql("CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders'")
+    shop.sql(
+        "CREATE EXTERNAL TABLE some (id INT, note STRING) FROM CONNECTION shop"
+        " TABLE 'public.orders'"
+    )
+    write(
+        dsn, "ALTER TABLE orders ADD COLUMN extra int", "UPDATE orders SET extra = 1 WHERE id = 1"
+    )
+    with pytest.raises(SourceError, match="gained column.*extra"):
+        shop.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    shop.sql("ALTER EXTERNAL TABLE some REFRESH")  # keeps the columns it names
+    assert rows(shop.sql("SELECT id, note FROM some WHERE id = 1")) == [(1, "n1")]
+
+    write(dsn, "DROP TABLE orders")
+    clock.advance(seconds=2)
+    scheduler = _scheduler(shop)
+    scheduler.step()
+    scheduler.step()  # a failed table is not retried until RESUME
+    shown = {r["name"]: r for r in shop.sql("SHOW EXTERNAL TABLES").collect()}
+    assert shown["orders"]["state"] == "FAILED" and "extra" in shown["orders"]["error"]
+    assert shown["some"]["state"] == "FAILED" and "dropped" in shown["some"]["error"]
+    described = dict(shop.sql("DESCRIBE EXTERNAL TABLE some").collect())
+    assert "dropped" in described["error"]
+    assert rows(shop.sql("SELECT count(*) FROM some")) == [(200,)]  # still readable

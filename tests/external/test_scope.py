@@ -148,3 +148,32 @@ def test_the_snapshot_query_carries_the_scope(session, source):
         assert df.count() == len(source_under(dsn, EU))
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_drop_replication_slot('t_scope_slot')")
+
+
+def test_a_scope_on_the_replica_identity_is_a_publication_row_filter(scoped, source):
+    dsn = source[0]
+    scoped.sql("CREATE VIEW low AS SELECT id, note FROM orders WHERE id < 50")
+    ext = scoped.catalog.find_external_table("orders")
+    with psycopg.connect(dsn) as conn:
+        (found,) = conn.execute(
+            "SELECT rowfilter FROM pg_publication_tables WHERE pubname = %s",
+            (ext.definition.publication,),
+        ).fetchone()
+    assert found is not None and "50" in found  # only the scope's changes leave the source
+    # the source's own writers are never refused for it; rows cross the filter both ways
+    write(dsn, "UPDATE orders SET note = 'x' WHERE id < 60")
+    write(dsn, "DELETE FROM orders WHERE id = 45", "UPDATE orders SET id = 45 WHERE id = 150")
+    write(dsn, "UPDATE orders SET id = 1160 WHERE id = 40")  # leaves
+    write(dsn, "DELETE FROM orders WHERE id = 10")
+    scoped.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert held(scoped) == source_under(dsn, "id < 50")
+    scoped.sql("CREATE VIEW eu AS SELECT * FROM orders WHERE region = 'EU'")  # not in the key
+    with psycopg.connect(dsn) as conn:
+        (found,) = conn.execute(
+            "SELECT rowfilter FROM pg_publication_tables WHERE pubname = %s",
+            (ext.definition.publication,),
+        ).fetchone()
+    assert found is None  # filtered on arrival instead
+    write(dsn, "UPDATE orders SET region = 'EU' WHERE id = 151")
+    scoped.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert held(scoped) == source_under(dsn, "id < 50 OR region = 'EU'")

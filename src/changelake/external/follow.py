@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
@@ -116,6 +117,8 @@ def follow(
             ) from e
         start = parse_lsn(ext.position)
         transactions = [t for t in Decoder().feed(messages) if t.end_lsn > start]
+        if not transactions:
+            _check_source(conn, ext)
         if transactions:
             end = format_lsn(transactions[-1].end_lsn)
         elif until is not None and start < until <= horizon:
@@ -171,6 +174,18 @@ def follow(
         more=folded.changes >= batch,
         spark_jobs=jobs,
     )
+
+
+def _check_source(conn: psycopg.Connection, ext: ExternalTableInfo) -> None:
+    """A quiet slot may mean a dropped source table: say so rather than wait for ever."""
+    oid = ext.definition.spec.get("source_oid")
+    found = conn.execute("SELECT 1 FROM pg_class WHERE oid = %s", (oid,)).fetchone()
+    if oid is not None and found is None:
+        raise SourceError(
+            f"External table {ext.name}: source table {ext.definition.source} was dropped; its"
+            f" rows are as of position {ext.position}. DROP EXTERNAL TABLE {ext.name}, or"
+            " recreate it (CREATE OR REPLACE EXTERNAL TABLE …) once the source is back."
+        )
 
 
 def _connection(catalog: Catalog, ext: ExternalTableInfo) -> ConnectionInfo:

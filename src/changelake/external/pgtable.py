@@ -103,7 +103,12 @@ def create(
                 kind="POSTGRES",
                 connection=info.name,
                 source=source.qualified,
-                spec={"keys": list(keys), "columns": [list(c) for c in columns]},
+                spec={
+                    "keys": list(keys),
+                    "columns": [list(c) for c in columns],
+                    "explicit_columns": new.columns is not None,
+                    "source_oid": source.oid,
+                },
                 scope_mode=new.scope_mode,
                 follow_lag=new.follow_lag,
                 slot=name,

@@ -207,6 +207,12 @@ def describe(info: ConnectionInfo, conn: psycopg.Connection, name: str) -> Sourc
             " (or the user may not see it); check the name, and GRANT SELECT on it."
         )
     oid, identity = found[0], found[1]
+    readable = conn.execute("SELECT has_table_privilege(%s, 'SELECT')", (oid,)).fetchone()
+    if not readable or not readable[0]:
+        raise SourceError(
+            f"Connection {info.name}: user {info.options['user']} may not read {schema}.{table};"
+            f" grant it with GRANT SELECT ON {schema}.{table} TO {info.options['user']}."
+        )
     columns = conn.execute(
         "SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute"
         " WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum",

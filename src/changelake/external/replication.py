@@ -18,7 +18,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 import psycopg
+import sqlglot
 from psycopg import sql
+from sqlglot import exp
 
 from changelake.catalog.model import ConnectionInfo
 from changelake.external import postgres
@@ -45,6 +47,33 @@ def create_publication(conn: psycopg.Connection, name: str, table: postgres.Sour
     conn.execute(
         sql.SQL("CREATE PUBLICATION {} FOR TABLE {}").format(sql.Identifier(name), table.quoted())
     )
+
+
+def row_filter(conn: psycopg.Connection, table: postgres.SourceTable, scope: str | None) -> str | None:
+    """The publication row filter (PostgreSQL SQL) for ``scope``, when one is safe: PostgreSQL 15
+    or later, and every column it reads in the table's replica identity. A filter on another
+    column would make the source's own UPDATEs and DELETEs fail, so the follow then filters on
+    arrival instead (None)."""
+    if scope is None or conn.info.server_version < 150000:
+        return None
+    tree = sqlglot.parse_one(postgres.to_postgres(scope), read="postgres")
+    used = {c.name.lower() for c in tree.find_all(exp.Column)}
+    if not used or not used <= {c.lower() for c in table.identity_columns}:
+        return None
+    return tree.sql(dialect="postgres")
+
+
+def set_row_filter(
+    conn: psycopg.Connection, publication: str, table: postgres.SourceTable, where: str | None
+) -> None:
+    """Publish the table's changes only for rows satisfying ``where`` (None: every row); an
+    UPDATE that moves a row across it arrives as a DELETE or an INSERT."""
+    command = sql.SQL("ALTER PUBLICATION {} SET TABLE {}").format(
+        sql.Identifier(publication), table.quoted()
+    )
+    if where is not None:
+        command = sql.SQL("{} WHERE ({})").format(command, sql.SQL(where))
+    conn.execute(command)
 
 
 @contextmanager

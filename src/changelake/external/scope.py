@@ -147,8 +147,10 @@ def rescope(
         replication.drop_objects(conn, second, None)
         try:
             start = None
-            if added is not None:
-                source = postgres.describe(info, conn, d.source)
+            source = postgres.describe(info, conn, d.source)
+            published = replication.row_filter(conn, source, new)
+            if added is not None:  # publish the wider scope's changes before P
+                replication.set_row_filter(conn, d.publication or "", source, published)
                 state = table_state(catalog, ext)
                 with replication.exported_slot(info, second) as exported:
                     where = postgres.to_postgres(added)
@@ -157,9 +159,12 @@ def rescope(
                     with counted_jobs(spark, f"bootstrap of external table {ext.name}"):
                         rows.select(*typed).write.parquet(warehouse.uri(staged))
                 start = exported.position
-            return _commit(
+            done = _commit(
                 catalog, clock, spark, warehouse, ext, start, staged, new, added, removed
             )
+            if added is None:  # the narrower scope's changes only, once it is committed
+                replication.set_row_filter(conn, d.publication or "", source, published)
+            return done
         finally:
             replication.drop_objects(conn, second, None)
             if added is not None:
