@@ -25,6 +25,7 @@ from bench import (
     dynamic_join,
     dynamic_lag,
     dynamic_nodata,
+    external,
     ingest_arrow,
     ingest_dicts,
     ingest_http,
@@ -77,6 +78,8 @@ BENCHMARKS = {
         dynamic_nodata,
         dynamic_lag,
         task_trigger,
+        external.SNAPSHOT,
+        external.FOLLOW,
     )
 }
 MASTER = "local[2]"

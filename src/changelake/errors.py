@@ -99,6 +99,11 @@ class SourceError(ChangelakeError, RuntimeError):
     server, a permission, ``wal_level``, a key, a changed or dropped table, a file)."""
 
 
+class SourceChangedError(SourceError):
+    """The source no longer matches the external table (a dropped table or slot, changed
+    columns, a bad file): following it again needs a person, not a retry."""
+
+
 class TimeTravelError(ChangelakeError, ValueError):
     """A point in time outside the table's readable history."""
 

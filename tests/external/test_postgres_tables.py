@@ -237,3 +237,21 @@ def test_source_ddl_fails_the_table_with_a_clear_error_not_a_crash_loop(shop, so
     described = dict(shop.sql("DESCRIBE EXTERNAL TABLE some").collect())
     assert "dropped" in described["error"]
     assert rows(shop.sql("SELECT count(*) FROM some")) == [(200,)]  # still readable
+
+
+def test_a_toasted_value_a_change_does_not_repeat_is_kept(shop, source):
+    dsn = source[0]
+    big = "x" * 9000  # stored out of line: an UPDATE that leaves it does not resend it
+    write(dsn, f"UPDATE orders SET note = '{big}' WHERE id IN (1, 2, 3)")
+    shop.sql("CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders'")
+    write(dsn, "UPDATE orders SET amount = 7 WHERE id = 1")
+    write(dsn, "UPDATE orders SET id = 1002 WHERE id = 2")  # a new key, the value unrepeated
+    write(
+        dsn,
+        "UPDATE orders SET id = 1003 WHERE id = 3",
+        "UPDATE orders SET amount = 8 WHERE id = 1003",
+    )
+    shop.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert local_rows(shop) == source_rows(dsn)
+    notes = dict(rows(shop.sql("SELECT id, length(note) FROM orders WHERE id IN (1, 1002, 1003)")))
+    assert notes == {1: 9000, 1002: 9000, 1003: 9000}

@@ -168,7 +168,7 @@ def _apply_addressed(
                         f" ({r['count']} to delete were not found); nothing was written."
                         f" ALTER DYNAMIC TABLE {name} REFRESH again reinitializes it."
                     )
-                per_file[r[FILE]] = r["count"]
+                per_file[r[FILE]] = per_file.get(r[FILE], 0) + r["count"]
         deleting = sum(per_file.values())
         inserting = by_kind.get(("INSERT", True), 0) + by_kind.get(("INSERT", False), 0)
         if not deleting and not inserting:

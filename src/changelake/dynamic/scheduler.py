@@ -35,7 +35,7 @@ from changelake.dynamic.dag import Round, refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
 from changelake.dynamic.task_run import GraphRun, Runner, RunStatements
 from changelake.dynamic.task_scheduler import due_graphs, end_orphaned_runs, run_due
-from changelake.errors import ChangelakeError, SourceError
+from changelake.errors import ChangelakeError, SourceChangedError
 from changelake.external.follow import Followed, mark_failed
 from changelake.external.objects import follow_once
 from changelake.storage.warehouse import Warehouse
@@ -160,10 +160,11 @@ class Scheduler:
                         requirements=(LeaseHeld(LEASE, epoch),),
                     )
                 )
-            except SourceError as e:
+            except SourceChangedError as e:  # needs a person: stop until RESUME
                 mark_failed(self.catalog, self.clock, ext, str(e))
                 _log.warning("changelake scheduler: external table %s: %s", ext.name, e)
-            except ChangelakeError as e:  # a race or a lost lease: the next round tries again
+            except ChangelakeError as e:  # unreachable, a race, a lost lease: next round
+                _log.info("changelake scheduler: external table %s: %s", ext.name, e)
                 _log.info("changelake scheduler: external table %s: %s", ext.name, e)
         return done
 

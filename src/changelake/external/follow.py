@@ -36,7 +36,7 @@ from changelake.catalog.store import Catalog
 from changelake.clock import Clock
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, Applied, apply_delta, diff
-from changelake.errors import SourceError
+from changelake.errors import SourceChangedError, SourceError
 from changelake.external import postgres, replication
 from changelake.external.pgoutput import (
     UNCHANGED,
@@ -59,7 +59,7 @@ from changelake.txn.snapshot import TableState
 
 OPERATION = "FOLLOW"
 BATCH_CHANGES = 50_000  # per step; a step always takes whole transactions
-_GONE, _KEEP, _STAGED = "_cl_gone", "_cl_keep", "-staged"
+_GONE, _KEEP, _FROM, _STAGED = "_cl_gone", "_cl_keep", "_cl_from_", "-staged"
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,13 @@ class Followed:
 
 @dataclass
 class Folded:
-    """Per source key, the final row (values by column, the columns to keep as stored) or None
-    (gone); ``truncated``: the source table was emptied before these."""
+    """Per source key, the final row (values by column, the columns to keep as stored, the key
+    of the stored row that has them) or None (gone); ``truncated``: the source table was emptied
+    before these."""
 
-    rows: dict[tuple, tuple[dict[str, object], frozenset[str]] | None] = field(default_factory=dict)
+    rows: dict[tuple, tuple[dict[str, object], frozenset[str], tuple] | None] = field(
+        default_factory=dict
+    )
     truncated: bool = False
     changes: int = 0
 
@@ -109,13 +112,20 @@ def follow(
         try:
             horizon = replication.flushed(conn)  # what the peek sees at least
             messages = replication.peek(conn, d.slot, d.publication, changes=batch)
-        except Exception as e:
-            raise SourceError(
+        except psycopg.Error as e:
+            gone = isinstance(e, psycopg.errors.UndefinedObject)
+            raise (SourceChangedError if gone else SourceError)(
                 f"External table {ext.name}: cannot read replication slot {d.slot} on connection"
-                f" {info.name} ({str(e).strip()}). If the slot was dropped on the source,"
-                f" recreate the table (CREATE OR REPLACE EXTERNAL TABLE {ext.name} …)."
+                f" {info.name} ({str(e).strip()})."
+                + (
+                    f" The slot was dropped on the source: recreate the table (CREATE OR REPLACE"
+                    f" EXTERNAL TABLE {ext.name} …)."
+                    if gone
+                    else " The next follow tries again."
+                )
             ) from e
         start = parse_lsn(ext.position)
+        full = len(messages) >= batch  # the peek stopped at the batch: more is waiting
         transactions = [t for t in Decoder().feed(messages) if t.end_lsn > start]
         if not transactions:
             _check_source(conn, ext)
@@ -126,7 +136,7 @@ def follow(
         else:
             if messages:  # a crash after the last commit left the slot behind it
                 replication.advance(conn, d.slot, ext.position)
-            return Followed(position=ext.position)
+            return Followed(position=ext.position, more=full)
         folded = fold(ext, transactions)
         statement_id = new_statement_id()
         state = table_state(catalog, ext)
@@ -171,7 +181,7 @@ def follow(
         deleted=applied.deleted,
         position=end,
         version=result.version_of(table_id),
-        more=folded.changes >= batch,
+        more=full,
         spark_jobs=jobs,
     )
 
@@ -181,7 +191,7 @@ def _check_source(conn: psycopg.Connection, ext: ExternalTableInfo) -> None:
     oid = ext.definition.spec.get("source_oid")
     found = conn.execute("SELECT 1 FROM pg_class WHERE oid = %s", (oid,)).fetchone()
     if oid is not None and found is None:
-        raise SourceError(
+        raise SourceChangedError(
             f"External table {ext.name}: source table {ext.definition.source} was dropped; its"
             f" rows are as of position {ext.position}. DROP EXTERNAL TABLE {ext.name}, or"
             " recreate it (CREATE OR REPLACE EXTERNAL TABLE …) once the source is back."
@@ -240,21 +250,29 @@ def fold(ext: ExternalTableInfo, transactions: list[Transaction]) -> Folded:
                 folded.rows[key_of(change.old, at)] = None
                 continue
             assert change.new is not None
-            key = key_of(change.new, at)
+            key = previous = key_of(change.new, at)
             if change.old is not None and (old_key := key_of(change.old, at)) != key:
-                folded.rows[old_key] = None
-            _put(folded, key, change, at, convert)
+                previous = old_key  # the row moved: what it held is under its old key
+            _put(folded, key, previous, change, at, convert)
+            if previous != key:
+                folded.rows[previous] = None
     return folded
 
 
-def _put(folded: Folded, key: tuple, change: Change, at: dict[str, int], convert: dict) -> None:
+def _put(
+    folded: Folded, key: tuple, previous: tuple, change: Change, at: dict[str, int], convert: dict
+) -> None:
+    """Record the change's row under ``key``; a TOASTed value it does not repeat comes from the
+    row's state under ``previous`` in this batch, else from the stored row (the entry's last
+    item names whose)."""
     assert change.new is not None
-    before = folded.rows.get(key)
+    before = folded.rows.get(previous)
+    source = previous if before is None else before[2]
     values: dict[str, object] = {}
     keep: set[str] = set()
     for name, position in at.items():
         raw = change.new[position]
-        if raw is UNCHANGED:  # a TOASTed value the change does not repeat
+        if raw is UNCHANGED:
             if before is not None and name not in before[1]:
                 values[name] = before[0][name]
             else:
@@ -262,7 +280,7 @@ def _put(folded: Folded, key: tuple, change: Change, at: dict[str, int], convert
                 keep.add(name)
         else:
             values[name] = None if raw is None else convert[name](raw)
-    folded.rows[key] = (values, frozenset(keep))
+    folded.rows[key] = (values, frozenset(keep), source)
 
 
 def _positions(ext: ExternalTableInfo, relation: Relation, names: list[str]) -> dict[str, int]:
@@ -275,7 +293,7 @@ def _positions(ext: ExternalTableInfo, relation: Relation, names: list[str]) -> 
         change = f"lost column(s) {', '.join(missing)}" if missing else ""
         if added:
             change += (" and " if change else "") + f"gained column(s) {', '.join(added)}"
-        raise SourceError(
+        raise SourceChangedError(
             f"External table {ext.name}: source table {ext.definition.source} {change}; its"
             " changes are no longer applied. Recreate the table to follow the new columns"
             f" (CREATE OR REPLACE EXTERNAL TABLE {ext.name} …), or give it a column list of"
@@ -337,14 +355,18 @@ def _stage(warehouse: Warehouse, ext: ExternalTableInfo, folded: Folded, stateme
     keys = ext.definition.spec["keys"]
     # a key that is gone keeps its key values (its row key finds the stored row)
     entries = [
-        (dict(zip(keys, key, strict=True)), frozenset()) if e is None else e
+        (dict(zip(keys, key, strict=True)), frozenset(), key) if e is None else e
         for key, e in folded.rows.items()
     ]
     gone = [e is None for e in folded.rows.values()]
+    types = dict(columns)
     arrays = [pa.array([e[0].get(n) for e in entries], _arrow_type(t)) for n, t in columns]
     arrays.append(pa.array(gone, pa.bool_()))
     arrays.append(pa.array([",".join(sorted(e[1])) or None for e in entries], pa.string()))
-    names = [*(n for n, _ in columns), _GONE, _KEEP]
+    arrays += [
+        pa.array([e[2][i] for e in entries], _arrow_type(types[k])) for i, k in enumerate(keys)
+    ]
+    names = [*(n for n, _ in columns), _GONE, _KEEP, *(_FROM + k for k in keys)]
     if not entries:  # a TRUNCATE alone: the schema, no rows
         arrays = [pa.array([], a.type) for a in arrays]
     # not in the statement's data directory: every file there becomes the table's
@@ -386,7 +408,10 @@ def _delta(
             unfolded = unfolded.withColumn(ROW_KEY, row_key(keys, types))
             unfolded = unfolded.join(touched, unfolded[ROW_KEY] == touched["_cl_k"], "left_anti")
             unfolded = unfolded.withColumn(_GONE, F.lit(False))
-            new = new.unionByName(unfolded.withColumn(_KEEP, F.lit(None).cast("string")))
+            unfolded = unfolded.withColumn(_KEEP, F.lit(None).cast("string"))
+            for k in keys:
+                unfolded = unfolded.withColumn(_FROM + k, F.col(quoted(k)))
+            new = new.unionByName(unfolded)
     keeps = any(e is not None and e[1] for e in folded.rows.values())
     if keeps:  # values a change did not repeat: the stored row's (or the base row's)
         sources = [every.select(F.col(quoted(ROW_KEY)), *[F.col(quoted(n)) for n in names])]
@@ -400,7 +425,7 @@ def _delta(
             F.col(quoted(ROW_KEY)).alias("_cl_ok"),
             *[F.col(quoted(n)).alias(f"_cl_o_{n}") for n in names],
         )
-        new = new.join(old, new[ROW_KEY] == old["_cl_ok"], "left")
+        new = new.join(old, row_key(keys, types, _FROM) == old["_cl_ok"], "left")
         kept = F.split(F.coalesce(F.col(_KEEP), F.lit("")), ",")
         new = new.select(
             *[

@@ -246,7 +246,7 @@ def _bounds(
     where: str | None,
 ) -> tuple[int | None, int | None, int]:
     """min and max of ``column`` in the rows read, inside the exported snapshot, and an
-    estimate of the table's row count."""
+    estimate of the table's row count (PostgreSQL's statistics, else the key range)."""
     with postgres.connect(info) as conn:
         with conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
@@ -261,6 +261,8 @@ def _bounds(
         estimate = conn.execute(
             "SELECT greatest(reltuples, 0)::bigint FROM pg_class WHERE oid = %s", (source.oid,)
         ).fetchone()[0]
+    if estimate <= 0 and lo is not None:  # never analyzed: the key range bounds the count
+        estimate = hi - lo + 1
     return lo, hi, int(estimate)
 
 

@@ -49,7 +49,9 @@ def create_publication(conn: psycopg.Connection, name: str, table: postgres.Sour
     )
 
 
-def row_filter(conn: psycopg.Connection, table: postgres.SourceTable, scope: str | None) -> str | None:
+def row_filter(
+    conn: psycopg.Connection, table: postgres.SourceTable, scope: str | None
+) -> str | None:
     """The publication row filter (PostgreSQL SQL) for ``scope``, when one is safe: PostgreSQL 15
     or later, and every column it reads in the table's replica identity. A filter on another
     column would make the source's own UPDATEs and DELETEs fail, so the follow then filters on

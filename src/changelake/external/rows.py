@@ -19,12 +19,13 @@ def table_schema(columns: Sequence[tuple[str, str]]) -> TableSchema:
     return TableSchema((*visible, Column(len(visible) + 1, ROW_KEY, "string", True)))
 
 
-def row_key(keys: Sequence[str], types: dict[str, str]) -> SparkColumn:
+def row_key(keys: Sequence[str], types: dict[str, str], prefix: str = "") -> SparkColumn:
     """The row key of the key columns' values: JSON of their values, timestamps as microseconds
-    (so the key does not depend on the session's time zone)."""
+    (so the key does not depend on the session's time zone). ``prefix``: the key's values are
+    in columns named ``prefix + key``."""
     parts = []
     for name in keys:
-        value = F.col(quoted(name))
+        value = F.col(quoted(prefix + name))
         if types[name].startswith("timestamp"):
             value = F.unix_micros(value.cast("timestamp"))
         parts.append(value.alias(name))

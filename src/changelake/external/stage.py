@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.readwriter import DataFrameReader
 
 from changelake.catalog.model import ExternalFile
-from changelake.errors import InvalidStatementError, SourceError
+from changelake.errors import InvalidStatementError, SourceChangedError, SourceError
 
 # FILE_FORMAT options (besides TYPE) by TYPE, and the Spark reader option each one sets
 _OPTIONS: dict[str, dict[str, str]] = {
@@ -176,13 +176,13 @@ class Stage:
                 with fs.open_input_file(f"{base}/{path}") as handle:
                     has = {n.lower() for n in pq.read_schema(handle).names}
             except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
-                raise SourceError(
+                raise SourceChangedError(
                     f"File {path} under {self.location} is not a readable Parquet file ({e});"
                     " nothing was committed. Fix or remove the file, then try again."
                 ) from e
             missing = [n for k, n in wanted.items() if k not in has]
             if missing:
-                raise SourceError(
+                raise SourceChangedError(
                     f"File {path} under {self.location} has no column(s) {', '.join(missing)}"
                     " of the table; nothing was committed. Fix or remove the file, then try again."
                 )
@@ -204,7 +204,7 @@ class Stage:
         else:
             which = f"one of the files {', '.join(paths[:5])}{' …' if len(paths) > 5 else ''}"
         reason = _reason(text)
-        return SourceError(
+        return SourceChangedError(
             f"{which[0].upper()}{which[1:]} under {self.location} cannot be read with the table's"
             f" format and columns ({reason}); nothing was committed. Fix or remove the file, then"
             " try again."

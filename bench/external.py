@@ -1,0 +1,418 @@
+"""External tables from PostgreSQL (issue 24 item 9): the initial snapshot, and the follow.
+
+Both run against a PostgreSQL server started for the run (``tests/support/postgres.py``, the
+server the tests use: wal_level = logical, fsync off) on this machine; source connections commit
+with ``synchronous_commit = on``, so a commit is in the WAL, visible to logical decoding, when it
+returns.
+
+``external_snapshot``: CREATE EXTERNAL TABLE of a source table of ``SNAPSHOT_ROWS`` rows (5M at
+scale 1.0): a publication, a slot with its exported snapshot, parallel JDBC partitions reading in
+that snapshot, changelake's data files and the commit. The baseline is a plain Spark JDBC read of
+the same table with the same partitions (``spark.read.format("jdbc")``), written as Parquet, in
+the same process. The rows transferred are checked to be the table's on both sides.
+
+``external_follow``: a writer thread commits ``RATE`` changes/s (updates, inserts, deletes,
+several per transaction) for ``DURATION_S`` seconds while this process runs the follow step
+(``external.follow.follow``, as the scheduler of ``changelake serve`` does) every ``FOLLOW_LAG_S``
+(the default FOLLOW_LAG). A transaction's latency runs from the return of its COMMIT to the
+return of the step that applied it (its catalog commit and the slot advance): p50 and p95, after
+a warm-up; each step reports the Spark jobs it ran. Then a backlog of ``BACKLOG`` changes piles
+up with nobody following, and ``ALTER EXTERNAL TABLE … REFRESH`` applies it: changes/s through
+the follow. REFRESH is run again while the last transaction is not in: a step's batch counts
+every message of the slot, BEGIN and COMMIT too, but the step says "more" only when its row
+changes alone fill the batch, so one REFRESH stops early past about 40,000 changes here. There
+is no baseline run for the follow: the figure compared against is the follow lag (a constant).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+import pyarrow.parquet as pq
+import sqlalchemy as sa
+
+from bench.harness import Context, Result, compared, medians
+from changelake.external.follow import Followed, follow
+
+REPO = Path(__file__).resolve().parents[1]
+SNAPSHOT_ROWS = 5_000_000
+# A filter of the source rows the snapshot reads (pushed into its JDBC queries), for SCOPE =
+# DEPENDENTS (issue 24, not built yet); None reads the whole table, as CREATE EXTERNAL TABLE does.
+SNAPSHOT_SCOPE: str | None = None
+SNAPSHOT_TARGET = 1.5
+FOLLOW_ROWS = 200_000  # the followed table's rows at scale 1.0
+RATE = 1_000  # source changes per second
+CHANGES_PER_TRANSACTION = 10
+DURATION_S = 120.0
+WARMUP_S = 10.0
+FOLLOW_LAG_S = 1.0
+BACKLOG = 200_000  # changes, at scale 1.0
+TARGET_P95_S = 3.0
+CONNECTION = "bench_pg"
+_SOURCE_COLUMNS = (
+    "id bigint PRIMARY KEY, v int, s text, d double precision, ts timestamp with time zone"
+)
+_SOURCE_ROWS = (
+    "SELECT g, (g %% 1000003)::int, 'row-' || (g * 7919 %% 1000003), g / 3.0,"
+    " timestamptz '2026-01-01 00:00:00+00' + g * interval '1 second'"
+    " FROM generate_series(%s::bigint, %s::bigint) g"
+)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One benchmark of this module, as the runner lists them (``NAME``, ``run``)."""
+
+    NAME: str
+    run: Callable[[Context], Result]
+
+
+@dataclass(frozen=True)
+class Source:
+    """A database on the benchmark's server: its psycopg connection string and where it is."""
+
+    dsn: str
+    port: int
+    database: str
+
+    def connect(self, **kwargs: object) -> psycopg.Connection:
+        return psycopg.connect(self.dsn, options="-c synchronous_commit=on", **kwargs)
+
+
+@contextmanager
+def source_database() -> Iterator[Source]:
+    """A PostgreSQL server for the benchmark, with a fresh database on it."""
+    tests = str(REPO / "tests")  # the tests' throwaway server; bench has no other
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from support.postgres import create_database, running_postgres
+
+    with running_postgres() as server:
+        name = "bench_" + uuid.uuid4().hex[:10]
+        url = sa.make_url(create_database(server, name))
+        dsn = f"host={url.host} port={url.port} dbname={name} user={url.username}"
+        assert url.port is not None
+        yield Source(dsn, url.port, name)
+
+
+def create_source_table(source: Source, table: str, rows: int) -> None:
+    with source.connect(autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table} ({_SOURCE_COLUMNS})")
+        for low in range(1, rows + 1, 1_000_000):
+            conn.execute(f"INSERT INTO {table} {_SOURCE_ROWS}", (low, min(rows, low + 999_999)))
+        conn.execute(f"VACUUM ANALYZE {table}")  # the row estimate sizes the JDBC partitions
+
+
+@contextmanager
+def connected(ctx: Context, source: Source) -> Iterator[None]:
+    """The session's connection to ``source`` for the block; its external tables are dropped
+    after it (with their slots and publications, while the server is up)."""
+    s = ctx.session
+    s.sql(
+        f"CREATE OR REPLACE CONNECTION {CONNECTION} TYPE = POSTGRES OPTIONS (host => '127.0.0.1',"
+        f" port => {source.port}, database => '{source.database}', user => 'postgres')"
+    )
+    try:
+        yield
+    finally:
+        for ext in s.catalog.list_external_tables():
+            if ext.definition.connection == CONNECTION:
+                s.sql(f"DROP EXTERNAL TABLE {ext.name}")
+        s.sql(f"DROP CONNECTION {CONNECTION}")
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The nearest-rank ``p`` percentile (0 < p <= 100) of ``values``."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def totals(ctx: Context, table: str) -> tuple[int, int]:
+    """(rows, sum of v) of changelake table ``table``."""
+    found = ctx.session.sql(f"SELECT count(*), coalesce(sum(v), 0) FROM {table}").first()
+    assert found is not None
+    return int(found[0]), int(found[1])
+
+
+def source_totals(source: Source, table: str) -> tuple[int, int]:
+    with source.connect() as conn:
+        found = conn.execute(f"SELECT count(*), coalesce(sum(v), 0) FROM {table}").fetchone()
+    assert found is not None
+    return int(found[0]), int(found[1])
+
+
+# --- external_snapshot ---------------------------------------------------------------------------
+
+
+def run_snapshot(ctx: Context) -> Result:
+    if SNAPSHOT_SCOPE is not None:
+        raise NotImplementedError(
+            "SNAPSHOT_SCOPE needs SCOPE = DEPENDENTS (issue 24); set it to None to measure the"
+            " whole table"
+        )
+    rows = ctx.rows(SNAPSHOT_ROWS)
+    table, source_table = "bench_ext_snapshot", "snapshot_src"
+    output = ctx.path("external_snapshot_baseline")
+    with source_database() as source, connected(ctx, source):
+        create_source_table(source, source_table, rows)
+        s, spark = ctx.session, ctx.spark
+        partitions = max(1, min(spark.sparkContext.defaultParallelism, rows // 50_000 + 1))
+
+        def changelake() -> None:
+            s.sql(
+                f"CREATE EXTERNAL TABLE {table} FROM CONNECTION {CONNECTION}"
+                f" TABLE 'public.{source_table}'"
+            )
+
+        def baseline() -> None:
+            reader = (
+                spark.read.format("jdbc")
+                .option("url", f"jdbc:postgresql://127.0.0.1:{source.port}/{source.database}")
+                .option("dbtable", f"public.{source_table}")
+                .option("user", "postgres")
+                .option("driver", "org.postgresql.Driver")
+                .option("fetchsize", "10000")
+                .option("partitionColumn", "id")
+                .option("lowerBound", "1")
+                .option("upperBound", str(rows + 1))
+                .option("numPartitions", str(partitions))
+            )
+            reader.load().write.mode("overwrite").parquet(output)
+
+        ours, theirs = [], []
+        for round_ in range(ctx.repeat + 1):  # the first round warms up, untimed
+            s.sql(f"DROP EXTERNAL TABLE IF EXISTS {table}")
+            a, b = ctx.clock.measure(changelake), ctx.clock.measure(baseline)
+            if round_:
+                ours.append(a)
+                theirs.append(b)
+        ours_rows = totals(ctx, table)[0]
+        theirs_rows = pq.ParquetDataset(output).read(columns=["id"]).num_rows
+    if ours_rows != rows or theirs_rows != rows:
+        raise AssertionError(f"rows transferred: changelake {ours_rows}, baseline {theirs_rows}")
+    return compared(
+        SNAPSHOT.NAME,
+        f"CREATE EXTERNAL TABLE of a {rows:,}-row PostgreSQL table (bigint key, int, text,"
+        " double, timestamptz): slot + exported snapshot, parallel JDBC read, data files, commit",
+        medians(ours),
+        medians(theirs),
+        baseline=f"spark.read.format('jdbc') of the same table, {partitions} partitions on id,"
+        " written as Parquet (no slot, no snapshot import, no row keys or commit)",
+        target=SNAPSHOT_TARGET,
+        rows=rows,
+        notes=f"rows transferred: changelake {ours_rows:,}, baseline {theirs_rows:,}; whole"
+        f" table (SNAPSHOT_SCOPE {SNAPSHOT_SCOPE}); {partitions} JDBC partitions both",
+    )
+
+
+# --- external_follow -----------------------------------------------------------------------------
+
+
+@dataclass
+class Writer:
+    """Commits random changes to the source table at ``rate`` changes/s, in transactions of
+    ``CHANGES_PER_TRANSACTION``; for each transaction, the time its COMMIT returned and the WAL
+    position read right after it (``after[k]``: transaction ``k`` ends at or before it, the next
+    one after it)."""
+
+    source: Source
+    table: str
+    ids: int  # the source table holds ids 1..ids
+    rate: float
+    committed: list[float] = field(default_factory=list)
+    after: list[int] = field(default_factory=list)
+    changes: int = 0
+    error: BaseException | None = None
+
+    def __post_init__(self) -> None:
+        self._random = random.Random(24)
+        self._next = self.ids + 1
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="source-writer")
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> None:
+        try:
+            with self.source.connect(autocommit=True) as conn:
+                began, done = time.perf_counter(), 0
+                while not self._stop.is_set():
+                    done += self.transaction(conn)
+                    pause = began + done / self.rate - time.perf_counter()
+                    if pause > 0:
+                        time.sleep(pause)
+        except BaseException as e:  # noqa: BLE001 - raised again by stop()
+            self.error = e
+
+    def transaction(self, conn: psycopg.Connection) -> int:
+        """One transaction of updates, inserts and deletes; how many rows it changed."""
+        r, n = self._random, CHANGES_PER_TRANSACTION
+        updates, inserts = n * 6 // 10, n * 25 // 100
+        deletes = n - updates - inserts
+        touched = r.sample(range(1, self._next), updates + deletes)
+        new = list(range(self._next, self._next + inserts))
+        self._next += inserts
+        with conn.transaction():
+            changed = conn.execute(
+                f"UPDATE {self.table} SET v = v + 1, s = s || '+' WHERE id = ANY(%s)",
+                (touched[:updates],),
+            ).rowcount
+            changed += conn.execute(
+                f"INSERT INTO {self.table} {_SOURCE_ROWS}", (new[0], new[-1])
+            ).rowcount
+            changed += conn.execute(
+                f"DELETE FROM {self.table} WHERE id = ANY(%s)", (touched[updates:],)
+            ).rowcount
+        self.committed.append(time.perf_counter())
+        lsn = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+        assert lsn is not None
+        self.after.append(_lsn(lsn[0]))
+        self.changes += changed
+        return changed
+
+
+def _lsn(text: str) -> int:
+    high, low = text.split("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One follow step: when it returned, the source position it reached, what it did."""
+
+    returned: float
+    position: int
+    seconds: float
+    followed: Followed
+
+
+def position(ctx: Context, table: str) -> int:
+    ext = ctx.session.catalog.find_external_table(table)
+    assert ext is not None and ext.position is not None
+    return _lsn(ext.position)
+
+
+def follow_step(ctx: Context, table: str) -> Step:
+    s = ctx.session
+    ext = s.catalog.find_external_table(table)
+    assert ext is not None
+    began = time.perf_counter()
+    followed = follow(s.catalog, s.clock, ctx.spark, s.warehouse, ext)
+    returned = time.perf_counter()
+    assert followed.position is not None
+    return Step(returned, _lsn(followed.position), returned - began, followed)
+
+
+def latencies(writer: Writer, steps: list[Step], *, since: float) -> list[float]:
+    """Per transaction committed after ``since``, from its COMMIT to the step that applied it
+    (the first whose position passed the WAL position read after the transaction before)."""
+    found, k = [], 1
+    for step in steps:
+        while k < len(writer.after) and writer.after[k - 1] < step.position:
+            if writer.committed[k] >= since:
+                found.append(step.returned - writer.committed[k])
+            k += 1
+    return found
+
+
+def run_follow(ctx: Context) -> Result:
+    rows = ctx.rows(FOLLOW_ROWS)
+    duration = max(20.0, DURATION_S * ctx.scale)
+    backlog = ctx.count(BACKLOG, minimum=10_000)
+    table, source_table = "bench_ext_follow", "follow_src"
+    with source_database() as source, connected(ctx, source):
+        create_source_table(source, source_table, rows)
+        ctx.session.sql(
+            f"CREATE EXTERNAL TABLE {table} FROM CONNECTION {CONNECTION}"
+            f" TABLE 'public.{source_table}'"
+        )
+        writer = Writer(source, source_table, rows, RATE)
+        steps: list[Step] = []
+        writer.start()
+        try:
+            began = time.perf_counter()
+            while time.perf_counter() - began < duration:
+                steps.append(follow_step(ctx, table))
+                while steps[-1].followed.more:
+                    steps.append(follow_step(ctx, table))
+                ticks = math.floor((time.perf_counter() - began) / FOLLOW_LAG_S) + 1
+                time.sleep(max(0.0, began + ticks * FOLLOW_LAG_S - time.perf_counter()))
+        finally:
+            writer.stop()
+        steps.append(follow_step(ctx, table))  # what the last tick left
+        found = latencies(writer, steps, since=began + WARMUP_S)
+        applied = writer.changes
+
+        with source.connect(autocommit=True) as conn:  # nobody follows: a backlog piles up
+            before = writer.changes
+            while writer.changes - before < backlog:
+                writer.transaction(conn)
+        piled, refreshes = writer.changes - before, 0
+
+        def catch_up() -> None:  # until the last transaction is in (one REFRESH should do)
+            nonlocal refreshes
+            while position(ctx, table) <= writer.after[-2]:
+                ctx.session.sql(f"ALTER EXTERNAL TABLE {table} REFRESH")
+                refreshes += 1
+
+        caught_up = ctx.clock.measure(catch_up)
+        held, expected = totals(ctx, table), source_totals(source, source_table)
+    if held != expected:
+        raise AssertionError(f"{table} holds (rows, sum(v)) {held}, its source {expected}")
+    if not found:
+        raise AssertionError("no transaction was seen applied after the warm-up")
+    p50, p95 = percentile(found, 50), percentile(found, 95)
+    busy = [s for s in steps if s.followed.transactions]
+    step_s = percentile([s.seconds for s in busy], 50)
+    jobs = sorted(s.followed.spark_jobs for s in busy)
+    rate = piled / caught_up.wall_s
+    return Result(
+        name=FOLLOW.NAME,
+        description=f"a {rows:,}-row PostgreSQL table taking {RATE:,} changes/s (transactions of"
+        f" {CHANGES_PER_TRANSACTION}: 60% updates, 25% inserts, 15% deletes) for {duration:.0f}"
+        f" s, followed every {FOLLOW_LAG_S:g} s: source COMMIT -> applied in changelake, p95"
+        " (p50 in notes)",
+        changelake_s=p95,
+        baseline_s=FOLLOW_LAG_S,
+        baseline=f"the follow lag, {FOLLOW_LAG_S:g} s (a constant)",
+        ratio=p95 / FOLLOW_LAG_S,
+        ratio_meaning="p95 latency / follow lag",
+        target=f"p95 <= {TARGET_P95_S:g} s",
+        met=p95 <= TARGET_P95_S,
+        rows=applied,
+        notes=f"latency p50 {p50:.2f} s, p95 {p95:.2f} s, max {max(found):.2f} s over"
+        f" {len(found):,} transactions; {applied:,} changes applied in {len(busy)} steps"
+        f" (median {step_s:.2f} s), Spark jobs per step: median {percentile(jobs, 50)}, min"
+        f" {jobs[0]}, max {jobs[-1]}; a backlog of {piled:,} changes applied in"
+        f" {caught_up.wall_s:.2f} s by {refreshes} REFRESH statement(s): {rate:,.0f}"
+        " changes/s",
+        extra={
+            "p50_s": p50,
+            "p95_s": p95,
+            "max_s": max(found),
+            "median_step_s": step_s,
+            "spark_jobs_per_step": float(percentile(jobs, 50)),
+            "backlog_changes_per_s": rate,
+        },
+    )
+
+
+SNAPSHOT = Benchmark("external_snapshot", run_snapshot)
+FOLLOW = Benchmark("external_follow", run_follow)
