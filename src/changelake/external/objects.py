@@ -145,10 +145,9 @@ def refresh(
     if ext.definition.kind == files.KIND:
         return files.refresh_statement(ctx, spark, warehouse, ext)
     connection_of(ctx, ext.definition.connection or "")
-    total, steps = Followed(), 0
+    total = Followed()
     while True:
         step = follow(ctx.catalog, ctx.clock, spark, warehouse, ext)
-        steps += 1
         total = Followed(
             transactions=total.transactions + step.transactions,
             changes=total.changes + step.changes,
