@@ -165,6 +165,17 @@ def test_bad_sources_are_refused_with_how_to_fix(shop, source, monkeypatch):
             "CREATE CONNECTION c2 TYPE = POSTGRES OPTIONS (host => 'h', database => 'd',"
             " user => 'u', pasword => 'x')"
         )
+    write(dsn, "DROP ROLE IF EXISTS plain_reader", "CREATE ROLE plain_reader LOGIN")
+    with pytest.raises(SourceError, match="ALTER ROLE plain_reader WITH REPLICATION"):
+        shop.sql(
+            f"CREATE CONNECTION c3 TYPE = POSTGRES OPTIONS (host => '127.0.0.1', port => {port},"
+            f" database => '{name}', user => 'plain_reader')"
+        )
+    with pytest.raises(SourceError, match="cannot connect to database nowhere"):
+        shop.sql(
+            f"CREATE CONNECTION c4 TYPE = POSTGRES OPTIONS (host => '127.0.0.1', port => {port},"
+            " database => 'nowhere', user => 'postgres')"
+        )
     shown = shop.sql("SHOW CONNECTIONS").collect()
     assert [r["name"] for r in shown] == ["shop"]
 
