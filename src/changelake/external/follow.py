@@ -394,7 +394,16 @@ def _delta(
     names = [n for n, _ in columns]
     types = dict(columns)
     keys = ext.definition.spec["keys"]
-    new = spark.read.parquet(warehouse.uri(staged))
+    # with its schema given, Spark runs no job to infer it from the file
+    staged_schema = ", ".join(
+        [
+            *(f"{quoted(n)} {t}" for n, t in columns),
+            f"{_GONE} boolean",
+            f"{_KEEP} string",
+            *(f"{quoted(_FROM + k)} {types[k]}" for k in keys),
+        ]
+    )
+    new = spark.read.schema(staged_schema).parquet(warehouse.uri(staged))
     new = new.withColumn(ROW_KEY, row_key(keys, types))
     stored = every = read_state(spark, warehouse, state, identity=True)
     touched = new.select(F.col(ROW_KEY).alias("_cl_k"))

@@ -212,7 +212,10 @@ def _commit(
         state = table_state(catalog, ext)
         statement_id = new_statement_id()
         with counted_jobs(spark, f"rescope of external table {ext.name}") as count:
-            base = spark.read.parquet(warehouse.uri(staged)) if start is not None else None
+            base = None
+            if start is not None:
+                typed = ", ".join(f"{quoted(c.name)} {c.type}" for c in state.schema.stored)
+                base = spark.read.schema(typed).parquet(warehouse.uri(staged))
             stored = " OR ".join(f"({r})" for r in (added, removed) if r is not None) or "FALSE"
             applied = apply_folded(
                 spark,
