@@ -137,6 +137,8 @@ def test_the_table_refuses_writes_and_drop_removes_the_source_objects(shop, sour
     assert described["source_position"] == ext.position
     assert described["keys"] == "id"
     assert described["rows"] == "200"
+    assert described["follow_lag_seconds"] == "0.0"  # nothing pending
+    assert int(described["slot_retained_bytes"]) >= 0
     shop.sql("DROP EXTERNAL TABLE orders")
     assert ext.definition.slot not in slots(dsn)
     with psycopg.connect(dsn) as conn:

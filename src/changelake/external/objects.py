@@ -4,8 +4,10 @@ table in ``files``)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 
+import psycopg
 from pyspark.sql import SparkSession
 
 from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
@@ -28,7 +30,7 @@ from changelake.errors import (
 )
 from changelake.external import files, postgres, replication
 from changelake.external.follow import Followed, follow
-from changelake.external.pgoutput import format_lsn
+from changelake.external.pgoutput import Decoder, format_lsn, parse_lsn
 from changelake.external.pgtable import connection_of, drop_source_objects
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
@@ -186,13 +188,33 @@ def source_state(ctx: StatementContext, ext: ExternalTableInfo) -> dict[str, obj
         with postgres.connect(info) as conn:
             slot = replication.slot_state(conn, d.slot)
             head = format_lsn(replication.current_position(conn))
-    except ChangelakeError as e:
-        found["source_error"] = str(e)
+            pending = _oldest_pending(conn, ext) if slot is not None else None
+    except (ChangelakeError, psycopg.Error) as e:
+        found["source_error"] = str(e).strip()
         return found
     found["source_head_position"] = head
+    # how far behind the source it is: since the oldest source commit not applied yet
+    lag = 0.0 if pending is None else max(0.0, ctx.clock.now() - pending.timestamp())
+    found["follow_lag_seconds"] = round(lag, 3)
     if slot is None:
         found["source_error"] = f"replication slot {d.slot} is missing on the source"
     else:
         found["slot_confirmed_position"] = slot.confirmed
         found["slot_retained_bytes"] = slot.retained_bytes
     return found
+
+
+def _oldest_pending(conn: psycopg.Connection, ext: ExternalTableInfo) -> dt.datetime | None:
+    """The commit time of the oldest source transaction the table has not applied."""
+    d = ext.definition
+    done = parse_lsn(ext.position or "0/0")
+    decoder = Decoder()
+    for changes in (1, None):  # usually the first transaction; else all (a crash left some)
+        messages = replication.peek(conn, d.slot or "", d.publication or "", changes=changes)
+        for transaction in decoder.feed(messages):
+            if transaction.end_lsn > done:
+                return transaction.commit_time
+        if changes is not None and len(messages) < changes:
+            return None
+        decoder = Decoder()
+    return None
