@@ -5,11 +5,15 @@ server the tests use: wal_level = logical, fsync off) on this machine; source co
 with ``synchronous_commit = on``, so a commit is in the WAL, visible to logical decoding, when it
 returns.
 
-``external_snapshot``: CREATE EXTERNAL TABLE of a source table of ``SNAPSHOT_ROWS`` rows (5M at
-scale 1.0): a publication, a slot with its exported snapshot, parallel JDBC partitions reading in
-that snapshot, changelake's data files and the commit. The baseline is a plain Spark JDBC read of
-the same table with the same partitions (``spark.read.format("jdbc")``), written as Parquet, in
-the same process. The rows transferred are checked to be the table's on both sides.
+``external_snapshot``: the initial load of a source table of ``SNAPSHOT_ROWS`` rows (5M at
+scale 1.0) by an external table with SCOPE = DEPENDENTS whose one dependent, a view, filters
+~10% of them (``SNAPSHOT_SCOPE``). Timed together: CREATE EXTERNAL TABLE (a publication, a slot,
+no rows yet) and CREATE VIEW, which bootstraps the view's rows: a second slot's exported
+snapshot, parallel JDBC partitions reading the scope's rows in it (the filter runs on the
+source), staging, changelake's data files and the commit. The baseline is a plain Spark JDBC
+read with the same filter pushed (a subquery as ``dbtable``) and the same partitions, written
+as Parquet, in the same process. The rows transferred (the JDBC scans' output rows) and the rows
+written are checked to be the source's rows under the filter on both sides.
 
 ``external_follow``: a writer thread commits ``RATE`` changes/s (updates, inserts, deletes,
 several per transaction) for ``DURATION_S`` seconds while this process runs the follow step
@@ -36,20 +40,23 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pyarrow.parquet as pq
 import sqlalchemy as sa
 
-from bench.harness import Context, Result, compared, medians
-from changelake.external.follow import Followed, follow
+from bench.harness import Context, Result, compared, median_of, medians
+from changelake.external.follow import Followed, follow, table_state
+from changelake.storage.snapshot import read_state
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 REPO = Path(__file__).resolve().parents[1]
 SNAPSHOT_ROWS = 5_000_000
-# A filter of the source rows the snapshot reads (pushed into its JDBC queries), for SCOPE =
-# DEPENDENTS (issue 24, not built yet); None reads the whole table, as CREATE EXTERNAL TABLE does.
-SNAPSHOT_SCOPE: str | None = None
-SNAPSHOT_TARGET = 1.5
+SNAPSHOT_SCOPE = "v % 10 = 0"  # ~10% of the rows at every scale (v is id mod 1000003)
+SNAPSHOT_TARGET = 1.2
 FOLLOW_ROWS = 200_000  # the followed table's rows at scale 1.0
 RATE = 1_000  # source changes per second
 CHANGES_PER_TRANSACTION = 10
@@ -114,9 +121,10 @@ def create_source_table(source: Source, table: str, rows: int) -> None:
 
 
 @contextmanager
-def connected(ctx: Context, source: Source) -> Iterator[None]:
+def connected(ctx: Context, source: Source, *, views: tuple[str, ...] = ()) -> Iterator[None]:
     """The session's connection to ``source`` for the block; its external tables are dropped
-    after it (with their slots and publications, while the server is up)."""
+    after it (with their slots and publications, while the server is up), ``views`` on them
+    first."""
     s = ctx.session
     s.sql(
         f"CREATE OR REPLACE CONNECTION {CONNECTION} TYPE = POSTGRES OPTIONS (host => '127.0.0.1',"
@@ -125,6 +133,8 @@ def connected(ctx: Context, source: Source) -> Iterator[None]:
     try:
         yield
     finally:
+        for view in views:
+            s.sql(f"DROP VIEW IF EXISTS {view}")
         for ext in s.catalog.list_external_tables():
             if ext.definition.connection == CONNECTION:
                 s.sql(f"DROP EXTERNAL TABLE {ext.name}")
@@ -151,34 +161,88 @@ def source_totals(source: Source, table: str) -> tuple[int, int]:
     return int(found[0]), int(found[1])
 
 
+def source_count(source: Source, table: str, where: str) -> int:
+    with source.connect() as conn:
+        found = conn.execute(f"SELECT count(*) FROM {table} WHERE {where}").fetchone()
+    assert found is not None
+    return int(found[0])
+
+
+def held(ctx: Context, table: str) -> DataFrame:
+    """Every row external table ``table`` holds (read past the check that keeps queries on a
+    SCOPE = DEPENDENTS table within its scope)."""
+    s = ctx.session
+    ext = s.catalog.find_external_table(table)
+    assert ext is not None
+    return read_state(ctx.spark, s.warehouse, table_state(s.catalog, ext))
+
+
+class JdbcReads:
+    """The rows Spark's JDBC scans returned (their "number of output rows"), summed over the SQL
+    executions started after ``mark()``, read from the SQL status store."""
+
+    def __init__(self, spark: SparkSession):
+        self._store = spark._jsparkSession.sharedState().statusStore()
+        self._seen: set[int] = set()
+        self.mark()
+
+    def _execution_ids(self) -> set[int]:
+        executions = self._store.executionsList()
+        return {executions.apply(i).executionId() for i in range(executions.size())}
+
+    def mark(self) -> None:
+        self._seen = self._execution_ids()
+
+    def since(self) -> int:
+        """Rows read since ``mark()`` (then marks again)."""
+        new = self._execution_ids() - self._seen
+        self._seen |= new
+        return sum(self._rows_read(execution) for execution in new)
+
+    def _rows_read(self, execution: int) -> int:
+        values = self._store.executionMetrics(execution)  # "1,234" by accumulator id
+        nodes = self._store.planGraph(execution).allNodes()
+        total = 0
+        for node in (nodes.apply(i) for i in range(nodes.size())):
+            if node.name().startswith("Scan JDBCRelation"):
+                metrics = node.metrics()
+                for metric in (metrics.apply(k) for k in range(metrics.size())):
+                    found = values.get(metric.accumulatorId())
+                    if metric.name() == "number of output rows" and found.isDefined():
+                        total += int(found.get().replace(",", ""))
+        return total
+
+
 # --- external_snapshot ---------------------------------------------------------------------------
 
 
 def run_snapshot(ctx: Context) -> Result:
-    if SNAPSHOT_SCOPE is not None:
-        raise NotImplementedError(
-            "SNAPSHOT_SCOPE needs SCOPE = DEPENDENTS (issue 24); set it to None to measure the"
-            " whole table"
-        )
     rows = ctx.rows(SNAPSHOT_ROWS)
-    table, source_table = "bench_ext_snapshot", "snapshot_src"
+    table, view, source_table = "bench_ext_snapshot", "bench_ext_snapshot_v", "snapshot_src"
     output = ctx.path("external_snapshot_baseline")
-    with source_database() as source, connected(ctx, source):
+    with source_database() as source, connected(ctx, source, views=(view,)):
         create_source_table(source, source_table, rows)
+        expected = source_count(source, source_table, SNAPSHOT_SCOPE)
         s, spark = ctx.session, ctx.spark
         partitions = max(1, min(spark.sparkContext.defaultParallelism, rows // 50_000 + 1))
+        reads = JdbcReads(spark)
+        created: list[float] = []
 
         def changelake() -> None:
+            began = time.perf_counter()
             s.sql(
                 f"CREATE EXTERNAL TABLE {table} FROM CONNECTION {CONNECTION}"
-                f" TABLE 'public.{source_table}'"
+                f" TABLE 'public.{source_table}' SCOPE = DEPENDENTS"
             )
+            created.append(time.perf_counter() - began)
+            s.sql(f"CREATE VIEW {view} AS SELECT * FROM {table} WHERE {SNAPSHOT_SCOPE}")
 
         def baseline() -> None:
+            scoped = f"(SELECT * FROM public.{source_table} WHERE {SNAPSHOT_SCOPE}) AS scoped"
             reader = (
                 spark.read.format("jdbc")
                 .option("url", f"jdbc:postgresql://127.0.0.1:{source.port}/{source.database}")
-                .option("dbtable", f"public.{source_table}")
+                .option("dbtable", scoped)
                 .option("user", "postgres")
                 .option("driver", "org.postgresql.Driver")
                 .option("fetchsize", "10000")
@@ -191,27 +255,43 @@ def run_snapshot(ctx: Context) -> Result:
 
         ours, theirs = [], []
         for round_ in range(ctx.repeat + 1):  # the first round warms up, untimed
+            s.sql(f"DROP VIEW IF EXISTS {view}")  # (narrows the table's scope to no row)
             s.sql(f"DROP EXTERNAL TABLE IF EXISTS {table}")
-            a, b = ctx.clock.measure(changelake), ctx.clock.measure(baseline)
+            reads.mark()
+            a = ctx.clock.measure(changelake)
+            ours_read = reads.since()
+            b = ctx.clock.measure(baseline)
+            theirs_read = reads.since()
             if round_:
                 ours.append(a)
                 theirs.append(b)
-        ours_rows = totals(ctx, table)[0]
+        ours_rows = held(ctx, table).count()
         theirs_rows = pq.ParquetDataset(output).read(columns=["id"]).num_rows
-    if ours_rows != rows or theirs_rows != rows:
-        raise AssertionError(f"rows transferred: changelake {ours_rows}, baseline {theirs_rows}")
+    transferred = (ours_read, ours_rows, theirs_read, theirs_rows)
+    if any(n != expected for n in transferred):
+        raise AssertionError(
+            f"{expected:,} source rows satisfy {SNAPSHOT_SCOPE}, but changelake read"
+            f" {ours_read:,} and holds {ours_rows:,}; the baseline read {theirs_read:,} and"
+            f" wrote {theirs_rows:,}"
+        )
+    create_s = median_of(created[1:])
     return compared(
         SNAPSHOT.NAME,
-        f"CREATE EXTERNAL TABLE of a {rows:,}-row PostgreSQL table (bigint key, int, text,"
-        " double, timestamptz): slot + exported snapshot, parallel JDBC read, data files, commit",
+        f"CREATE EXTERNAL TABLE … SCOPE = DEPENDENTS of a {rows:,}-row PostgreSQL table (bigint"
+        f" key, int, text, double, timestamptz), then CREATE VIEW … WHERE {SNAPSHOT_SCOPE}"
+        f" (~10%): the view's scope bootstrapped (second slot + exported snapshot, parallel"
+        " JDBC read of the scope's rows, staging, commit)",
         medians(ours),
         medians(theirs),
-        baseline=f"spark.read.format('jdbc') of the same table, {partitions} partitions on id,"
-        " written as Parquet (no slot, no snapshot import, no row keys or commit)",
+        baseline=f"spark.read.format('jdbc') of (SELECT * … WHERE {SNAPSHOT_SCOPE}), {partitions}"
+        " partitions on id, written as Parquet (no slot, no snapshot import, no row keys or"
+        " commit)",
         target=SNAPSHOT_TARGET,
-        rows=rows,
-        notes=f"rows transferred: changelake {ours_rows:,}, baseline {theirs_rows:,}; whole"
-        f" table (SNAPSHOT_SCOPE {SNAPSHOT_SCOPE}); {partitions} JDBC partitions both",
+        rows=expected,
+        notes=f"rows transferred (JDBC scan output): changelake {ours_read:,} (the table then"
+        f" holds {ours_rows:,}), baseline {theirs_read:,} (wrote {theirs_rows:,}); the source"
+        f" has {expected:,} under the scope, of {rows:,}; CREATE EXTERNAL TABLE alone (no rows"
+        f" yet) median {create_s:.2f} s of the changelake time",
     )
 
 
@@ -221,14 +301,15 @@ def run_snapshot(ctx: Context) -> Result:
 @dataclass
 class Writer:
     """Commits random changes to the source table at ``rate`` changes/s, in transactions of
-    ``CHANGES_PER_TRANSACTION``; for each transaction, the time its COMMIT returned and the WAL
-    position read right after it (``after[k]``: transaction ``k`` ends at or before it, the next
-    one after it)."""
+    ``per_transaction`` (at least 4: 60% updates, 25% inserts, the rest deletes); for each
+    transaction, the time its COMMIT returned and the WAL position read right after it
+    (``after[k]``: transaction ``k`` ends at or before it, the next one after it)."""
 
     source: Source
     table: str
     ids: int  # the source table holds ids 1..ids
     rate: float
+    per_transaction: int = CHANGES_PER_TRANSACTION
     committed: list[float] = field(default_factory=list)
     after: list[int] = field(default_factory=list)
     changes: int = 0
@@ -263,7 +344,7 @@ class Writer:
 
     def transaction(self, conn: psycopg.Connection) -> int:
         """One transaction of updates, inserts and deletes; how many rows it changed."""
-        r, n = self._random, CHANGES_PER_TRANSACTION
+        r, n = self._random, self.per_transaction
         updates, inserts = n * 6 // 10, n * 25 // 100
         deletes = n - updates - inserts
         touched = r.sample(range(1, self._next), updates + deletes)

@@ -26,6 +26,7 @@ from bench import (
     dynamic_lag,
     dynamic_nodata,
     external,
+    external_bootstrap,
     ingest_arrow,
     ingest_dicts,
     ingest_http,
@@ -80,6 +81,7 @@ BENCHMARKS = {
         task_trigger,
         external.SNAPSHOT,
         external.FOLLOW,
+        external_bootstrap,
     )
 }
 MASTER = "local[2]"

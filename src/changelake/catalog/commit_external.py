@@ -79,7 +79,9 @@ APPLY: dict[type, Callable[[CommitState, Any], None]] = {
 
 def _followed_from(state: CommitState, r: FollowedFrom) -> None:
     state.lock(r.table_id)  # raises if the table was dropped or replaced
-    external_repo.check_position(state.conn, r.table_id, r.table, r.position, r.scope)
+    external_repo.check_position(
+        state.conn, r.table_id, r.table, r.position, r.scope, rescoping=r.rescoping
+    )
 
 
 CHECKS: dict[type, Callable[[CommitState, Any], None]] = {FollowedFrom: _followed_from}

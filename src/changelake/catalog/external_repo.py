@@ -97,11 +97,26 @@ def list_live(conn: Connection) -> list[ExternalTableInfo]:
 
 
 def check_position(
-    conn: Connection, table_id: int, name: str, position: str | None, scope: str | None
+    conn: Connection,
+    table_id: int,
+    name: str,
+    position: str | None,
+    scope: str | None,
+    *,
+    rescoping: bool,
 ) -> None:
     """The table's rows still reflect ``position`` under ``scope`` (no other follow or change
-    of scope committed since)."""
-    found = conn.execute(select(_E.position, _E.scope).where(_E.table_id == table_id)).first()
+    of scope committed since); only the rescope that fenced it commits while it is RESCOPING."""
+    found = conn.execute(
+        select(_E.position, _E.scope, _E.state).where(_E.table_id == table_id)
+    ).first()
+    if found is not None and (found.state == "RESCOPING") != rescoping:
+        raise ConflictError(
+            f"External table {name} is having its scope changed (a dependent was created or"
+            " dropped); its follow waits for that and goes on after it."
+            if not rescoping
+            else f"External table {name} is no longer being rescoped; nothing was written."
+        )
     if found is None or found.position != position:
         raise ConflictError(
             f"External table {name} was brought to source position"

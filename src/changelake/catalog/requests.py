@@ -401,6 +401,7 @@ class FollowedFrom:
     table: str
     position: str | None
     scope: str | None
+    rescoping: bool = False  # the commit that ends a rescope (its fence: state RESCOPING)
 
 
 @dataclass(frozen=True)

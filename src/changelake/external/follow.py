@@ -338,8 +338,8 @@ def apply_folded(
 ) -> Applied:
     """Write what turns the stored rows into the folded rows that satisfy ``keep`` (None:
     all), matched by row key. The stored rows compared are those of the folded keys (all, after
-    a TRUNCATE), or with ``stored`` those that satisfy it; ``base`` (rows of the table's columns)
-    is what a key not folded holds (a bootstrap's snapshot)."""
+    a TRUNCATE) and those that satisfy ``stored``; ``base`` (rows of the table's columns) is
+    what a key not folded holds (a bootstrap's snapshot)."""
     staged = _stage(warehouse, ext, folded, statement_id)
     try:
         delta = _delta(spark, warehouse, ext, state, folded, staged, keep, base, stored)
@@ -407,10 +407,12 @@ def _delta(
     new = new.withColumn(ROW_KEY, row_key(keys, types))
     stored = every = read_state(spark, warehouse, state, identity=True)
     touched = new.select(F.col(ROW_KEY).alias("_cl_k"))
-    if stored_where is not None:
-        stored = stored.where(F.coalesce(F.expr(stored_where), F.lit(False)))
-    elif not folded.truncated:
+    if not folded.truncated and stored_where is None:
         stored = stored.join(touched, stored[quoted(ROW_KEY)] == touched["_cl_k"], "left_semi")
+    elif not folded.truncated:
+        hit = stored.join(touched, stored[quoted(ROW_KEY)] == touched["_cl_k"], "left")
+        wanted = F.col("_cl_k").isNotNull() | F.coalesce(F.expr(stored_where), F.lit(False))
+        stored = hit.where(wanted).drop("_cl_k")
     if base is not None:  # a key not folded keeps its base row
         if not folded.truncated:
             unfolded = base.select(*[F.col(quoted(n)) for n in names])

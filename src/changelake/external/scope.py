@@ -5,13 +5,18 @@ predicates their queries put on it (``plan.predicates``), and changing that scop
 A rescope from scope F to G, while the follow goes on:
 1. a second slot (``<slot>_b``) exports a snapshot at its consistent point P; the rows of
    W = G AND NOT F in it are written to staging by Spark JDBC partitions (W is in their query);
-2. the table's follow (under F) is brought to a position Q at or past P;
-3. one commit at Q: the staged rows, overridden by the second slot's transactions in (P, Q]
-   (what the F-scoped follow left out), kept where they satisfy W; the stored rows of
-   F AND NOT G deleted; the scope set to G. It requires position Q and scope F: a follow that
-   committed meanwhile makes it read the second slot again up to the new position.
-Then the table equals the source under G at Q, and every later follow applies G. The second slot
-is dropped at the end (and before a new rescope, if a crash left it).
+   the follow goes on meanwhile, under F;
+2. the table's follow is brought to a position Q at or past P (by anyone);
+3. a fence: the table's state becomes RESCOPING at Q, and no other follow commits until
+   step 4 does (``FollowedFrom`` refuses them; the scheduler skips the table);
+4. one commit: the second slot's transactions (all of them, from P to its end E: a key they
+   touch gets its state at E, whatever the region), over the staged rows for the keys they do
+   not touch, kept where they satisfy G; the stored rows of F AND NOT G deleted; the scope set to
+   G, the position to E, the state back. Re-applying a transaction the follow applied already
+   is harmless: every key's state is a whole row. The main slot is then advanced to E.
+Then the table equals the source under G at E, and every later follow applies G. The second slot
+is dropped at the end (and before a new rescope, if a crash left it); a crash inside the fence
+leaves the table RESCOPING until ALTER EXTERNAL TABLE … RESUME.
 """
 
 from __future__ import annotations
@@ -29,7 +34,12 @@ from changelake.catalog.requests import AlterExternalTable, CommitRequest, Follo
 from changelake.catalog.store import Catalog
 from changelake.clock import Clock
 from changelake.dialect import parse_one
-from changelake.errors import ConflictError, ExternalTableError
+from changelake.errors import (
+    ChangelakeError,
+    ConflictError,
+    ExternalTableError,
+    SourceChangedError,
+)
 from changelake.external import postgres, replication
 from changelake.external.follow import (
     Followed,
@@ -38,7 +48,7 @@ from changelake.external.follow import (
     follow,
     table_state,
 )
-from changelake.external.pgoutput import Decoder, parse_lsn
+from changelake.external.pgoutput import Decoder, format_lsn, parse_lsn
 from changelake.external.pgtable import snapshot
 from changelake.plan.predicates import (
     Predicate,
@@ -55,6 +65,7 @@ from changelake.txn.context import new_statement_id
 
 Scope = tuple[Predicate, ...] | None  # an OR of predicates; None: every row
 _ATTEMPTS = 5
+_CATCH_UP_SECONDS = 300.0
 
 
 def references(sql_text: str, table: str, columns: Iterable[str]) -> list[Predicate]:
@@ -184,39 +195,33 @@ def _commit(
     added: str | None,
     removed: str | None,
 ) -> Followed:
-    old = ext.scope
-    info = catalog.find_connection(ext.definition.connection or "")
-    assert info is not None
-    for _ in range(_ATTEMPTS):
-        found = catalog.external_table_by_id(ext.table_id)
-        if found is None or found.scope != old:
-            raise ConflictError(
-                f"External table {ext.name} was dropped or rescoped while its scope was being"
-                " changed; nothing was written."
-            )
-        ext = found
-        while start is not None and parse_lsn(ext.position or "0/0") < start:
-            step = follow(catalog, clock, spark, warehouse, ext, until=start)  # up to P, under F
-            if step.position == ext.position:
-                time.sleep(0.05)  # the source has not flushed P yet
-            ext = catalog.external_table_by_id(ext.table_id) or ext
-        position = parse_lsn(ext.position or "0/0")
-        transactions = []
+    """Steps 2 and 3 of a rescope: the follow brought past P, then the fence (state
+    RESCOPING: other follows wait), then one commit that applies the second slot's transactions
+    and the staged rows, moves the position to the second slot's end and sets the scope."""
+    old, table_id, name = ext.scope, ext.table_id, ext.name
+    ext = _past(catalog, clock, spark, warehouse, ext, start)
+    prior = ext.state
+    ext = _fence(catalog, clock, ext)
+    try:
+        position, transactions = parse_lsn(ext.position or "0/0"), []
+        info = catalog.find_connection(ext.definition.connection or "")
+        assert info is not None and ext.definition.slot is not None
         if start is not None:
             with postgres.connect(info) as conn:
                 messages = replication.peek(
                     conn, f"{ext.definition.slot}_b", ext.definition.publication or "", changes=None
                 )
-            transactions = [t for t in Decoder().feed(messages) if t.end_lsn <= position]
+            transactions = list(Decoder().feed(messages))
+        end = max([position, *(t.end_lsn for t in transactions)])
         folded = fold(ext, transactions)
         state = table_state(catalog, ext)
         statement_id = new_statement_id()
-        with counted_jobs(spark, f"rescope of external table {ext.name}") as count:
+        with counted_jobs(spark, f"rescope of external table {name}") as count:
             base = None
             if start is not None:
                 typed = ", ".join(f"{quoted(c.name)} {c.type}" for c in state.schema.stored)
                 base = spark.read.schema(typed).parquet(warehouse.uri(staged))
-            stored = " OR ".join(f"({r})" for r in (added, removed) if r is not None) or "FALSE"
+            region = " OR ".join(f"({r})" for r in (added, removed) if r is not None) or "FALSE"
             applied = apply_folded(
                 spark,
                 warehouse,
@@ -224,41 +229,105 @@ def _commit(
                 state,
                 folded,
                 statement_id,
-                keep=added or "FALSE",
+                keep=new,
                 base=base,
-                stored=stored,
+                stored=region,
             )
             jobs = count()
-        table_id, name = ext.table_id, ext.name
+        fields = (("scope", new), ("state", prior), ("position", format_lsn(end)))
+        result = catalog.commit(
+            [
+                CommitRequest(
+                    statement_id,
+                    "RESCOPE",
+                    updates=(*applied.updates(table_id), AlterExternalTable(table_id, fields)),
+                    requirements=(
+                        FollowedFrom(table_id, name, ext.position, old, rescoping=True),
+                        *applied.requirements(table_id, name, state.version),
+                    ),
+                )
+            ],
+            clock=clock,
+        )
+    except BaseException:
+        _unfence(catalog, clock, table_id, prior)
+        raise
+    if end > position:  # the table holds the main slot's changes up to there too
+        with postgres.connect(info) as conn:
+            replication.advance(conn, ext.definition.slot, format_lsn(end))
+    return Followed(
+        transactions=len(transactions),
+        inserted=applied.inserted,
+        deleted=applied.deleted,
+        position=format_lsn(end),
+        version=result.version_of(table_id),
+        spark_jobs=jobs,
+    )
+
+
+def _past(
+    catalog: Catalog,
+    clock: Clock,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    ext: ExternalTableInfo,
+    start: int | None,
+) -> ExternalTableInfo:
+    """``ext`` followed (under its old scope) to a position at or past ``start`` (P), by this
+    statement or by another follower, whichever commits."""
+    deadline = time.monotonic() + _CATCH_UP_SECONDS
+    while start is not None and parse_lsn(ext.position or "0/0") < start:
+        if time.monotonic() > deadline:
+            raise ConflictError(
+                f"External table {ext.name} did not reach source position {format_lsn(start)}"
+                f" within {_CATCH_UP_SECONDS:g} s while its scope was being changed; nothing was"
+                " written. Try again."
+            )
         try:
-            result = catalog.commit(
-                [
-                    CommitRequest(
-                        statement_id,
-                        "RESCOPE",
-                        updates=(
-                            *applied.updates(table_id),
-                            AlterExternalTable(table_id, (("scope", new),)),
-                        ),
-                        requirements=(
-                            FollowedFrom(table_id, name, ext.position, old),
-                            *applied.requirements(table_id, name, state.version),
-                        ),
-                    )
-                ],
+            step = follow(catalog, clock, spark, warehouse, ext, until=start)
+        except SourceChangedError:
+            raise
+        except ChangelakeError:  # another follower's step or commit came first
+            step = Followed(position=ext.position)
+        if step.position == ext.position:
+            time.sleep(0.05)  # the source has not flushed P yet, or another follower is at it
+        ext = _current(catalog, ext)
+    return ext
+
+
+def _current(catalog: Catalog, ext: ExternalTableInfo) -> ExternalTableInfo:
+    found = catalog.external_table_by_id(ext.table_id)
+    if found is None or found.scope != ext.scope:
+        raise ConflictError(
+            f"External table {ext.name} was dropped or rescoped while its scope was being"
+            " changed; nothing was written."
+        )
+    return found
+
+
+def _fence(catalog: Catalog, clock: Clock, ext: ExternalTableInfo) -> ExternalTableInfo:
+    """Mark ``ext`` RESCOPING at its current position: from then on no other follow commits."""
+    for _ in range(_ATTEMPTS):
+        update = AlterExternalTable(ext.table_id, (("state", "RESCOPING"),))
+        fence = FollowedFrom(ext.table_id, ext.name, ext.position, ext.scope)
+        try:
+            catalog.commit(
+                [CommitRequest(new_statement_id(), "RESCOPE FENCE", (update,), (fence,))],
                 clock=clock,
             )
         except ConflictError:
-            continue  # a follow moved on meanwhile: read the second slot up to there
-        return Followed(
-            transactions=len(transactions),
-            inserted=applied.inserted,
-            deleted=applied.deleted,
-            position=ext.position,
-            version=result.version_of(table_id),
-            spark_jobs=jobs,
-        )
+            ext = _current(catalog, ext)  # a follow committed first: fence at its position
+            continue
+        return _current(catalog, ext)
     raise ConflictError(
         f"External table {ext.name}: its follow kept moving while its scope was being changed"
         f" ({_ATTEMPTS} attempts); nothing was written. Try again."
     )
+
+
+def _unfence(catalog: Catalog, clock: Clock, table_id: int, state: str) -> None:
+    update = AlterExternalTable(table_id, (("state", state),))
+    with contextlib.suppress(ChangelakeError):
+        catalog.commit(
+            [CommitRequest(new_statement_id(), "RESCOPE FAILED", (update,))], clock=clock
+        )
