@@ -64,7 +64,8 @@ DURATION_S = 120.0
 WARMUP_S = 10.0
 FOLLOW_LAG_S = 1.0
 BACKLOG = 200_000  # changes, at scale 1.0
-TARGET_P95_S = 3.0
+TARGET_P50_S = 2.0  # issue 24: p50 <= 2 s at FOLLOW_LAG = 1 s
+TARGET_RATE = 5_000  # issue 24: >= 5,000 changes/s applied
 CONNECTION = "bench_pg"
 _SOURCE_COLUMNS = (
     "id bigint PRIMARY KEY, v int, s text, d double precision, ts timestamp with time zone"
@@ -468,15 +469,15 @@ def run_follow(ctx: Context) -> Result:
         name=FOLLOW.NAME,
         description=f"a {rows:,}-row PostgreSQL table taking {RATE:,} changes/s (transactions of"
         f" {CHANGES_PER_TRANSACTION}: 60% updates, 25% inserts, 15% deletes) for {duration:.0f}"
-        f" s, followed every {FOLLOW_LAG_S:g} s: source COMMIT -> applied in changelake, p95"
-        " (p50 in notes)",
-        changelake_s=p95,
+        f" s, followed every {FOLLOW_LAG_S:g} s: source COMMIT -> applied in changelake, p50"
+        " (p95 and the rate a backlog is applied at in notes)",
+        changelake_s=p50,
         baseline_s=FOLLOW_LAG_S,
         baseline=f"the follow lag, {FOLLOW_LAG_S:g} s (a constant)",
-        ratio=p95 / FOLLOW_LAG_S,
-        ratio_meaning="p95 latency / follow lag",
-        target=f"p95 <= {TARGET_P95_S:g} s",
-        met=p95 <= TARGET_P95_S,
+        ratio=p50 / FOLLOW_LAG_S,
+        ratio_meaning="p50 latency / follow lag",
+        target=f"p50 <= {TARGET_P50_S:g} s and >= {TARGET_RATE:,} changes/s applied",
+        met=p50 <= TARGET_P50_S and rate >= TARGET_RATE,
         rows=applied,
         notes=f"latency p50 {p50:.2f} s, p95 {p95:.2f} s, max {max(found):.2f} s over"
         f" {len(found):,} transactions; {applied:,} changes applied in {len(busy)} steps"
