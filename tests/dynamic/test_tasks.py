@@ -347,8 +347,9 @@ def test_a_run_left_executing_by_a_dead_scheduler_is_ended_and_cannot_commit(bas
 
 
 def test_a_run_over_its_timeout_is_cancelled_and_writes_nothing(base, clock):
-    base.sql("INSERT INTO src VALUES (1, 1), (2, 2), (3, 3)")
-    cross = ", ".join(f"src s{i}" for i in range(9))  # 3^9 rows per job: slow enough
+    base.sql("INSERT INTO src VALUES (1, 1), (2, 2), (3, 3), (4, 4)")
+    # 4^11 rows per job: seconds, far past the timeout (3^9 once finished within it)
+    cross = ", ".join(f"src s{i}" for i in range(11))
     base.sql(
         "CREATE TASK slow USER_TASK_TIMEOUT_MS = 200"
         f" AS INSERT INTO arch SELECT s0.k, SUM(s1.v + s2.v) FROM {cross} GROUP BY s0.k"
