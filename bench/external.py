@@ -431,11 +431,12 @@ def run_follow(ctx: Context) -> Result:
         try:
             began = time.perf_counter()
             while time.perf_counter() - began < duration:
+                # a step starts FOLLOW_LAG after the last one started, at once if it took longer
+                started = time.perf_counter()
                 steps.append(follow_step(ctx, table))
                 while steps[-1].followed.more:
                     steps.append(follow_step(ctx, table))
-                ticks = math.floor((time.perf_counter() - began) / FOLLOW_LAG_S) + 1
-                time.sleep(max(0.0, began + ticks * FOLLOW_LAG_S - time.perf_counter()))
+                time.sleep(max(0.0, started + FOLLOW_LAG_S - time.perf_counter()))
         finally:
             writer.stop()
         steps.append(follow_step(ctx, table))  # what the last tick left
