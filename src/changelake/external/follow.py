@@ -33,6 +33,7 @@ from changelake.catalog.requests import (
     RowCounts,
 )
 from changelake.catalog.store import Catalog
+from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
 from changelake.clock import Clock
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, Applied, apply_delta, diff
@@ -413,16 +414,23 @@ def _delta(
         hit = stored.join(touched, stored[quoted(ROW_KEY)] == touched["_cl_k"], "left")
         wanted = F.col("_cl_k").isNotNull() | F.coalesce(F.expr(stored_where), F.lit(False))
         stored = hit.where(wanted).drop("_cl_k")
-    if base is not None:  # a key not folded keeps its base row
-        if not folded.truncated:
-            unfolded = base.select(*[F.col(quoted(n)) for n in names])
-            unfolded = unfolded.withColumn(ROW_KEY, row_key(keys, types))
-            unfolded = unfolded.join(touched, unfolded[ROW_KEY] == touched["_cl_k"], "left_anti")
-            unfolded = unfolded.withColumn(_GONE, F.lit(False))
-            unfolded = unfolded.withColumn(_KEEP, F.lit(None).cast("string"))
-            for k in keys:
-                unfolded = unfolded.withColumn(_FROM + k, F.col(quoted(k)))
-            new = new.unionByName(unfolded)
+    inserts = None
+    if base is not None and not folded.truncated:
+        # A key no transaction touched keeps its base row, and no stored row has that key: it
+        # was outside the old scope at the snapshot and has not changed since. So it is a
+        # plain insert, with no join against the stored rows.
+        unfolded = base.select(*[F.col(quoted(n)) for n in names])
+        unfolded = unfolded.withColumn(ROW_KEY, row_key(keys, types))
+        unfolded = unfolded.join(touched, unfolded[ROW_KEY] == touched["_cl_k"], "left_anti")
+        if keep is not None:
+            unfolded = unfolded.where(F.coalesce(F.expr(keep), F.lit(False)))
+        inserts = unfolded.select(
+            *[F.col(quoted(n)) for n in names],
+            F.lit("INSERT").alias(ACTION),
+            F.lit(False).alias(ISUPDATE),
+            F.col(ROW_KEY).alias(ROW_ID),
+            *[F.lit(None).cast(every.schema[c].dataType).alias(c) for c in STORED],
+        )
     keeps = any(e is not None and e[1] for e in folded.rows.values())
     if keeps:  # values a change did not repeat: the stored row's (or the base row's)
         sources = [every.select(F.col(quoted(ROW_KEY)), *[F.col(quoted(n)) for n in names])]
@@ -451,8 +459,9 @@ def _delta(
     rows = new.where(~F.col(_GONE))
     if keep is not None:
         rows = rows.where(F.coalesce(F.expr(keep), F.lit(False)))
-    rows = rows.select(*[F.col(quoted(n)) for n in names], F.col(ROW_KEY).alias("METADATA$ROW_ID"))
-    return diff(stored, rows, names, carried=STORED)
+    rows = rows.select(*[F.col(quoted(n)) for n in names], F.col(ROW_KEY).alias(ROW_ID))
+    delta = diff(stored, rows, names, carried=STORED)
+    return delta if inserts is None else delta.unionByName(inserts)
 
 
 def mark_failed(catalog: Catalog, clock: Clock, ext: ExternalTableInfo, error: str) -> None:

@@ -125,6 +125,12 @@ def settle(catalog: Catalog, clock: Clock, spark: SparkSession, warehouse: Wareh
             rescope(catalog, clock, spark, warehouse, ext, wanted)
 
 
+def _widens(old: str | None, new: Scope) -> bool:
+    """Whether every row of scope ``old`` is in ``new`` (each old disjunct implies new)."""
+    before = parse_scope(old)
+    return before is not None and all(implies(d, new) for d in before)
+
+
 def _region(include: str | None, exclude: str | None) -> str | None:
     """Rows satisfying ``include`` (None: all) and not ``exclude`` (None: none), as SQL both
     Spark and PostgreSQL read; None when that is no row."""
@@ -145,7 +151,7 @@ def rescope(
     """Give ``ext`` scope ``scope`` at one consistent point (see the module's docstring)."""
     old, new = ext.scope, scope_sql(scope)
     added = _region(new, old)  # W: rows the new scope adds
-    removed = _region(old, new)  # R: rows it leaves out
+    removed = None if _widens(old, scope) else _region(old, new)  # R: rows it leaves out
     d = ext.definition
     assert d.slot is not None and d.connection is not None
     info = catalog.find_connection(d.connection)
@@ -170,9 +176,7 @@ def rescope(
                     with counted_jobs(spark, f"bootstrap of external table {ext.name}"):
                         rows.select(*typed).write.parquet(warehouse.uri(staged))
                 start = exported.position
-            done = _commit(
-                catalog, clock, spark, warehouse, ext, start, staged, new, added, removed
-            )
+            done = _commit(catalog, clock, spark, warehouse, ext, start, staged, new, removed)
             if added is None:  # the narrower scope's changes only, once it is committed
                 replication.set_row_filter(conn, d.publication or "", source, published)
             return done
@@ -192,7 +196,6 @@ def _commit(
     start: int | None,
     staged: str,
     new: str | None,
-    added: str | None,
     removed: str | None,
 ) -> Followed:
     """Steps 2 and 3 of a rescope: the follow brought past P, then the fence (state
@@ -221,7 +224,8 @@ def _commit(
             if start is not None:
                 typed = ", ".join(f"{quoted(c.name)} {c.type}" for c in state.schema.stored)
                 base = spark.read.schema(typed).parquet(warehouse.uri(staged))
-            region = " OR ".join(f"({r})" for r in (added, removed) if r is not None) or "FALSE"
+            # the stored rows compared: the touched keys' and those the new scope leaves out
+            # (none holds a key of W: the table held F's rows only)
             applied = apply_folded(
                 spark,
                 warehouse,
@@ -231,7 +235,7 @@ def _commit(
                 statement_id,
                 keep=new,
                 base=base,
-                stored=region,
+                stored=removed,
             )
             jobs = count()
         fields = (("scope", new), ("state", prior), ("position", format_lsn(end)))
