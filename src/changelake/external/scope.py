@@ -198,7 +198,7 @@ def _commit(
     new: str | None,
     removed: str | None,
 ) -> Followed:
-    """Steps 2 and 3 of a rescope: the follow brought past P, then the fence (state
+    """Steps 2 to 4 of a rescope: the follow brought past P, then the fence (state
     RESCOPING: other follows wait), then one commit that applies the second slot's transactions
     and the staged rows, moves the position to the second slot's end and sets the scope."""
     old, table_id, name = ext.scope, ext.table_id, ext.name
