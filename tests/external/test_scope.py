@@ -177,3 +177,32 @@ def test_a_scope_on_the_replica_identity_is_a_publication_row_filter(scoped, sou
     write(dsn, "UPDATE orders SET region = 'EU' WHERE id = 151")
     scoped.sql("ALTER EXTERNAL TABLE orders REFRESH")
     assert held(scoped) == source_under(dsn, "id < 50 OR region = 'EU'")
+
+
+def test_describe_shows_a_bootstrap_under_way_and_a_failed_one_leaves_no_trace(
+    scoped, source, monkeypatch
+):
+    from changelake.external import scope
+
+    seen = []
+    real = scope.snapshot
+
+    def watched(*args, **kwargs):  # the snapshot is read while the bootstrap is under way
+        seen.append(dict(scoped.sql("DESCRIBE EXTERNAL TABLE orders").collect())["bootstrap"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(scope, "snapshot", watched)
+    scoped.sql(f"CREATE VIEW eu AS SELECT * FROM orders WHERE {EU}")
+    assert len(seen) == 1 and "loading the rows of" in seen[0] and EU in seen[0]
+    described = dict(scoped.sql("DESCRIBE EXTERNAL TABLE orders").collect())
+    assert described["bootstrap"] == "none" and described["state"] == "ACTIVE"
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the source went away")
+
+    monkeypatch.setattr(scope, "snapshot", broken)
+    with pytest.raises(RuntimeError, match="went away"):
+        scoped.sql(f"CREATE VIEW big AS SELECT * FROM orders WHERE {BIG}")
+    described = dict(scoped.sql("DESCRIBE EXTERNAL TABLE orders").collect())
+    assert described["bootstrap"] == "none" and described["state"] == "ACTIVE"
+    assert held(scoped) == source_under(source[0], EU)  # the scope did not change

@@ -71,6 +71,7 @@ def _info(row: Any) -> ExternalTableInfo:
         error=row.error,
         followed_at=row.followed_at,
         position=row.position,
+        bootstrap=row.bootstrap,
     )
 
 
@@ -165,7 +166,9 @@ def insert(
 
 
 # what ``set_fields`` may change
-SETTABLE = frozenset({"scope", "state", "error", "follow_lag", "followed_at", "position"})
+SETTABLE = frozenset(
+    {"scope", "state", "error", "follow_lag", "followed_at", "position", "bootstrap"}
+)
 
 
 def set_fields(conn: Connection, table_id: int, fields: dict[str, Any]) -> None:

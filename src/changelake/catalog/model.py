@@ -357,6 +357,7 @@ class ExternalTableInfo:
     error: str
     followed_at: float | None
     position: str | None  # the source position its rows reflect (committed with them)
+    bootstrap: str | None = None  # a widening of its scope under way, in words
 
     @property
     def name(self) -> str:

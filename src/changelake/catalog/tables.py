@@ -328,6 +328,7 @@ external_tables = Table(
     Column("followed_at", Float),  # when a follow last found the source caught up
     # where the rows are: the source position (an LSN) committed with the rows that reach it
     Column("position", Text),
+    Column("bootstrap", Text),  # a widening of the scope under way, in words (NULL: none)
 )
 
 # The files a FILES external table has registered, once each: path, size and modification time

@@ -22,6 +22,7 @@ leaves the table RESCOPING until ALTER EXTERNAL TABLE … RESUME.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import time
 from collections.abc import Iterable
 
@@ -167,6 +168,8 @@ def rescope(
             source = postgres.describe(info, conn, d.source)
             published = replication.row_filter(conn, source, new)
             if added is not None:  # publish the wider scope's changes before P
+                doing = f"loading the rows of {added} (the scope becomes {new or 'every row'})"
+                _progress(catalog, clock, ext.table_id, f"{doing}, since {_now(clock)}")
                 replication.set_row_filter(conn, d.publication or "", source, published)
                 state = table_state(catalog, ext)
                 with replication.exported_slot(info, second) as exported:
@@ -180,6 +183,10 @@ def rescope(
             if added is None:  # the narrower scope's changes only, once it is committed
                 replication.set_row_filter(conn, d.publication or "", source, published)
             return done
+        except BaseException:
+            if added is not None:
+                _progress(catalog, clock, ext.table_id, None)
+            raise
         finally:
             replication.drop_objects(conn, second, None)
             if added is not None:
@@ -238,7 +245,12 @@ def _commit(
                 stored=removed,
             )
             jobs = count()
-        fields = (("scope", new), ("state", prior), ("position", format_lsn(end)))
+        fields = (
+            ("scope", new),
+            ("state", prior),
+            ("position", format_lsn(end)),
+            ("bootstrap", None),
+        )
         result = catalog.commit(
             [
                 CommitRequest(
@@ -327,6 +339,17 @@ def _fence(catalog: Catalog, clock: Clock, ext: ExternalTableInfo) -> ExternalTa
         f"External table {ext.name}: its follow kept moving while its scope was being changed"
         f" ({_ATTEMPTS} attempts); nothing was written. Try again."
     )
+
+
+def _progress(catalog: Catalog, clock: Clock, table_id: int, text: str | None) -> None:
+    """Say (DESCRIBE EXTERNAL TABLE's ``bootstrap``) that a widening is under way, or no more."""
+    update = AlterExternalTable(table_id, (("bootstrap", text),))
+    with contextlib.suppress(ChangelakeError):
+        catalog.commit([CommitRequest(new_statement_id(), "BOOTSTRAP", (update,))], clock=clock)
+
+
+def _now(clock: Clock) -> str:
+    return dt.datetime.fromtimestamp(clock.now()).isoformat(sep=" ", timespec="seconds")
 
 
 def _unfence(catalog: Catalog, clock: Clock, table_id: int, state: str) -> None:

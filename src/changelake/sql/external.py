@@ -250,6 +250,7 @@ def describe_external_table(ctx: StatementContext, spark: SparkSession, name: st
     ext = objects.external_table(ctx, name)
     names = [f.split()[0] for f in _SHOW_COLUMNS.split(",")]
     rows = [(k, "" if v is None else str(v)) for k, v in zip(names, _row(ctx, ext), strict=True)]
+    rows.append(("bootstrap", ext.bootstrap or "none"))
     rows += [(k, str(v)) for k, v in objects.source_state(ctx, ext).items()]
     rows.append(("keys", ", ".join(ext.definition.spec.get("keys", []))))
     schema = ctx.catalog.schema_at(ext.table_id, ext.info.current_version)
