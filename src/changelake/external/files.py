@@ -21,7 +21,6 @@ import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
 from changelake.catalog.model import (
-    EXTERNAL_PROPERTY,
     DataFile,
     ExternalDefinition,
     ExternalFile,
@@ -31,8 +30,6 @@ from changelake.catalog.requests import (
     AddFiles,
     AlterExternalTable,
     CommitRequest,
-    CreateTable,
-    DefineExternalTable,
     FollowedFrom,
     IfExists,
     RegisterFiles,
@@ -48,6 +45,7 @@ from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, SourceError, UnsupportedError
 from changelake.external.follow import Followed
 from changelake.external.pgtable import drop_source_objects
+from changelake.external.rows import creation
 from changelake.external.stage import READ_FAILURES, FileFormat, Stage, check_pattern
 from changelake.schema import Column, TableSchema, check_column_name
 from changelake.storage.jobs import counted_jobs
@@ -127,29 +125,18 @@ def create(
         scope_mode="ALL",
         follow_lag=new.follow_lag,
     )
-    properties = {**dict(new.properties), EXTERNAL_PROPERTY: KIND}
-    result = ctx.commit(
-        CommitRequest(
-            ctx.statement_id,
-            OPERATION,
-            updates=(
-                CreateTable(
-                    new.name,
-                    schema,
-                    tuple(sorted(properties.items())),
-                    tuple(files),
-                    new.if_exists,
-                ),
-                DefineExternalTable(
-                    new.name,
-                    definition,
-                    None,
-                    str(len(listed)),
-                    tuple(found[p] for p in listed),
-                ),
-            ),
-        )
+    updates = creation(
+        new.name,
+        schema,
+        new.properties,
+        files,
+        new.if_exists,
+        definition,
+        scope=None,
+        position=str(len(listed)),
+        registered=[found[p] for p in listed],
     )
+    result = ctx.commit(CommitRequest(ctx.statement_id, OPERATION, updates))
     if replaced is not None and result.applied:
         drop_source_objects(ctx, replaced.definition)
     table = result.tables[new.name.lower()]

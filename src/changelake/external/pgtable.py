@@ -16,11 +16,9 @@ import psycopg
 from psycopg import sql
 from pyspark.sql import DataFrame, SparkSession
 
-from changelake.catalog.model import EXTERNAL_PROPERTY, ConnectionInfo, ExternalDefinition
+from changelake.catalog.model import ConnectionInfo, ExternalDefinition
 from changelake.catalog.requests import (
     CommitRequest,
-    CreateTable,
-    DefineExternalTable,
     IfExists,
 )
 from changelake.dml.result import StatementResult
@@ -29,7 +27,7 @@ from changelake.external import postgres, replication
 from changelake.external.pgoutput import format_lsn
 from changelake.external.pgtypes import spark_type
 from changelake.external.postgres import to_postgres
-from changelake.external.rows import stored_rows, table_schema
+from changelake.external.rows import creation, stored_rows, table_schema
 from changelake.schema import TableSchema
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.warehouse import Warehouse
@@ -114,25 +112,17 @@ def create(
                 slot=name,
                 publication=name,
             )
-            properties = {**dict(new.properties), EXTERNAL_PROPERTY: "POSTGRES"}
-            result = ctx.commit(
-                CommitRequest(
-                    statement_id,
-                    OPERATION,
-                    updates=(
-                        CreateTable(
-                            new.name,
-                            schema,
-                            tuple(sorted(properties.items())),
-                            tuple(files),
-                            new.if_exists,
-                        ),
-                        DefineExternalTable(
-                            new.name, definition, new.scope, format_lsn(exported.position)
-                        ),
-                    ),
-                )
+            updates = creation(
+                new.name,
+                schema,
+                new.properties,
+                files,
+                new.if_exists,
+                definition,
+                scope=new.scope,
+                position=format_lsn(exported.position),
             )
+            result = ctx.commit(CommitRequest(statement_id, OPERATION, updates))
         except BaseException:
             replication.drop_objects(conn, name, name)
             raise

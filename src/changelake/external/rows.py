@@ -10,6 +10,13 @@ from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from changelake.catalog.model import (
+    EXTERNAL_PROPERTY,
+    DataFile,
+    ExternalDefinition,
+    ExternalFile,
+)
+from changelake.catalog.requests import CreateTable, DefineExternalTable, IfExists, Update
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
 
 
@@ -37,3 +44,24 @@ def stored_rows(df: DataFrame, schema: TableSchema, keys: Sequence[str]) -> Data
     types = {c.name: c.type for c in schema.stored}
     values = [F.col(quoted(c.name)).cast(c.type).alias(c.name) for c in schema.stored]
     return df.select(*values).withColumn(ROW_KEY, row_key(keys, types))
+
+
+def creation(
+    name: str,
+    schema: TableSchema,
+    properties: Sequence[tuple[str, str]],
+    files: Sequence[DataFile],
+    if_exists: IfExists,
+    definition: ExternalDefinition,
+    *,
+    scope: str | None,
+    position: str | None,
+    registered: Sequence[ExternalFile] = (),
+) -> tuple[Update, ...]:
+    """The updates that create external table ``name`` holding ``files``: the table, marked
+    external, and its definition at source ``position``."""
+    marked = {**dict(properties), EXTERNAL_PROPERTY: definition.kind}
+    return (
+        CreateTable(name, schema, tuple(sorted(marked.items())), tuple(files), if_exists),
+        DefineExternalTable(name, definition, scope, position, tuple(registered)),
+    )
