@@ -6,6 +6,7 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,23 @@ def session(spark, tmp_path, clock) -> Iterator[changelake.Session]:
     s = changelake.connect(str(tmp_path / "wh"), spark=spark, clock=clock)
     yield s
     s.close()
+
+
+# How scans read changelake's data files: its own Parquet file format (deletion vectors and
+# per-file constants inside the reader), or Spark's with changelake's expressions over it (the
+# fallback of a session without the format).
+READ_PATHS = ("changelake-reader", "spark-reader")
+
+
+@contextmanager
+def read_path(spark, path: str) -> Iterator[str]:
+    from changelake.storage import native
+
+    spark.conf.set(native.READER, str(path == READ_PATHS[0]).lower())
+    try:
+        yield path
+    finally:
+        spark.conf.unset(native.READER)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 
 import pytest
-from conftest import state_of
+from conftest import read_path, state_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame
@@ -238,25 +238,28 @@ def _check(session, history: History) -> int:
     return 3 * len(intervals)
 
 
-# Each history costs a minute of Spark jobs: the default run draws a few, the nightly run (README)
-# many more.
+# Each history costs a minute of Spark jobs: the default run draws a few for each way of reading,
+# the nightly run (README) many more.
 @pytest.mark.parametrize(
-    "histories", [3, pytest.param(12, marks=pytest.mark.nightly)], ids=["default", "nightly"]
+    "histories", [2, pytest.param(12, marks=pytest.mark.nightly)], ids=["default", "nightly"]
 )
 @pytest.mark.parametrize(
-    ("before_images", "expressions"),
-    [(True, True), (False, True), (True, False)],
-    ids=["dv-images", "dv-positions-only", "joins-instead-of-jvm-expressions"],
+    ("before_images", "read"),
+    [
+        (True, "changelake-reader"),
+        (False, "changelake-reader"),
+        (True, "spark-reader"),
+        (True, "joins"),
+    ],
+    ids=["dv-images", "dv-positions-only", "spark-reader", "joins-instead-of-jvm-code"],
 )
-def test_changes_equal_snapshot_diffs(
-    spark, tmp_path_factory, before_images, expressions, histories
-):
+def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images, read, histories):
     """Deleted rows come from the before-images beside the DVs, or (tables that keep none, and
-    DVs written before images existed) from the data files: both must equal the diff. Reads
-    apply DVs and per-file constants with changelake's JVM expressions, or (a SparkSession
-    started without them) with joins: both must equal the diff too."""
+    DVs written before images existed) from the data files: both must equal the diff. Scans
+    apply DVs and per-file constants inside changelake's Parquet reader, with changelake's
+    expressions over Spark's reader, or (a SparkSession started without changelake's jar) with
+    joins: each must equal the diff too."""
     checked: list[int] = []
-    spark.conf.set(native.ENABLED, str(expressions).lower())
 
     @settings(
         max_examples=histories,
@@ -276,8 +279,11 @@ def test_changes_equal_snapshot_diffs(
         finally:
             session.close()
 
+    if read == "joins":
+        spark.conf.set(native.ENABLED, "false")
     try:
-        run()
+        with read_path(spark, "spark-reader" if read == "joins" else read):
+            run()
     finally:
         spark.conf.unset(native.ENABLED)
     print(f"checked {sum(checked)} (interval, information) cases over {len(checked)} histories")

@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import reduce
 
-from conftest import state_of
+import pytest
+from conftest import READ_PATHS, read_path, state_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -154,14 +155,15 @@ def statements(model: Model) -> st.SearchStrategy[Step]:
     )
 
 
+@pytest.mark.parametrize("read", READ_PATHS)
 @settings(
-    max_examples=12,
+    max_examples=6,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
-def test_random_histories_match_the_model_at_every_version(spark, data):
-    with tempfile.TemporaryDirectory() as tmp:
+def test_random_histories_match_the_model_at_every_version(spark, read, data):
+    with read_path(spark, read), tempfile.TemporaryDirectory() as tmp:
         session = changelake.connect(tmp, spark=spark)
         try:
             _run_history(session, data)

@@ -19,6 +19,7 @@ from collections import Counter
 from functools import reduce
 
 import pytest
+from conftest import READ_PATHS, read_path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame, Row
@@ -139,12 +140,13 @@ def _changes(session, spark, view: str, start: float, end: float) -> dict[str, l
     return out
 
 
-# Each example costs about fifty Spark reads: the default run draws a few histories, the
-# nightly run (README) many more.
+# Each example costs about fifty Spark reads: the default run draws a few histories for each way
+# of reading, the nightly run (README) many more.
 @pytest.mark.parametrize(
-    "examples", [3, pytest.param(12, marks=pytest.mark.nightly)], ids=["default", "nightly"]
+    "examples", [2, pytest.param(12, marks=pytest.mark.nightly)], ids=["default", "nightly"]
 )
-def test_view_changes_equal_the_oracles(spark, tmp_path_factory, examples):
+@pytest.mark.parametrize("read", READ_PATHS)
+def test_view_changes_equal_the_oracles(spark, tmp_path_factory, examples, read):
     checked = []
 
     @settings(
@@ -189,7 +191,8 @@ def test_view_changes_equal_the_oracles(spark, tmp_path_factory, examples):
         finally:
             session.close()
 
-    run()
+    with read_path(spark, read):
+        run()
     assert len(checked) >= examples * (len(VIEWS) + 1)
 
 

@@ -7,12 +7,14 @@ import zipfile
 
 import pyarrow as pa
 import pytest
+from conftest import state_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 from changelake.storage import deletion, native
 from changelake.storage.local import local_dataframe
+from changelake.storage.snapshot import FILE, POS, RID, read_state
 from changelake.storage.spark_private import physical_plan_lines
 
 NAMES = [f"part-{i}.parquet" for i in range(4)] + ["é-ü.parquet"]
@@ -113,21 +115,63 @@ QUERIES = [
 ]
 
 
-def test_reads_with_and_without_the_expressions_agree(spark, session):
+# The three ways a scan applies deletion vectors and per-file constants: changelake's Parquet
+# reader, changelake's expressions over Spark's reader, joins.
+READS = {
+    # Whole-stage code generation reads batches from the reader; without it (as the suite
+    # runs), rows of Spark's batches; without Spark's vectorized reader, rows of parquet-mr.
+    "reader, batches": MODES["compiled"],
+    "reader, rows": MODES["interpreted"],
+    "reader, parquet-mr": {"spark.sql.parquet.enableVectorizedReader": "false"},
+    "expressions": {native.READER: "false"},
+    "joins": {native.READER: "false", native.ENABLED: "false"},
+}
+
+
+def test_the_three_reads_agree(spark, session):
     _history(session)
     results = {}
-    for enabled in ("true", "false"):
-        spark.conf.set(native.ENABLED, enabled)
+    for name, conf in READS.items():
+        for key, value in conf.items():
+            spark.conf.set(key, value)
         try:
             plan = "\n".join(physical_plan_lines(session.sql(QUERIES[0])))
-            assert ("changelake_in_positions" in plan) == (enabled == "true")
-            results[enabled] = [sorted(map(tuple, session.sql(q).collect())) for q in QUERIES]
+            reader = name.startswith("reader")
+            assert ("FileScan changelake" in plan) == reader
+            assert ("changelake_in_positions" in plan) == (name == "expressions")
+            assert ("Join" in plan) == (name == "joins")
+            assert ("_metadata" in plan) == (not reader)
+            results[name] = [sorted(map(tuple, session.sql(q).collect())) for q in QUERIES]
         finally:
-            spark.conf.unset(native.ENABLED)
-    assert results["true"] == results["false"]
-    assert len(results["true"][0]) == sum(
+            for key in conf:
+                spark.conf.unset(key)
+    assert all(result == results["joins"] for result in results.values())
+    assert len(results["joins"][0]) == sum(
         1 for i in range(450) if i % 11 and (i >= 400 or i % 9 != 2)
     )
+
+
+def test_the_reader_keeps_sparks_pruning_and_pushdown(spark, session):
+    """A scan through changelake's reader keeps Spark's column pruning and filter pushdown (the
+    pushed filters reach Parquet's row-group statistics) and has no join and no ``_metadata``
+    projection. A filter on a virtual column holds (Parquet, were it handed the filter, would find
+    no such column in any row group and skip them all)."""
+    _history(session)
+    df = session.sql("SELECT v FROM t WHERE id > 420")
+    plan = "\n".join(physical_plan_lines(df))
+    assert "FileScan changelake" in plan
+    assert "PushedFilters: [IsNotNull(c1), GreaterThan(c1,420)]" in plan
+    assert "ReadSchema: struct<c1:bigint,c2:int>" in plan
+    assert "Join" not in plan and "_metadata" not in plan
+    assert sorted(r.v for r in df.collect()) == [1] * sum(1 for i in range(421, 450) if i % 11)
+
+    state = state_of(session, session.catalog.table("t"))
+    scan = read_state(spark, session.warehouse, state, identity=True).where(F.col(POS) < 3)
+    assert "FileScan changelake" in "\n".join(physical_plan_lines(scan))
+    got = scan.select(FILE, POS, RID).collect()
+    live = read_state(spark, session.warehouse, state, identity=True).select(FILE, POS, RID)
+    assert sorted(got) == sorted(r for r in live.collect() if r[POS] < 3)
+    assert got and all(r[POS] < 3 for r in got)
 
 
 def test_many_deleted_positions_are_joined_without_a_broadcast(spark, session, monkeypatch):

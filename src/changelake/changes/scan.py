@@ -38,8 +38,6 @@ from changelake.storage.snapshot import (
     physical_schema,
     same_address,
     scan_files,
-    with_identity,
-    without_deleted,
 )
 from changelake.storage.warehouse import Warehouse
 
@@ -88,13 +86,19 @@ def _columns(
 
 def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows) -> DataFrame:
     """One scan of all the part's files, its DVs applied by one broadcast anti-join."""
-    df = scan_files(spark, wh, physical_schema(schema), part.files, positions=True)
+    files = {f.path: f for f in part.files}
+    df = scan_files(
+        spark,
+        wh,
+        physical_schema(schema),
+        part.files,
+        positions=False,
+        identity=True,
+        deleted=[(dv, files[data], None) for dv, data in part.minus_dvs],
+        tags=part.tags,
+    )
     if part.inserted_only:
         df = df.where(F.col(ROW_ID_COLUMN).isNull())
-    if part.minus_dvs:
-        files = {f.path: f for f in part.files}
-        df = without_deleted(df, wh, [(dv, files[data], None) for dv, data in part.minus_dvs])
-    df = with_identity(df, part.files, tags=part.tags)
     return df.select(*_columns(schema, F.col("_i_tag")))
 
 
@@ -114,10 +118,10 @@ def _deleted(
         frames.append(images.select(*_columns(schema, F.col(TAG), rid=F.col(ROW_ID_COLUMN))))
     if plain:
         files = list({data.path: data for _, data, _ in plain}.values())
-        df = scan_files(spark, wh, physical, files, positions=True)
+        df = scan_files(spark, wh, physical, files, positions=True, identity=True)
         dv = join_side(spark, wh, plain, tagged=True)
         cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
-        df = with_identity(df.join(dv, cond, "inner"), files)
+        df = df.join(dv, cond, "inner")
         frames.append(df.select(*_columns(schema, F.col(TAG))))
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 

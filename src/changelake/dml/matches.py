@@ -34,7 +34,6 @@ from changelake.storage.snapshot import (
     physical_schema,
     same_address,
     scan_files,
-    with_identity,
 )
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import run_checked
@@ -130,18 +129,18 @@ def full_rows(
     the old values), ``_cl_rid`` / ``_cl_ver``, and the columns of ``matches.rows``.
 
     Reads only the files that have a match, in one scan, and keeps the matched rows by one join
-    on their address before anything else: deletion vectors need not be applied (phase 1 matched
-    live rows only) and identity is looked up for the matched rows alone."""
+    on their address: deletion vectors need not be applied (phase 1 matched live rows only)."""
     files = [f.file for f in target.state.files if file_name(f.file.path) in matches.per_file]
     schema = target.state.schema
-    scanned = scan_files(spark, warehouse, physical_schema(schema), files, positions=True)
+    physical = physical_schema(schema)
+    scanned = scan_files(spark, warehouse, physical, files, positions=True, identity=True)
     computed = [c for c in matches.rows.columns if c not in ADDRESS]
     found = matches.rows.where(F.col(FILE).isNotNull())
     found = found.select(*[F.col(c).alias(f"_m{c}") for c in ADDRESS], *computed)
     if matches.matched <= BROADCAST_MATCHES:
         found = F.broadcast(found)
     cond = same_address(scanned[KEY], scanned[FILE], found[f"_m{KEY}"], found[f"_m{FILE}"])
-    rows = with_identity(scanned.join(found, cond), files)
+    rows = scanned.join(found, cond)
     return rows.select(
         *[F.col(c.physical).alias(c.name) for c in schema.columns],
         *[F.col(c) for c in (*ADDRESS, *IDENTITY)],

@@ -1,19 +1,25 @@
-"""Two Catalyst expressions changelake adds to Spark, compiled from ``storage/jvm/`` on first use.
+"""changelake's JVM piece, compiled from ``storage/jvm/`` on first use: a Parquet file format and
+two Catalyst expressions.
 
 Why a JVM piece: applying a deletion vector or looking up a per-file constant (base row id,
 version) has to happen for every row a scan reads, and Spark's own operators cost 40-90 ns a
 row for it (a broadcast hash join probes per row; a literal bitmap or CASE expression did not
-do better; measured in bench/ANALYSIS.md). These expressions find the row's file once per file
-(rows of one file arrive together) and then cost a bit test or an array read per row.
+do better; measured in bench/ANALYSIS.md).
 
+- ``ChangelakeParquet`` (``read_parquet``): Spark's Parquet file format with each file's
+  deleted positions skipped inside the reader, batch by batch, and the per-file constants as
+  constant columns of the batch: a scan has no join, no ``_metadata`` struct and no per-row
+  lookup, and keeps Spark's vectorized reading, pruning and filter pushdown.
 - ``changelake_in_positions(file_name, position)``: whether the row is in a broadcast set of
-  (file name, position) pairs.
-- ``changelake_file_value(file_name)``: a per-file BIGINT from a broadcast table.
+  (file name, position) pairs; ``changelake_file_value(file_name)``: a per-file BIGINT from a
+  broadcast table. They serve Spark's own Parquet reader when the format is off
+  (``spark.changelake.parquetReader=false``): they find the row's file once per file and then
+  cost a bit test or an array read per row.
 
 The tables travel as Spark broadcast variables (built on the driver from metadata the catalog
-and the deletion-vector files hold), so the expressions also work on a cluster. Where the jar
-cannot be built (no ``javac``) or the SparkSession was started without it, ``available`` is
-false and callers use joins instead; ``spark.changelake.jvmExpressions=false`` turns them off.
+and the deletion-vector files hold), so all of it also works on a cluster. Where the jar cannot
+be built (no ``javac``) or the SparkSession was started without it, ``available`` is false and
+callers use joins instead; ``spark.changelake.jvmExpressions=false`` turns the piece off.
 """
 
 from __future__ import annotations
@@ -32,7 +38,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyspark
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+from pyspark.sql.types import StructType
 
 from changelake.storage.spark_private import (
     catalyst_column,
@@ -44,6 +52,9 @@ from changelake.storage.spark_private import (
 SOURCES = Path(__file__).parent / "jvm"
 PACKAGE = "io.changelake.spark"
 ENABLED = "spark.changelake.jvmExpressions"
+READER = "spark.changelake.parquetReader"
+# The reader's columns that are not in the Parquet files (ChangelakeParquet.java).
+VIRTUAL = ("_cl_file", "_cl_pos", "_cl_size", "_i_base", "_i_version", "_i_tag")
 
 _log = logging.getLogger(__name__)
 
@@ -118,17 +129,19 @@ def _name(name: str) -> bytes:
     return struct.pack("<i", len(encoded)) + encoded
 
 
+def _longs(values: pa.Array) -> bytes:
+    """The values as little-endian int64s (Arrow's own buffer, which is little-endian)."""
+    values = values.cast(pa.int64())
+    return values.buffers()[1].to_pybytes()[8 * values.offset : 8 * (values.offset + len(values))]
+
+
 def in_positions(
     spark: SparkSession, file: Column, position: Column, positions: Mapping[str, pa.Array]
 ) -> Column:
     """Whether (``file``, ``position``) is one of ``positions`` (file name -> int64 positions)."""
     table = bytearray()
     for name, values in positions.items():
-        values = values.cast(pa.int64())
-        table += _name(name) + struct.pack("<i", len(values))
-        table += values.buffers()[1].to_pybytes()[
-            8 * values.offset : 8 * (values.offset + len(values))
-        ]
+        table += _name(name) + struct.pack("<i", len(values)) + _longs(values)
     make = jvm_class(spark, f"{PACKAGE}.InPositions")
     built = make(
         catalyst_expression(spark, file),
@@ -152,3 +165,45 @@ def file_values(
     make = jvm_class(spark, f"{PACKAGE}.FileValue")
     name = catalyst_expression(spark, file)
     return [catalyst_column(spark, make(name, shared, i)) for i in range(count)]
+
+
+def reader_available(spark: SparkSession) -> bool:
+    """Whether ``spark`` can read with changelake's Parquet file format (the jar is loaded, the
+    expressions and the reader are on); ``spark.changelake.parquetReader=false`` turns it off."""
+    if spark.conf.get(READER, "true").lower() != "true":
+        return False
+    return available(spark) and jvm_class(spark, f"{PACKAGE}.ChangelakeParquet") is not None
+
+
+# One data file for ``read_parquet``: its name, its three constants (base row id, version, tag;
+# None for NULL), whether ``positions`` are the only rows to keep (else the rows to skip), and
+# the positions (None: none).
+FileRead = tuple[str, tuple[int | None, int | None, int | None], bool, pa.Array | None]
+
+
+def read_parquet(
+    spark: SparkSession, uris: Sequence[str], schema: StructType, files: Sequence[FileRead]
+) -> DataFrame:
+    """The rows of the Parquet files ``uris`` read with changelake's file format: ``schema``'s
+    physical columns and any of the ``VIRTUAL`` columns, each file's positions skipped (or kept)
+    inside the reader."""
+    table = bytearray()
+    any_positions = False
+    for name, constants, keep, positions in files:
+        mask = sum(1 << i for i, v in enumerate(constants) if v is None)
+        values = [0 if v is None else v for v in constants]
+        count = 0 if positions is None else len(positions)
+        any_positions |= keep or count > 0
+        table += _name(name) + struct.pack("<q3qii", mask, *values, int(keep), count)
+        if count:
+            table += _longs(positions)
+    jvm = spark.sparkContext._jvm
+    jschema = spark._jsparkSession.parseDataType(schema.json())
+    juris = spark.sparkContext._gateway.new_array(jvm.String, len(uris))
+    for i, uri in enumerate(uris):
+        juris[i] = uri
+    make = jvm_class(spark, f"{PACKAGE}.ChangelakeParquet")
+    jdf = make.read(
+        spark._jsparkSession, juris, jschema, jvm_broadcast(spark, bytes(table)), any_positions
+    )
+    return ClassicDataFrame(jdf, spark)

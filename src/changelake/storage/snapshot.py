@@ -91,12 +91,14 @@ def read_state(
 
     parts = [(dv, f.file, None) for f in state.files for dv in f.dv_paths]
     df = scan_files(
-        spark, warehouse, physical, state.files, positions=identity or address or bool(parts)
+        spark,
+        warehouse,
+        physical,
+        state.files,
+        positions=identity or address,
+        identity=identity,
+        deleted=parts,
     )
-    if parts:
-        df = without_deleted(df, warehouse, parts)
-    if identity:
-        df = with_identity(df, [f.file for f in state.files])
     return df.select(*logical, *hidden)
 
 
@@ -108,7 +110,99 @@ def same_address(
     return (key == other_key) & equal_unhashed(file, other_file)
 
 
-def without_deleted(df: DataFrame, warehouse: Warehouse, parts: Sequence[Part]) -> DataFrame:
+def scan_files(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    physical: StructType,
+    files: Sequence[LiveFile | DataFile],
+    *,
+    positions: bool,
+    identity: bool = False,
+    deleted: Sequence[Part] = (),
+    tags: Sequence[int] | None = None,
+) -> DataFrame:
+    """The rows of the given files less the positions the deletion vectors of ``deleted``
+    record, with physical column names; with the address columns and ``_cl_size`` if
+    ``positions``, and ``_cl_rid`` / ``_cl_ver`` if ``identity`` (and ``_i_tag``, one value per
+    file, when ``tags`` are given).
+
+    Read by changelake's Parquet file format where the session has it and the positions fit on
+    the driver (no join, no per-row lookup); else by Spark's, with changelake's expressions or
+    joins for the deletion vectors and the per-file constants."""
+    data = [f.file if isinstance(f, LiveFile) else f for f in files]
+    found: list[pa.Array] | None = None
+    if native.reader_available(spark):
+        found = read_positions(warehouse, deleted) if deleted else []
+    if found is not None:
+        return _read(spark, warehouse, physical, data, deleted, found, tags, positions, identity)
+    df = _scan(spark, warehouse, physical, data, positions=positions or identity or bool(deleted))
+    if deleted:
+        df = _without_deleted(df, warehouse, deleted)
+    return _with_identity(df, data, tags=tags) if identity else df
+
+
+def _read(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    physical: StructType,
+    files: Sequence[DataFile],
+    deleted: Sequence[Part],
+    found: Sequence[pa.Array],
+    tags: Sequence[int] | None,
+    positions: bool,
+    identity: bool,
+) -> DataFrame:
+    by_file: dict[str, list[pa.Array]] = {}
+    for (_, data, _), pos in zip(deleted, found, strict=True):
+        by_file.setdefault(file_name(data.path), []).append(pos)
+    tag_values = list(tags) if tags is not None else [None] * len(files)
+    reads: list[native.FileRead] = []
+    for f, tag in zip(files, tag_values, strict=True):
+        skipped = by_file.get(file_name(f.path))
+        arrays = pa.concat_arrays(skipped) if skipped else None
+        reads.append((file_name(f.path), (f.base_row_id, f.begin_version, tag), False, arrays))
+    virtual = [StructField(native.VIRTUAL[0], StringType())]
+    virtual += [StructField(name, LongType()) for name in native.VIRTUAL[1:]]
+    uris = [warehouse.uri(f.path) for f in files]
+    df = native.read_parquet(spark, uris, StructType(list(physical.fields) + virtual), reads)
+    columns = [F.col(f.name) for f in physical.fields]
+    if positions:
+        columns += [
+            F.col(FILE),
+            F.col(POS),
+            F.col(SIZE),
+            address_key(F.col(SIZE), F.col(POS)).alias(KEY),
+        ]
+    if identity:
+        columns += [*_identity_columns(), F.col("_i_tag")]
+    return df.select(*columns)
+
+
+def _scan(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    physical: StructType,
+    files: Sequence[DataFile],
+    *,
+    positions: bool,
+) -> DataFrame:
+    """All rows of the given files (deletion vectors not applied), physical column names, with
+    the address columns and ``_cl_size`` if ``positions``."""
+    paths = [f.path for f in files]
+    df = spark.read.schema(physical).parquet(*[warehouse.uri(p) for p in paths])
+    if positions:
+        size, pos = F.col("_metadata.file_size"), F.col("_metadata.row_index")
+        return df.select(
+            "*",
+            F.col("_metadata.file_name").alias(FILE),
+            pos.alias(POS),
+            size.alias(SIZE),
+            address_key(size, pos).alias(KEY),
+        )
+    return df
+
+
+def _without_deleted(df: DataFrame, warehouse: Warehouse, parts: Sequence[Part]) -> DataFrame:
     """Rows of ``df`` (with the address columns) that the deletion vectors of ``parts`` do not
     delete: a filter on changelake's own expression where it is available and the positions
     fit on the driver, else one anti-join on the row's address (broadcast if they are few)."""
@@ -125,31 +219,7 @@ def without_deleted(df: DataFrame, warehouse: Warehouse, parts: Sequence[Part]) 
     return df.where(~native.in_positions(spark, F.col(FILE), F.col(POS), merged))
 
 
-def scan_files(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    physical: StructType,
-    files: Sequence[LiveFile | DataFile],
-    *,
-    positions: bool,
-) -> DataFrame:
-    """All rows of the given files (deletion vectors not applied), physical column names, with
-    the address columns and ``_cl_size`` if ``positions``."""
-    paths = [f.file.path if isinstance(f, LiveFile) else f.path for f in files]
-    df = spark.read.schema(physical).parquet(*[warehouse.uri(p) for p in paths])
-    if positions:
-        size, pos = F.col("_metadata.file_size"), F.col("_metadata.row_index")
-        return df.select(
-            "*",
-            F.col("_metadata.file_name").alias(FILE),
-            pos.alias(POS),
-            size.alias(SIZE),
-            address_key(size, pos).alias(KEY),
-        )
-    return df
-
-
-def with_identity(
+def _with_identity(
     df: DataFrame, files: Sequence[DataFile], *, tags: Sequence[int] | None = None
 ) -> DataFrame:
     """Add ``_cl_rid`` and ``_cl_ver`` to rows of ``files`` (which carry the address columns and
@@ -177,10 +247,12 @@ def with_identity(
     return _identity(df)
 
 
+def _identity_columns() -> list[SparkColumn]:
+    return [
+        F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS)).alias(RID),
+        F.coalesce(F.col(ROW_VERSION), F.col("_i_version")).alias(VER),
+    ]
+
+
 def _identity(df: DataFrame) -> DataFrame:
-    return df.withColumns(
-        {
-            RID: F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS)),
-            VER: F.coalesce(F.col(ROW_VERSION), F.col("_i_version")),
-        }
-    )
+    return df.select("*", *_identity_columns())

@@ -1,7 +1,6 @@
 package io.changelake.spark;
 
 import java.nio.ByteBuffer;
-import java.util.Arrays;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.Expression;
@@ -17,17 +16,11 @@ import scala.collection.immutable.Seq;
 /**
  * {@code changelake_in_positions(file_name, position)}: whether the row at {@code position} of
  * data file {@code file_name} is in a broadcast set of positions (a deletion vector). Per file
- * the table holds an int32 count and that many int64 positions; each file's set becomes a bitmap
- * (or, if the positions are few and far apart, a sorted array) the first time a task meets the
- * file, so a row costs one bit test.
+ * the table holds an int32 count and that many int64 positions; each file's set becomes
+ * {@link Positions} the first time a task meets the file, so a row costs one bit test.
  */
 public final class InPositions extends PerFile {
   private static final long serialVersionUID = 1L;
-
-  // The first word of a file's entry: a bitmap of the positions follows, or (when a bitmap
-  // would be much larger than the positions: few positions spread far) the sorted positions.
-  private static final long BITMAP = 0;
-  private static final long SORTED = 1;
 
   private final Expression file;
   private final Expression position;
@@ -41,35 +34,16 @@ public final class InPositions extends PerFile {
   @Override
   protected long[] parseEntry(ByteBuffer in) {
     int n = in.getInt();
-    long[] sorted = new long[n + 1];
+    long[] values = new long[n + 1];
     for (int i = 1; i <= n; i++) {
-      sorted[i] = in.getLong();
+      values[i] = in.getLong();
     }
-    Arrays.sort(sorted, 1, n + 1);
-    long words = n == 0 ? 0 : (sorted[n] >>> 6) + 1;
-    if (words > 4L * n + 1024) {
-      sorted[0] = SORTED;
-      return sorted;
-    }
-    long[] bitmap = new long[(int) words + 1];
-    bitmap[0] = BITMAP;
-    for (int i = 1; i <= n; i++) {
-      long p = sorted[i];
-      bitmap[1 + (int) (p >>> 6)] |= 1L << (p & 63);
-    }
-    return bitmap;
+    return Positions.of(values, n);
   }
 
   public boolean contains(UTF8String name, long p) {
     long[] entry = entry(name);
-    if (entry == null || p < 0) {
-      return false;
-    }
-    if (entry[0] == SORTED) {
-      return Arrays.binarySearch(entry, 1, entry.length, p) >= 0;
-    }
-    long word = 1 + (p >>> 6);
-    return word < entry.length && (entry[(int) word] & (1L << (p & 63))) != 0;
+    return entry != null && Positions.contains(entry, p);
   }
 
   @Override

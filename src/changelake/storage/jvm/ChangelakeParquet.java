@@ -1,0 +1,433 @@
+package io.changelake.spark;
+
+import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.Path;
+import org.apache.spark.broadcast.Broadcast;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.datasources.FileStatusCache;
+import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
+import org.apache.spark.sql.execution.datasources.InMemoryFileIndex;
+import org.apache.spark.sql.execution.datasources.PartitionedFile;
+import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
+import org.apache.spark.sql.internal.SQLConf;
+import org.apache.spark.sql.sources.Filter;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.Metadata;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.unsafe.types.UTF8String;
+import scala.Option;
+import scala.collection.AbstractIterator;
+import scala.collection.Iterator;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+import scala.runtime.AbstractFunction1;
+
+/**
+ * Spark's Parquet file format with a table's deletion vectors and per-file constants applied
+ * inside the reader: a scan of changelake's data files needs no join, no {@code _metadata}
+ * struct and no per-row lookup of the row's file.
+ *
+ * <p>Per data file, a broadcast table holds a set of positions (the rows to skip, or the only
+ * rows to keep) and three BIGINT constants (base row id, the version that wrote the file, a tag).
+ * The data schema may name virtual columns, which the reader fills without reading Parquet:
+ * {@code _cl_file} (the file's name), {@code _cl_pos} (the row's position in the file),
+ * {@code _cl_size} (the file's size) and {@code _i_base}, {@code _i_version}, {@code _i_tag}
+ * (the constants). Columnar batches lose their skipped rows by a selection over their vectors,
+ * batch by batch; the constants are constant vectors. Spark's own reader does everything else:
+ * vectorized decoding, column pruning, filter pushdown, row-group statistics.
+ *
+ * <p>The broadcast table is little-endian: per file, an int32 length and the UTF-8 name, an int64
+ * null mask (bit i: constant i is NULL), the three int64 constants, an int32 mode (0: skip the
+ * positions, 1: keep only them), an int32 count and that many int64 positions.
+ */
+public final class ChangelakeParquet extends ParquetFileFormat {
+  private static final long serialVersionUID = 1L;
+
+  static final String FILE = "_cl_file";
+  static final String POS = "_cl_pos";
+  static final String SIZE = "_cl_size";
+  private static final List<String> VIRTUAL =
+      List.of(FILE, POS, SIZE, "_i_base", "_i_version", "_i_tag");
+  private static final int KEEP = 1;
+
+  private final Broadcast<byte[]> table;
+  private final boolean positions;
+
+  /** {@code positions}: whether any file of the table has a set of positions to apply. */
+  public ChangelakeParquet(Broadcast<byte[]> table, boolean positions) {
+    this.table = table;
+    this.positions = positions;
+  }
+
+  /** The rows of {@code paths} with {@code schema} (physical and virtual columns). */
+  public static Dataset<Row> read(
+      SparkSession spark, String[] paths, StructType schema, Broadcast<byte[]> table,
+      boolean positions) {
+    List<Path> roots = new ArrayList<>();
+    for (String p : paths) {
+      roots.add(new Path(p));
+    }
+    scala.collection.immutable.Map<String, String> none = scala.collection.immutable.Map$.MODULE$.empty();
+    InMemoryFileIndex index = new InMemoryFileIndex(
+        spark,
+        CollectionConverters.asScala(roots).toList(),
+        none,
+        Option.apply(schema),
+        FileStatusCache.getOrCreate(spark),
+        Option.empty(),
+        Option.empty());
+    HadoopFsRelation relation = new HadoopFsRelation(
+        index, new StructType(), schema, Option.empty(),
+        new ChangelakeParquet(table, positions), none, spark);
+    return spark.baseRelationToDataFrame(relation);
+  }
+
+  // Batches mix Spark's vectors, selections over them and constant vectors.
+  @Override
+  public Option<Seq<String>> vectorTypes(
+      StructType requiredSchema, StructType partitionSchema, SQLConf sqlConf) {
+    return Option.empty();
+  }
+
+  @Override
+  public scala.Function1<PartitionedFile, Iterator<InternalRow>> buildReaderWithPartitionValues(
+      org.apache.spark.sql.SparkSession spark,
+      StructType dataSchema,
+      StructType partitionSchema,
+      StructType requiredSchema,
+      Seq<Filter> filters,
+      scala.collection.immutable.Map<String, String> options,
+      Configuration hadoopConf) {
+    List<StructField> inner = new ArrayList<>();
+    int[] source = new int[requiredSchema.length()];
+    boolean wantsPos = false;
+    for (int i = 0; i < source.length; i++) {
+      StructField f = requiredSchema.fields()[i];
+      int virtual = VIRTUAL.indexOf(f.name());
+      if (virtual < 0) {
+        source[i] = inner.size();
+        inner.add(f);
+      } else {
+        source[i] = -1 - virtual;
+        wantsPos |= f.name().equals(POS);
+      }
+    }
+    int index = -1;
+    if (wantsPos || positions) {
+      index = inner.size();
+      // Spark's reader fills a column of this name with the rows' positions in the file.
+      inner.add(
+          new StructField(
+              ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(),
+              DataTypes.LongType,
+              true,
+              Metadata.empty()));
+    }
+    List<Filter> pushed = new ArrayList<>();
+    for (Filter f : CollectionConverters.asJava(filters)) {
+      boolean real = true;
+      for (String r : f.references()) {
+        real &= !VIRTUAL.contains(r);
+      }
+      if (real) {
+        pushed.add(f);
+      }
+    }
+    List<StructField> data = new ArrayList<>();
+    for (StructField f : dataSchema.fields()) {
+      if (!VIRTUAL.contains(f.name())) {
+        data.add(f);
+      }
+    }
+    scala.Function1<PartitionedFile, Iterator<InternalRow>> read =
+        super.buildReaderWithPartitionValues(
+            spark,
+            new StructType(data.toArray(new StructField[0])),
+            partitionSchema,
+            new StructType(inner.toArray(new StructField[0])),
+            CollectionConverters.asScala(pushed).toList(),
+            options,
+            hadoopConf);
+    boolean batches = "true".equals(options.getOrElse("returning_batch", () -> "false"));
+    DataType[] types = new DataType[source.length];
+    for (int i = 0; i < source.length; i++) {
+      types[i] = requiredSchema.fields()[i].dataType();
+    }
+    return new Reader(read, table, source, index, types, batches);
+  }
+
+  @Override
+  public String shortName() {
+    return "changelake";
+  }
+
+  @Override
+  public String toString() {
+    return "ChangelakeParquet";
+  }
+
+  // Two scans of the same files with different deletion vectors must not be taken for one.
+  @Override
+  public boolean equals(Object other) {
+    return other instanceof ChangelakeParquet
+        && ((ChangelakeParquet) other).table.id() == table.id();
+  }
+
+  @Override
+  public int hashCode() {
+    return Long.hashCode(table.id());
+  }
+
+  /** What the table says about one data file. */
+  private static final class FileEntry {
+    final long mask;
+    final long[] constants = new long[3];
+    final boolean keep;
+    final long[] set; // null: no positions to apply
+
+    FileEntry(ByteBuffer in) {
+      mask = in.getLong();
+      for (int i = 0; i < 3; i++) {
+        constants[i] = in.getLong();
+      }
+      keep = in.getInt() == KEEP;
+      int n = in.getInt();
+      long[] values = new long[n + 1];
+      for (int i = 1; i <= n; i++) {
+        values[i] = in.getLong();
+      }
+      set = n == 0 && !keep ? null : Positions.of(values, n);
+    }
+
+    boolean isNull(int constant) {
+      return ((mask >>> constant) & 1) != 0;
+    }
+  }
+
+  private static final class Reader
+      extends AbstractFunction1<PartitionedFile, Iterator<InternalRow>> implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    private final scala.Function1<PartitionedFile, Iterator<InternalRow>> read;
+    private final Broadcast<byte[]> table;
+    private final int[] source;
+    private final int index;
+    private final DataType[] types;
+    private final boolean batches;
+    private transient Map<String, Integer> offsets;
+
+    Reader(scala.Function1<PartitionedFile, Iterator<InternalRow>> read, Broadcast<byte[]> table,
+        int[] source, int index, DataType[] types, boolean batches) {
+      this.read = read;
+      this.table = table;
+      this.source = source;
+      this.index = index;
+      this.types = types;
+      this.batches = batches;
+    }
+
+    // Where each file's entry starts; an entry's positions are parsed when its file is read.
+    private FileEntry entry(String name) {
+      if (offsets == null) {
+        Map<String, Integer> found = new HashMap<>();
+        ByteBuffer in = ByteBuffer.wrap(table.value()).order(ByteOrder.LITTLE_ENDIAN);
+        while (in.hasRemaining()) {
+          byte[] bytes = new byte[in.getInt()];
+          in.get(bytes);
+          found.put(new String(bytes, StandardCharsets.UTF_8), in.position());
+          in.position(in.position() + 8 * 4 + 4);
+          int n = in.getInt();
+          in.position(in.position() + 8 * n);
+        }
+        offsets = found;
+      }
+      Integer at = offsets.get(name);
+      if (at == null) {
+        return null;
+      }
+      ByteBuffer in = ByteBuffer.wrap(table.value()).order(ByteOrder.LITTLE_ENDIAN);
+      in.position(at);
+      return new FileEntry(in);
+    }
+
+    @Override
+    public Iterator<InternalRow> apply(PartitionedFile file) {
+      String name = file.toPath().getName();
+      FileEntry entry = entry(name);
+      Object[] values = new Object[VIRTUAL.size()];
+      values[0] = UTF8String.fromString(name);
+      values[2] = file.fileSize();
+      for (int c = 0; c < 3; c++) {
+        values[3 + c] = entry == null || entry.isNull(c) ? null : entry.constants[c];
+      }
+      long[] set = entry == null ? null : entry.set;
+      boolean keep = entry != null && entry.keep;
+      // Spark passes batches as an iterator of rows: the casts are unchecked, as Spark's own.
+      @SuppressWarnings("unchecked")
+      Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) read.apply(file);
+      Iterator<?> out = batches
+          ? new Batches(rows, source, index, set, keep, values)
+          : new Rows(rows, source, index, set, keep, values, types);
+      @SuppressWarnings("unchecked")
+      Iterator<InternalRow> typed = (Iterator<InternalRow>) out;
+      return typed;
+    }
+  }
+
+  private static ConstantColumnVector constant(int rows, int virtual, Object value) {
+    DataType type = virtual == 0 ? DataTypes.StringType : DataTypes.LongType;
+    ConstantColumnVector v = new ConstantColumnVector(rows, type);
+    if (value == null) {
+      v.setNull();
+    } else if (virtual == 0) {
+      v.setUtf8String((UTF8String) value);
+    } else {
+      v.setLong((Long) value);
+    }
+    return v;
+  }
+
+  /** Spark's rows or batches of one file, converted, less what converts to nothing. */
+  private abstract static class Selection<T> extends AbstractIterator<T> {
+    final Iterator<Object> rows;
+    final int[] source;
+    final int index;
+    final long[] set;
+    final boolean keep;
+    final Object[] values;
+    private T next;
+
+    Selection(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
+        Object[] values) {
+      this.rows = rows;
+      this.source = source;
+      this.index = index;
+      this.set = set;
+      this.keep = keep;
+      this.values = values;
+    }
+
+    /** What of {@code item} the scan returns, or null for nothing. */
+    abstract T convert(Object item);
+
+    final boolean kept(long position) {
+      return set == null || Positions.contains(set, position) == keep;
+    }
+
+    @Override
+    public boolean hasNext() {
+      while (next == null && rows.hasNext()) {
+        next = convert(rows.next());
+      }
+      return next != null;
+    }
+
+    @Override
+    public T next() {
+      if (!hasNext()) {
+        throw new java.util.NoSuchElementException();
+      }
+      T out = next;
+      next = null;
+      return out;
+    }
+  }
+
+  /** Spark's batches of one file, without the rows the file's set removes. */
+  private static final class Batches extends Selection<ColumnarBatch> {
+    private int[] selected = new int[0];
+
+    Batches(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
+        Object[] values) {
+      super(rows, source, index, set, keep, values);
+    }
+
+    @Override
+    ColumnarBatch convert(Object item) {
+      ColumnarBatch batch = (ColumnarBatch) item;
+      int n = batch.numRows();
+      int kept = n;
+      if (set != null) {
+        if (selected.length < n) {
+          selected = new int[n];
+        }
+        ColumnVector pos = batch.column(index);
+        kept = 0;
+        for (int i = 0; i < n; i++) {
+          if (kept(pos.getLong(i))) {
+            selected[kept++] = i;
+          }
+        }
+        if (kept == 0) {
+          return null;
+        }
+      }
+      ColumnVector[] vectors = new ColumnVector[source.length];
+      for (int j = 0; j < source.length; j++) {
+        int s = source[j];
+        int virtual = -1 - s;
+        ColumnVector v;
+        if (s >= 0 || virtual == 1) {
+          v = batch.column(s >= 0 ? s : index);
+          if (kept < n) {
+            v = new SelectedVector(v, selected, kept);
+          }
+        } else {
+          v = constant(kept, virtual, values[virtual]);
+        }
+        vectors[j] = v;
+      }
+      return new ColumnarBatch(vectors, kept);
+    }
+  }
+
+  /** Spark's rows of one file (when it does not read batches), without the removed rows. */
+  private static final class Rows extends Selection<InternalRow> {
+    private final DataType[] types;
+    private final GenericInternalRow out;
+
+    Rows(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
+        Object[] values, DataType[] types) {
+      super(rows, source, index, set, keep, values);
+      this.types = types;
+      this.out = new GenericInternalRow(source.length);
+    }
+
+    @Override
+    InternalRow convert(Object item) {
+      InternalRow row = (InternalRow) item;
+      if (!kept(index < 0 ? 0 : row.getLong(index))) {
+        return null;
+      }
+      for (int j = 0; j < source.length; j++) {
+        int s = source[j];
+        int virtual = -1 - s;
+        if (s >= 0) {
+          out.update(j, row.isNullAt(s) ? null : row.get(s, types[j]));
+        } else if (virtual == 1) {
+          out.update(j, row.getLong(index));
+        } else {
+          out.update(j, values[virtual]);
+        }
+      }
+      return out;
+    }
+  }
+}
