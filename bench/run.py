@@ -33,6 +33,7 @@ from bench import (
     ingest_latency,
     ingest_vs_pyarrow,
     insert,
+    planning,
     report,
     scaling,
     scan,
@@ -82,6 +83,7 @@ BENCHMARKS = {
         external.SNAPSHOT,
         external.FOLLOW,
         external_bootstrap,
+        planning,
     )
 }
 MASTER = "local[2]"

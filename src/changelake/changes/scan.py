@@ -21,6 +21,7 @@ from changelake.catalog import Catalog
 from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information
 from changelake.schema import ROW_ID as ROW_ID_COLUMN
 from changelake.schema import TableSchema, quoted
+from changelake.storage import native
 from changelake.storage.deletion import (
     DV_FILE,
     KEY,
@@ -69,18 +70,22 @@ def _mask(table_id: int) -> int:
     return ((table_id * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0x7FFFFFFFFFFFFFFF) - 2**63
 
 
+def _scrambled_sql(table_id: int, rid: str) -> str:
+    """``_scrambled`` in SQL."""
+    return f"({rid} ^ CAST({_mask(table_id)} AS BIGINT))"
+
+
 def _scrambled(table_id: int, rid: SparkColumn) -> SparkColumn:
     """The long whose hex is the ROW_ID. Every such long is negative, so their order as longs
     is the order of the ROW_ID strings."""
     return rid.bitwiseXOR(F.lit(_mask(table_id)))
 
 
-def _columns(
-    schema: TableSchema, tag: SparkColumn, *, rid: SparkColumn | None = None
-) -> list[SparkColumn]:
-    return [F.col(c.physical).alias(c.name) for c in schema.columns] + [
-        (F.col(RID) if rid is None else rid).alias(RID),
-        tag.alias(TAG),
+def _columns(schema: TableSchema, tag: str, *, rid: str = RID) -> list[str]:
+    """SQL expressions: the user's columns by their names, ``_cl_rid`` and ``_cl_tag``."""
+    return [f"{quoted(c.physical)} AS {quoted(c.name)}" for c in schema.columns] + [
+        f"{rid} AS {RID}",
+        f"{tag} AS {TAG}",
     ]
 
 
@@ -98,8 +103,8 @@ def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRow
         tags=part.tags,
     )
     if part.inserted_only:
-        df = df.where(F.col(ROW_ID_COLUMN).isNull())
-    return df.select(*_columns(schema, F.col("_i_tag")))
+        df = df.where(f"{ROW_ID_COLUMN} IS NULL")
+    return native.select(df, _columns(schema, "_i_tag"))
 
 
 def _deleted(
@@ -115,14 +120,14 @@ def _deleted(
     frames = []
     if imaged:
         images = read_registered(spark, wh, image_schema(physical), imaged)
-        frames.append(images.select(*_columns(schema, F.col(TAG), rid=F.col(ROW_ID_COLUMN))))
+        frames.append(native.select(images, _columns(schema, TAG, rid=ROW_ID_COLUMN)))
     if plain:
         files = list({data.path: data for _, data, _ in plain}.values())
         df = scan_files(spark, wh, physical, files, positions=True, identity=True)
         dv = join_side(spark, wh, plain, tagged=True)
         cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
         df = df.join(dv, cond, "inner")
-        frames.append(df.select(*_columns(schema, F.col(TAG))))
+        frames.append(native.select(df, _columns(schema, TAG)))
     return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
 
 
@@ -195,12 +200,15 @@ def _labelled(
 ) -> DataFrame:
     if order is not None:
         df = order.spread(df, table_id).sortWithinPartitions(_X)
-    return df.select(
-        *[F.col(f"`{c.name}`") for c in schema.columns],
-        F.lit(action).alias(ACTION),
-        F.lit(False).alias(ISUPDATE),
-        row_id(table_id, F.col(RID)).alias(ROW_ID),
-        F.col(TAG),
+    return native.select(
+        df,
+        [quoted(c.name) for c in schema.columns]
+        + [
+            f"'{action}' AS {quoted(ACTION)}",
+            f"false AS {quoted(ISUPDATE)}",
+            f"hex({_scrambled_sql(table_id, RID)}) AS {quoted(ROW_ID)}",
+            TAG,
+        ],
     )
 
 
@@ -213,50 +221,45 @@ def _minimize(
 ) -> DataFrame:
     """Pairs the two sides by identity, in one merge join: its output is sorted by (tag, ROW_ID)
     in each partition, and each pair yields its DELETE half first."""
-    cols = [F.col(f"`{c.name}`") for c in schema.columns]
+    cols = ", ".join(quoted(c.name) for c in schema.columns)
     # a dynamic table's state columns alone changing is no change of its rows
     state = {c.name for c in schema.state}
-    compared = [F.col(f"`{c.name}`") for c in schema.columns if c.name not in state]
+    compared = ", ".join(quoted(c.name) for c in schema.columns if c.name not in state)
 
     def side(df: DataFrame, image: str) -> DataFrame:
         if order is not None:
             df = order.spread(df, table_id)
+            keys = [_X, _P]
         else:
-            df = df.select("*", _scrambled(table_id, F.col(RID)).alias(_X), F.lit(0).alias(_P))
-        return df.select(
-            F.col(TAG),
-            F.col(_X),
-            F.col(_P),
-            F.struct(*cols).alias(image),
-            F.struct(*compared).alias(image + "c"),
+            keys = [f"{_scrambled_sql(table_id, RID)} AS {_X}", f"0 AS {_P}"]
+        return native.select(
+            df,
+            [TAG, *keys, f"struct({cols}) AS {image}", f"struct({compared}) AS {image}c"],
         )
 
-    keys = [TAG, _X, _P]
-    joined = side(before, "_b").join(side(after, "_a"), keys, "full_outer")
-    changed = joined.where(~F.col("_bc").eqNullSafe(F.col("_ac")))
-    events = changed.select(F.col(TAG), F.col(_X), pair_events(F.col("_b"), F.col("_a")))
-    return events.where(F.col("_e").isNotNull()).select(
-        *[F.col("_e").getField("v").getField(c.name).alias(c.name) for c in schema.columns],
-        F.col("_e").getField("a").alias(ACTION),
-        F.col("_e").getField("u").alias(ISUPDATE),
-        F.hex(F.col(_X)).alias(ROW_ID),
-        F.col(TAG),
+    joined = side(before, "_b").join(side(after, "_a"), [TAG, _X, _P], "full_outer")
+    events = native.select(joined.where("NOT (_bc <=> _ac)"), [TAG, _X, f"{PAIR_EVENTS} AS _e"])
+    return native.select(
+        events.where("_e IS NOT NULL"),
+        [f"_e.v.{quoted(c.name)} AS {quoted(c.name)}" for c in schema.columns]
+        + [
+            f"_e.a AS {quoted(ACTION)}",
+            f"_e.u AS {quoted(ISUPDATE)}",
+            f"hex({_X}) AS {quoted(ROW_ID)}",
+            TAG,
+        ],
     )
 
 
-def pair_events(before: SparkColumn, after: SparkColumn) -> SparkColumn:
-    """``_e``: per row of a before/after pairing (the old row image or NULL, the new or NULL),
-    its DELETE event then its INSERT event (``a``: action, ``u``: is an update, ``v``: the
-    image), one row each; a NULL event for a missing side, to filter out."""
-    has_b, has_a = before.isNotNull(), after.isNotNull()
-    return F.explode(
-        F.array(
-            F.when(
-                has_b, F.struct(F.lit("DELETE").alias("a"), has_a.alias("u"), before.alias("v"))
-            ),
-            F.when(has_a, F.struct(F.lit("INSERT").alias("a"), has_b.alias("u"), after.alias("v"))),
-        )
-    ).alias("_e")
+# Per row of a pairing of old row images ``_b`` (or NULL) with new ones ``_a`` (or NULL): its
+# DELETE event then its INSERT event (``a``: action, ``u``: is an update, ``v``: the image), one
+# row each, and a NULL event for a missing side, to filter out.
+PAIR_EVENTS = (
+    "explode(array("
+    "CASE WHEN _b IS NOT NULL THEN named_struct('a', 'DELETE', 'u', _a IS NOT NULL, 'v', _b) END,"
+    " CASE WHEN _a IS NOT NULL THEN named_struct('a', 'INSERT', 'u', _b IS NOT NULL, 'v', _a) END"
+    "))"
+)
 
 
 def output_schema(schema: TableSchema, information: Information) -> StructType:

@@ -30,7 +30,7 @@ from changelake.catalog.requests import (
     TableLive,
     Update,
 )
-from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID, pair_events
+from changelake.changes.scan import ACTION, ISUPDATE, PAIR_EVENTS, ROW_ID
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import BROADCAST_MATCHES, find_matches, full_rows, persisted
 from changelake.errors import ConflictError
@@ -242,7 +242,7 @@ def diff(
     old = stored.select(F.col(quoted(ROW_KEY)).alias("_k"), F.struct(*values).alias("_b"), *carried)
     new = rows.select(F.col(ROW_ID).alias("_k"), F.struct(*values).alias("_a"))
     changed = old.join(new, "_k", "full_outer").where(~F.col("_b").eqNullSafe(F.col("_a")))
-    events = changed.select(F.col("_k"), pair_events(F.col("_b"), F.col("_a")), *carried)
+    events = changed.select(F.col("_k"), F.expr(PAIR_EVENTS).alias("_e"), *carried)
     events = events.where(F.col("_e").isNotNull())
     return events.select(
         *[F.col("_e").getField("v").getField(n).alias(n) for n in names],

@@ -22,7 +22,7 @@ from pyspark.sql.types import DataType
 
 from changelake.catalog.model import TableInfo
 from changelake.changes.scan import ACTION as EVENT
-from changelake.changes.scan import ISUPDATE, ROW_ID, pair_events
+from changelake.changes.scan import ISUPDATE, PAIR_EVENTS, ROW_ID
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, diff
 from changelake.dml.matches import persisted
@@ -204,9 +204,10 @@ def maintained_delta(
         before = F.when(F.col(_HAD), F.struct(*[F.col(_OLD + n).alias(n) for n in stored_names]))
         after = F.when(F.col(_KEEP), F.struct(*[F.col(quoted(n)) for n in stored_names]))
         # both events of a stored group keep its row's address and identity (apply_delta)
-        paired = rows.where(~before.eqNullSafe(after)).select(
+        images = rows.select("*", before.alias("_b"), after.alias("_a"))
+        paired = images.where("NOT (_b <=> _a)").select(
             F.col(ROW_ID),
-            pair_events(before, after),
+            F.expr(PAIR_EVENTS).alias("_e"),
             *[F.col(_OLD + c).alias(c) for c in STORED],
         )
         delta = paired.where(F.col("_e").isNotNull()).select(

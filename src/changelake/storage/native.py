@@ -197,13 +197,18 @@ def read_parquet(
         table += _name(name) + struct.pack("<q3qii", mask, *values, int(keep), count)
         if count:
             table += _longs(positions)
-    jvm = spark.sparkContext._jvm
-    jschema = spark._jsparkSession.parseDataType(schema.json())
-    juris = spark.sparkContext._gateway.new_array(jvm.String, len(uris))
-    for i, uri in enumerate(uris):
-        juris[i] = uri
     make = jvm_class(spark, f"{PACKAGE}.ChangelakeParquet")
     jdf = make.read(
-        spark._jsparkSession, juris, jschema, jvm_broadcast(spark, bytes(table)), any_positions
+        spark._jsparkSession, "\n".join(uris), schema.json(), bytes(table), any_positions
     )
     return ClassicDataFrame(jdf, spark)
+
+
+def select(df: DataFrame, exprs: Sequence[str]) -> DataFrame:
+    """``df.selectExpr(*exprs)`` in one call to the JVM where the jar is loaded (PySpark's takes
+    one per expression, and more)."""
+    spark = df.sparkSession
+    frames = jvm_class(spark, f"{PACKAGE}.Frames") if available(spark) else None
+    if frames is None:
+        return df.selectExpr(*exprs)
+    return ClassicDataFrame(frames.select(df._jdf, "\x01".join(exprs)), spark)

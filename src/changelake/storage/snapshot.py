@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
 from changelake.catalog.model import DataFile, LiveFile
-from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
+from changelake.schema import ROW_ID, ROW_VERSION, TableSchema, quoted
 from changelake.storage import native
 from changelake.storage.deletion import (
     DV_FILE,
@@ -165,17 +165,16 @@ def _read(
     virtual += [StructField(name, LongType()) for name in native.VIRTUAL[1:]]
     uris = [warehouse.uri(f.path) for f in files]
     df = native.read_parquet(spark, uris, StructType(list(physical.fields) + virtual), reads)
-    columns = [F.col(f.name) for f in physical.fields]
+    columns = [quoted(f.name) for f in physical.fields]
     if positions:
-        columns += [
-            F.col(FILE),
-            F.col(POS),
-            F.col(SIZE),
-            address_key(F.col(SIZE), F.col(POS)).alias(KEY),
-        ]
+        columns += [FILE, POS, SIZE, f"shiftleft({SIZE}, 32) | {POS} AS {KEY}"]
     if identity:
-        columns += [*_identity_columns(), F.col("_i_tag")]
-    return df.select(*columns)
+        columns += [
+            f"coalesce({ROW_ID}, _i_base + {POS}) AS {RID}",
+            f"coalesce({ROW_VERSION}, _i_version) AS {VER}",
+            "_i_tag",
+        ]
+    return native.select(df, columns)
 
 
 def _scan(

@@ -93,14 +93,24 @@ def _expression_utils(spark: SparkSession) -> Any:
     return getattr(spark.sparkContext._jvm, "org.apache.spark.sql.classic.ExpressionUtils")
 
 
+# Class lookups by JVM (each lookup is a round trip): {name: (the JVM view, class or None)}.
+_classes: dict[str, tuple[Any, Any]] = {}
+
+
 def jvm_class(spark: SparkSession, name: str) -> Any | None:
     """The JVM class ``name`` if the driver's JVM can load it, else None."""
     from py4j.java_gateway import JavaClass
 
     if not _has_context(spark):
         return None
-    found = getattr(spark.sparkContext._jvm, name, None)
-    return found if isinstance(found, JavaClass) else None
+    jvm = spark.sparkContext._jvm
+    known = _classes.get(name)
+    if known is not None and known[0] is jvm:
+        return known[1]
+    found = getattr(jvm, name, None)
+    found = found if isinstance(found, JavaClass) else None
+    _classes[name] = (jvm, found)
+    return found
 
 
 def jvm_broadcast(spark: SparkSession, data: bytes) -> Any:

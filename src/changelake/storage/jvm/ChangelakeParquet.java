@@ -10,6 +10,7 @@ import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
+import org.apache.spark.api.java.JavaSparkContext;
 import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
@@ -76,26 +77,34 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     this.positions = positions;
   }
 
-  /** The rows of {@code paths} with {@code schema} (physical and virtual columns). */
+  /**
+   * The rows of the files {@code paths} (separated by newlines) with the schema {@code schema}
+   * (JSON: physical and virtual columns), each file as {@code table} says: in one call from
+   * Python.
+   */
   public static Dataset<Row> read(
-      SparkSession spark, String[] paths, StructType schema, Broadcast<byte[]> table,
-      boolean positions) {
+      SparkSession spark, String paths, String schema, byte[] table, boolean positions) {
     List<Path> roots = new ArrayList<>();
-    for (String p : paths) {
-      roots.add(new Path(p));
+    for (String p : paths.split("\n")) {
+      if (!p.isEmpty()) {
+        roots.add(new Path(p));
+      }
     }
+    StructType columns = (StructType) DataType.fromJson(schema);
+    Broadcast<byte[]> shared =
+        new JavaSparkContext(spark.sparkContext()).broadcast(table);
     scala.collection.immutable.Map<String, String> none = scala.collection.immutable.Map$.MODULE$.empty();
     InMemoryFileIndex index = new InMemoryFileIndex(
         spark,
         CollectionConverters.asScala(roots).toList(),
         none,
-        Option.apply(schema),
+        Option.apply(columns),
         FileStatusCache.getOrCreate(spark),
         Option.empty(),
         Option.empty());
     HadoopFsRelation relation = new HadoopFsRelation(
-        index, new StructType(), schema, Option.empty(),
-        new ChangelakeParquet(table, positions), none, spark);
+        index, new StructType(), columns, Option.empty(),
+        new ChangelakeParquet(shared, positions), none, spark);
     return spark.baseRelationToDataFrame(relation);
   }
 
