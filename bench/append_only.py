@@ -8,7 +8,7 @@ from bench.tables import physical_names
 
 NAME = "append_only"
 TABLE = "bench_append"
-TARGET = 1.3
+TARGET = 1.08  # issue 25 (was 1.3)
 INSERTS = 10
 
 

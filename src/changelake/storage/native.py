@@ -176,9 +176,8 @@ def reader_available(spark: SparkSession) -> bool:
 
 
 # One data file for ``read_parquet``: its name, its three constants (base row id, version, tag;
-# None for NULL), whether ``positions`` are the only rows to keep (else the rows to skip), and
-# the positions (None: none).
-FileRead = tuple[str, tuple[int | None, int | None, int | None], bool, pa.Array | None]
+# None for NULL), and the positions of its rows to skip (None: none).
+FileRead = tuple[str, tuple[int | None, int | None, int | None], pa.Array | None]
 
 
 def read_parquet(
@@ -189,12 +188,12 @@ def read_parquet(
     inside the reader."""
     table = bytearray()
     any_positions = False
-    for name, constants, keep, positions in files:
+    for name, constants, positions in files:
         mask = sum(1 << i for i, v in enumerate(constants) if v is None)
         values = [0 if v is None else v for v in constants]
         count = 0 if positions is None else len(positions)
-        any_positions |= keep or count > 0
-        table += _name(name) + struct.pack("<q3qii", mask, *values, int(keep), count)
+        any_positions |= count > 0
+        table += _name(name) + struct.pack("<q3qi", mask, *values, count)
         if count:
             table += _longs(positions)
     make = jvm_class(spark, f"{PACKAGE}.ChangelakeParquet")

@@ -160,7 +160,7 @@ def _read(
     for f, tag in zip(files, tag_values, strict=True):
         skipped = by_file.get(file_name(f.path))
         arrays = pa.concat_arrays(skipped) if skipped else None
-        reads.append((file_name(f.path), (f.base_row_id, f.begin_version, tag), False, arrays))
+        reads.append((file_name(f.path), (f.base_row_id, f.begin_version, tag), arrays))
     virtual = [StructField(native.VIRTUAL[0], StringType())]
     virtual += [StructField(name, LongType()) for name in native.VIRTUAL[1:]]
     uris = [warehouse.uri(f.path) for f in files]

@@ -45,8 +45,8 @@ import scala.runtime.AbstractFunction1;
  * inside the reader: a scan of changelake's data files needs no join, no {@code _metadata}
  * struct and no per-row lookup of the row's file.
  *
- * <p>Per data file, a broadcast table holds a set of positions (the rows to skip, or the only
- * rows to keep) and three BIGINT constants (base row id, the version that wrote the file, a tag).
+ * <p>Per data file, a broadcast table holds a set of positions (the rows to skip) and three
+ * BIGINT constants (base row id, the version that wrote the file, a tag).
  * The data schema may name virtual columns, which the reader fills without reading Parquet:
  * {@code _cl_file} (the file's name), {@code _cl_pos} (the row's position in the file),
  * {@code _cl_size} (the file's size) and {@code _i_base}, {@code _i_version}, {@code _i_tag}
@@ -55,8 +55,8 @@ import scala.runtime.AbstractFunction1;
  * vectorized decoding, column pruning, filter pushdown, row-group statistics.
  *
  * <p>The broadcast table is little-endian: per file, an int32 length and the UTF-8 name, an int64
- * null mask (bit i: constant i is NULL), the three int64 constants, an int32 mode (0: skip the
- * positions, 1: keep only them), an int32 count and that many int64 positions.
+ * null mask (bit i: constant i is NULL), the three int64 constants, an int32 count and that many
+ * int64 positions.
  */
 public final class ChangelakeParquet extends ParquetFileFormat {
   private static final long serialVersionUID = 1L;
@@ -66,7 +66,6 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   static final String SIZE = "_cl_size";
   private static final List<String> VIRTUAL =
       List.of(FILE, POS, SIZE, "_i_base", "_i_version", "_i_tag");
-  private static final int KEEP = 1;
 
   private final Broadcast<byte[]> table;
   private final boolean positions;
@@ -208,21 +207,19 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   private static final class FileEntry {
     final long mask;
     final long[] constants = new long[3];
-    final boolean keep;
-    final long[] set; // null: no positions to apply
+    final long[] set; // null: no positions to skip
 
     FileEntry(ByteBuffer in) {
       mask = in.getLong();
       for (int i = 0; i < 3; i++) {
         constants[i] = in.getLong();
       }
-      keep = in.getInt() == KEEP;
       int n = in.getInt();
       long[] values = new long[n + 1];
       for (int i = 1; i <= n; i++) {
         values[i] = in.getLong();
       }
-      set = n == 0 && !keep ? null : Positions.of(values, n);
+      set = n == 0 ? null : Positions.of(values, n);
     }
 
     boolean isNull(int constant) {
@@ -261,7 +258,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
           byte[] bytes = new byte[in.getInt()];
           in.get(bytes);
           found.put(new String(bytes, StandardCharsets.UTF_8), in.position());
-          in.position(in.position() + 8 * 4 + 4);
+          in.position(in.position() + 8 * 4);
           int n = in.getInt();
           in.position(in.position() + 8 * n);
         }
@@ -287,13 +284,12 @@ public final class ChangelakeParquet extends ParquetFileFormat {
         values[3 + c] = entry == null || entry.isNull(c) ? null : entry.constants[c];
       }
       long[] set = entry == null ? null : entry.set;
-      boolean keep = entry != null && entry.keep;
       // Spark passes batches as an iterator of rows: the casts are unchecked, as Spark's own.
       @SuppressWarnings("unchecked")
       Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) read.apply(file);
       Iterator<?> out = batches
-          ? new Batches(rows, source, index, set, keep, values)
-          : new Rows(rows, source, index, set, keep, values, types);
+          ? new Batches(rows, source, index, set, values)
+          : new Rows(rows, source, index, set, values, types);
       @SuppressWarnings("unchecked")
       Iterator<InternalRow> typed = (Iterator<InternalRow>) out;
       return typed;
@@ -319,17 +315,15 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     final int[] source;
     final int index;
     final long[] set;
-    final boolean keep;
     final Object[] values;
     private T next;
 
-    Selection(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
+    Selection(Iterator<Object> rows, int[] source, int index, long[] set,
         Object[] values) {
       this.rows = rows;
       this.source = source;
       this.index = index;
       this.set = set;
-      this.keep = keep;
       this.values = values;
     }
 
@@ -337,7 +331,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     abstract T convert(Object item);
 
     final boolean kept(long position) {
-      return set == null || Positions.contains(set, position) == keep;
+      return set == null || !Positions.contains(set, position);
     }
 
     @Override
@@ -363,9 +357,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   private static final class Batches extends Selection<ColumnarBatch> {
     private int[] selected = new int[0];
 
-    Batches(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
-        Object[] values) {
-      super(rows, source, index, set, keep, values);
+    Batches(Iterator<Object> rows, int[] source, int index, long[] set, Object[] values) {
+      super(rows, source, index, set, values);
     }
 
     @Override
@@ -412,9 +405,9 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     private final DataType[] types;
     private final GenericInternalRow out;
 
-    Rows(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
-        Object[] values, DataType[] types) {
-      super(rows, source, index, set, keep, values);
+    Rows(Iterator<Object> rows, int[] source, int index, long[] set, Object[] values,
+        DataType[] types) {
+      super(rows, source, index, set, values);
       this.types = types;
       this.out = new GenericInternalRow(source.length);
     }
