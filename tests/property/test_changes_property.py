@@ -165,7 +165,7 @@ def _snapshots(session, history: History) -> dict[int, dict[str, Values]]:
     frames = [
         read_state(
             session.spark, session.warehouse, state_of(session, info, v), identity=True
-        ).select(F.lit(v).alias("_at"), row_id(info.table_id, F.col(RID)).alias("rid"), "id", "v")
+        ).select(F.lit(v).alias("_at"), F.expr(row_id(info.table_id, RID)).alias("rid"), "id", "v")
         for v in history.live
     ]
     out: dict[int, dict[str, Values]] = {v: {} for v in history.live}

@@ -49,21 +49,22 @@ COMMIT_VERSION = "METADATA$COMMIT_VERSION"
 COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
 
 
-def row_id(table_id: int, rid: SparkColumn) -> SparkColumn:
+def row_id(table_id: int, rid: str) -> str:
     """The opaque, stable METADATA$ROW_ID of a row identity: 16 hex digits.
 
     The identity is scrambled with a per-table mask (a bijection, so ids stay unique) and the
     sign bit is set, so that ``hex`` alone always prints 16 digits: one cheap expression per
-    row, which a large APPEND_ONLY read can afford, unlike a cryptographic hash.
+    row, which a large APPEND_ONLY read can afford, unlike a cryptographic hash. SQL text over
+    the identity column ``rid``.
     """
-    return F.hex(_scrambled(table_id, rid))
+    return f"hex({_scrambled_sql(table_id, rid)})"
 
 
-def table_row_id(table_id: int, schema: TableSchema) -> SparkColumn:
+def table_row_id(table_id: int, schema: TableSchema) -> str:
     """The METADATA$ROW_ID of rows read with their identity (``_cl_rid``, and the row key of a
-    dynamic table, whose rows keep their defining query's ROW_IDs)."""
+    dynamic table, whose rows keep their defining query's ROW_IDs), as SQL text."""
     key = schema.row_key
-    return row_id(table_id, F.col(RID)) if key is None else F.col(quoted(key.name))
+    return row_id(table_id, RID) if key is None else quoted(key.name)
 
 
 def _mask(table_id: int) -> int:
@@ -206,7 +207,7 @@ def _labelled(
         + [
             f"'{action}' AS {quoted(ACTION)}",
             f"false AS {quoted(ISUPDATE)}",
-            f"hex({_scrambled_sql(table_id, RID)}) AS {quoted(ROW_ID)}",
+            f"{row_id(table_id, RID)} AS {quoted(ROW_ID)}",
             TAG,
         ],
     )

@@ -35,6 +35,8 @@ from changelake.plan.ir import (
     at,
     keyed,
 )
+from changelake.schema import quoted
+from changelake.storage import native
 
 RID = "_cl_vrid"
 ACTION = "_cl_vact"
@@ -51,10 +53,8 @@ def compile_node(node: Node, leaf: Leaf) -> DataFrame:
         return compile_node(node.child, leaf).where(F.expr(node.condition))
     if isinstance(node, Project):
         df = compile_node(node.child, leaf)
-        outputs = [
-            F.expr(e).alias(c.id) for c, e in zip(node.outputs, node.expressions, strict=True)
-        ]
-        return df.select(*outputs, *_hidden(df))
+        outputs = [f"({e}) AS {c.id}" for c, e in zip(node.outputs, node.expressions, strict=True)]
+        return native.select(df, [*outputs, *_hidden(df)])
     if isinstance(node, Branch):
         df = compile_node(node.child, leaf)
         return df.withColumn(RID, F.concat(F.lit(node.tag), F.col(RID)))
@@ -75,20 +75,21 @@ def compile_node(node: Node, leaf: Leaf) -> DataFrame:
     raise TypeError(f"cannot compile {type(node).__name__}")
 
 
-def _hidden(df: DataFrame) -> list[Column]:
-    return [F.col(RID), *_action(df)]
+def _hidden(df: DataFrame) -> list[str]:
+    return [RID, *_action(df)]
 
 
 def _leaf(node: Scan | At | Delta, leaf: Leaf) -> DataFrame:
     scan = node if isinstance(node, Scan) else node.scan
     df = leaf(node)
-    columns = [F.col(f"`{s}`").alias(c.id) for s, c in zip(scan.sources, scan.columns, strict=True)]
-    return df.select(*columns, *_hidden(df))
+    columns = [f"{quoted(s)} AS {c.id}" for s, c in zip(scan.sources, scan.columns, strict=True)]
+    return native.select(df, [*columns, *_hidden(df)])
 
 
-def pair_id(left: Column, right: Column) -> Column:
-    """The ROW_ID of a joined row: a hash of both sides' ids, a marker for a NULL side."""
-    return F.md5(F.concat(F.coalesce(left, F.lit("∅")), F.lit("|"), F.coalesce(right, F.lit("∅"))))
+def _pair_id_sql(left: str, right: str) -> str:
+    """The ROW_ID of a joined row: a hash of both sides' ids (SQL text over the two id columns,
+    or NULL), a marker for a NULL side."""
+    return f"md5(concat(coalesce({left}, '∅'), '|', coalesce({right}, '∅')))"
 
 
 def _join(node: Join, leaf: Leaf) -> DataFrame:
@@ -100,34 +101,35 @@ def _join(node: Join, leaf: Leaf) -> DataFrame:
         how = "inner" if node.kind is JoinKind.CROSS else node.kind.value
         joined = left.join(right, F.expr(node.condition or "TRUE"), how)
     if node.kind in (JoinKind.SEMI, JoinKind.ANTI):
-        rid = F.col("_cl_lrid")
+        rid = "_cl_lrid"
     else:
-        rid = pair_id(F.col("_cl_lrid"), F.col("_cl_rrid"))
-    outputs = [F.col(c.id) for c in node.columns]
-    action = [F.col(ACTION)] if ACTION in joined.columns else []
-    return joined.select(*outputs, rid.alias(RID), *action)
+        rid = _pair_id_sql("_cl_lrid", "_cl_rrid")
+    outputs = [c.id for c in node.columns]
+    return native.select(joined, [*outputs, f"{rid} AS {RID}", *_action(joined)])
 
 
 def _pad(node: Pad, leaf: Leaf) -> DataFrame:
     df = compile_node(node.child, leaf)
-    nulls = [F.lit(None).alias(c.id) for c in node.nulls]
-    own = [F.col(c.id) for c in node.child.columns]
+    nulls = [f"NULL AS {c.id}" for c in node.nulls]
+    own = [c.id for c in node.child.columns]
     if node.side == "left":
-        return df.select(*own, *nulls, pair_id(F.col(RID), F.lit(None)).alias(RID), *_action(df))
-    return df.select(*nulls, *own, pair_id(F.lit(None), F.col(RID)).alias(RID), *_action(df))
+        return native.select(
+            df, [*own, *nulls, f"{_pair_id_sql(RID, 'NULL')} AS {RID}", *_action(df)]
+        )
+    return native.select(df, [*nulls, *own, f"{_pair_id_sql('NULL', RID)} AS {RID}", *_action(df)])
 
 
-def _action(df: DataFrame) -> list[Column]:
-    return [F.col(ACTION)] if ACTION in df.columns else []
+def _action(df: DataFrame) -> list[str]:
+    return [ACTION] if ACTION in df.columns else []
 
 
 def _union(node: Union, leaf: Leaf) -> DataFrame:
     left = compile_node(node.left, leaf)
     right = compile_node(node.right, leaf)
     renamed = [
-        F.col(b.id).alias(a.id) for a, b in zip(node.left.columns, node.right.columns, strict=True)
+        f"{b.id} AS {a.id}" for a, b in zip(node.left.columns, node.right.columns, strict=True)
     ]
-    return left.unionByName(right.select(*renamed, *_hidden(right)))
+    return left.unionByName(native.select(right, [*renamed, *_hidden(right)]))
 
 
 def _grouped(node: Aggregate, df: DataFrame) -> DataFrame:

@@ -40,6 +40,7 @@ from changelake.plan.ir import (
 )
 from changelake.plan.monotonic import appended
 from changelake.schema import quoted
+from changelake.storage import native
 from changelake.storage.pruning import Comparison, prune, value_range
 from changelake.storage.snapshot import read_state
 from changelake.storage.warehouse import Warehouse
@@ -435,9 +436,10 @@ class Leaves:
             state = state.with_files(prune(state.files, state.schema, within))
         df = read_state(self.spark, self.warehouse, state, identity=True)
         if bounds is not None:
-            df = df.where(F.col(f"`{key}`").between(F.lit(bounds[0]), F.lit(bounds[1])))
-        columns = [F.col(quoted(c.name)) for c in state.schema.visible]
-        return df.select(*columns, table_row_id(info.table_id, state.schema).alias(RID))
+            df = df.where(F.col(quoted(key)).between(F.lit(bounds[0]), F.lit(bounds[1])))
+        columns = [quoted(c.name) for c in state.schema.visible]
+        rid = table_row_id(info.table_id, state.schema)
+        return native.select(df, [*columns, f"{rid} AS {RID}"])
 
     def _touched(self, info: TableInfo, key: str, changed: tuple[int, int]) -> tuple | None:
         first, last = changed

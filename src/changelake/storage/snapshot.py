@@ -79,15 +79,15 @@ def read_state(
     comes only with ``address`` or ``identity`` (it is part of a row's identity)."""
     physical = physical_schema(state.schema)
     shown = state.schema.columns if identity or address else state.schema.visible
-    logical = [F.col(c.physical).alias(c.name) for c in shown]
-    hidden = [F.col(h) for h in (*ADDRESS, *IDENTITY) if identity or (address and h in ADDRESS)]
+    logical = [f"{quoted(c.physical)} AS {quoted(c.name)}" for c in shown]
+    hidden = [h for h in (*ADDRESS, *IDENTITY) if identity or (address and h in ADDRESS)]
     if not state.files:
         empty = StructType(
             list(physical.fields)
             + [StructField(FILE, StringType())]
             + [StructField(h, LongType()) for h in (POS, KEY, *IDENTITY)]
         )
-        return spark.createDataFrame([], empty).select(*logical, *hidden)
+        return native.select(spark.createDataFrame([], empty), logical + hidden)
 
     parts = [(dv, f.file, None) for f in state.files for dv in f.dv_paths]
     df = scan_files(
@@ -99,7 +99,7 @@ def read_state(
         identity=identity,
         deleted=parts,
     )
-    return df.select(*logical, *hidden)
+    return native.select(df, logical + hidden)
 
 
 def same_address(
