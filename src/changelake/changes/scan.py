@@ -91,7 +91,7 @@ def _columns(schema: TableSchema, tag: str, *, rid: str = RID) -> list[str]:
 
 
 def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows) -> DataFrame:
-    """One scan of all the part's files, its DVs applied by one broadcast anti-join."""
+    """One scan of all the part's files, less the positions of the DVs it subtracts."""
     files = {f.path: f for f in part.files}
     df = scan_files(
         spark,

@@ -184,7 +184,7 @@ def read_parquet(
     spark: SparkSession, uris: Sequence[str], schema: StructType, files: Sequence[FileRead]
 ) -> DataFrame:
     """The rows of the Parquet files ``uris`` read with changelake's file format: ``schema``'s
-    physical columns and any of the ``VIRTUAL`` columns, each file's positions skipped (or kept)
+    physical columns and any of the ``VIRTUAL`` columns, each file's positions skipped
     inside the reader."""
     table = bytearray()
     any_positions = False
