@@ -161,6 +161,26 @@ def test_a_deleted_extreme_is_recomputed_and_explain_says_what_is_maintained(ses
     assert got == [(1, 5, 7, 12), (2, 1, 4, 5), (3, 8, 8, 8)]
 
 
+def test_columns_named_like_the_pairing_images_are_maintained(session, clock):
+    """The maintenance pairs each group's old and new row as images ``_b`` and ``_a``: a dynamic
+    table whose own columns have those names refreshes as any other."""
+    session.sql("CREATE TABLE t (k INT, v INT)")
+    session.sql("INSERT INTO t VALUES (1, 5), (1, 9), (2, 3)")
+    clock.advance(seconds=1)
+    session.sql(
+        "CREATE DYNAMIC TABLE m TARGET_LAG = '1 hour' AS"
+        " SELECT k AS _a, SUM(v) AS _b, COUNT(*) AS n FROM t GROUP BY k"
+    )
+    clock.advance(seconds=1)
+    session.sql("INSERT INTO t VALUES (2, 4), (3, 8)")
+    session.sql("DELETE FROM t WHERE v = 9")
+    clock.advance(seconds=1)
+    session.sql("ALTER DYNAMIC TABLE m REFRESH")
+    assert _last_refresh(session, "m").action == "INCREMENTAL"
+    got = sorted(tuple(r) for r in session.sql("SELECT * FROM m").collect())
+    assert got == [(1, 5, 1), (2, 7, 2), (3, 8, 1)]
+
+
 def test_double_sums_do_not_drift_from_a_recompute(session, clock):
     """Values of very different magnitudes come and go: a sum maintained by plain addition
     would lose the small ones (1e17 + 1 - 1e17 is 0 in DOUBLE); the maintained sums stay within

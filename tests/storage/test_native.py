@@ -178,6 +178,30 @@ def test_the_read_paths_agree_on_every_column_type(spark, session):
     )
 
 
+def test_a_scan_of_as_many_columns_as_whole_stage_codegen_takes(spark, session):
+    """100 columns (Spark's limit for whole-stage code generation) and a deletion vector: the
+    reader asks Spark's for one column more (the row index); the scan's rows are right whether
+    it reads batches or rows (both readers must agree which: Spark's asserts it when the JVM
+    runs with assertions on)."""
+    limit = int(spark.conf.get("spark.sql.codegen.maxFields", "100"))
+    columns = ", ".join(f"id + {i} AS c{i}" for i in range(limit))
+    session.sql(f"CREATE TABLE wide AS SELECT {columns} FROM range(0, 50, 1, 2)")
+    session.sql("DELETE FROM wide WHERE c0 % 7 = 3")
+    for conf in (MODES["compiled"], MODES["interpreted"]):
+        old = {key: spark.conf.get(key, None) for key in conf}
+        for key, value in conf.items():
+            spark.conf.set(key, value)
+        try:
+            got = sorted(r.c0 for r in session.sql("SELECT * FROM wide").collect())
+        finally:
+            for key, value in old.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
+        assert got == [i for i in range(50) if i % 7 != 3]
+
+
 def test_the_reader_keeps_sparks_pruning_and_pushdown(spark, session):
     """A scan through changelake's reader keeps Spark's column pruning and filter pushdown (the
     pushed filters reach Parquet's row-group statistics) and has no join and no ``_metadata``

@@ -204,11 +204,15 @@ def maintained_delta(
         before = F.when(F.col(_HAD), F.struct(*[F.col(_OLD + n).alias(n) for n in stored_names]))
         after = F.when(F.col(_KEEP), F.struct(*[F.col(quoted(n)) for n in stored_names]))
         # both events of a stored group keep its row's address and identity (apply_delta)
-        images = rows.select("*", before.alias("_b"), after.alias("_a"))
-        paired = images.where("NOT (_b <=> _a)").select(
+        # only the images and what the events keep: a user column may be named _a or _b
+        images = rows.select(
             F.col(ROW_ID),
-            F.expr(PAIR_EVENTS).alias("_e"),
+            before.alias("_b"),
+            after.alias("_a"),
             *[F.col(_OLD + c).alias(c) for c in STORED],
+        )
+        paired = images.where("NOT (_b <=> _a)").select(
+            F.col(ROW_ID), F.expr(PAIR_EVENTS).alias("_e"), *STORED
         )
         delta = paired.where(F.col("_e").isNotNull()).select(
             *[F.col("_e").getField("v").getField(n).alias(n) for n in stored_names],

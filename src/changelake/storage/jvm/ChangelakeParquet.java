@@ -1,11 +1,16 @@
 package io.changelake.spark;
 
+import java.io.Closeable;
+import java.io.IOException;
 import java.io.Serializable;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
@@ -69,11 +74,17 @@ public final class ChangelakeParquet extends ParquetFileFormat {
 
   private final Broadcast<byte[]> table;
   private final boolean positions;
+  // What equality compares: the table's content (two reads of the same state are one scan).
+  private final String digest;
 
-  /** {@code positions}: whether any file of the table has a set of positions to apply. */
-  public ChangelakeParquet(Broadcast<byte[]> table, boolean positions) {
+  /**
+   * {@code positions}: whether any file of the table has a set of positions to apply;
+   * {@code digest}: a digest of the table's bytes.
+   */
+  public ChangelakeParquet(Broadcast<byte[]> table, boolean positions, String digest) {
     this.table = table;
     this.positions = positions;
+    this.digest = digest;
   }
 
   /**
@@ -92,6 +103,12 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     StructType columns = (StructType) DataType.fromJson(schema);
     Broadcast<byte[]> shared =
         new JavaSparkContext(spark.sparkContext()).broadcast(table);
+    String digest;
+    try {
+      digest = HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(table));
+    } catch (NoSuchAlgorithmException e) {
+      throw new IllegalStateException(e); // every Java platform has SHA-256
+    }
     scala.collection.immutable.Map<String, String> none = scala.collection.immutable.Map$.MODULE$.empty();
     InMemoryFileIndex index = new InMemoryFileIndex(
         spark,
@@ -103,7 +120,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
         Option.empty());
     HadoopFsRelation relation = new HadoopFsRelation(
         index, new StructType(), columns, Option.empty(),
-        new ChangelakeParquet(shared, positions), none, spark);
+        new ChangelakeParquet(shared, positions, digest), none, spark);
     return spark.baseRelationToDataFrame(relation);
   }
 
@@ -140,13 +157,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     int index = -1;
     if (wantsPos || positions) {
       index = inner.size();
-      // Spark's reader fills a column of this name with the rows' positions in the file.
-      inner.add(
-          new StructField(
-              ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(),
-              DataTypes.LongType,
-              true,
-              Metadata.empty()));
+      inner.add(rowIndex());
     }
     List<Filter> pushed = new ArrayList<>();
     for (Filter f : CollectionConverters.asJava(filters)) {
@@ -191,16 +202,42 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     return "ChangelakeParquet";
   }
 
-  // Two scans of the same files with different deletion vectors must not be taken for one.
+  // Two scans of the same files with different deletion vectors must not be taken for one;
+  // two reads of the same files and table are one (a persisted or reused plan is found).
   @Override
   public boolean equals(Object other) {
     return other instanceof ChangelakeParquet
-        && ((ChangelakeParquet) other).table.id() == table.id();
+        && ((ChangelakeParquet) other).positions == positions
+        && ((ChangelakeParquet) other).digest.equals(digest);
   }
 
   @Override
   public int hashCode() {
-    return Long.hashCode(table.id());
+    return digest.hashCode();
+  }
+
+  // Spark asks this of the scan's schema, and the parent's reader asks it again of the schema it
+  // is given (virtual columns out, the row index in): both must get the same answer.
+  @Override
+  public boolean supportBatch(org.apache.spark.sql.SparkSession spark, StructType schema) {
+    List<StructField> read = new ArrayList<>();
+    for (StructField f : schema.fields()) {
+      if (!VIRTUAL.contains(f.name())
+          && !f.name().equals(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME())) {
+        read.add(f);
+      }
+    }
+    read.add(rowIndex());
+    return super.supportBatch(spark, new StructType(read.toArray(new StructField[0])));
+  }
+
+  private static StructField rowIndex() {
+    // Spark's reader fills a column of this name with the rows' positions in the file.
+    return new StructField(
+        ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME(),
+        DataTypes.LongType,
+        true,
+        Metadata.empty());
   }
 
   /** What the table says about one data file. */
@@ -310,7 +347,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   }
 
   /** Spark's rows or batches of one file, converted, less what converts to nothing. */
-  private abstract static class Selection<T> extends AbstractIterator<T> {
+  private abstract static class Selection<T> extends AbstractIterator<T> implements Closeable {
     final Iterator<Object> rows;
     final int[] source;
     final int index;
@@ -325,6 +362,15 @@ public final class ChangelakeParquet extends ParquetFileFormat {
       this.index = index;
       this.set = set;
       this.values = values;
+    }
+
+    // Spark closes a file's iterator when a scan stops early (a LIMIT, a failure) if it can:
+    // pass that on to its reader, which closes itself only once read to the end.
+    @Override
+    public void close() throws IOException {
+      if (rows instanceof Closeable) {
+        ((Closeable) rows).close();
+      }
     }
 
     /** What of {@code item} the scan returns, or null for nothing. */
