@@ -42,7 +42,8 @@ def test_phase_two_reads_only_the_files_that_have_a_match(session):
     chosen = state.files[2].file.path
     name = os.path.basename(chosen)
     found = session.spark.createDataFrame([(name, 3), (name, 7)], f"{FILE} string, {POS} bigint")
-    found = found.withColumn(KEY, address_key(F.lit(state.files[2].file.size_bytes), F.col(POS)))
+    size = state.files[2].file.size_bytes
+    found = found.withColumn(KEY, F.expr(address_key(str(size), POS)))
     matches = Matches(rows=found, per_file={name: 2}, per_kind={})
 
     df = full_rows(session.spark, session.warehouse, Target(info, state), matches)

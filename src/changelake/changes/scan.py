@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
@@ -72,14 +71,9 @@ def _mask(table_id: int) -> int:
 
 
 def _scrambled_sql(table_id: int, rid: str) -> str:
-    """``_scrambled`` in SQL."""
+    """The long whose hex is the ROW_ID, as SQL text over the identity ``rid``. Every such long
+    is negative, so their order as longs is the order of the ROW_ID strings."""
     return f"({rid} ^ CAST({_mask(table_id)} AS BIGINT))"
-
-
-def _scrambled(table_id: int, rid: SparkColumn) -> SparkColumn:
-    """The long whose hex is the ROW_ID. Every such long is negative, so their order as longs
-    is the order of the ROW_ID strings."""
-    return rid.bitwiseXOR(F.lit(_mask(table_id)))
 
 
 def _columns(schema: TableSchema, tag: str, *, rid: str = RID) -> list[str]:
@@ -189,7 +183,7 @@ class RowOrder:
 
     def spread(self, df: DataFrame, table_id: int) -> DataFrame:
         """``df`` (with ``RID``) plus ``_X`` and ``_P``, partitioned by ``_P``."""
-        x = _scrambled(table_id, F.col(RID))
+        x = F.expr(_scrambled_sql(table_id, RID))
         low = x.bitwiseAND(F.lit((1 << self.width) - 1))
         part = F.shiftright(low, self.width - self.bits).cast("int")
         out = df.select("*", x.alias(_X), part.alias(_P))

@@ -20,7 +20,6 @@ from functools import lru_cache
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
@@ -65,12 +64,13 @@ def _rows(warehouse: Warehouse, dv_paths: Sequence[str]) -> int:
     return sum(_footer(warehouse, p)[1] for p in dv_paths)
 
 
-def address_key(size: SparkColumn, pos: SparkColumn) -> SparkColumn:
-    """A row's address as one long: its data file's size (low 32 bits) above its position.
+def address_key(size: str, pos: str) -> str:
+    """A row's address as one long, as SQL text over its data file's size and its position: the
+    size (low 32 bits) above the position.
 
     Rows of two files share a key only if the files' sizes agree in their low 32 bits, so joins
     on it also compare file names (see ``snapshot.same_address``)."""
-    return F.shiftleft(size.cast("bigint"), 32).bitwiseOR(pos)
+    return f"(shiftleft(CAST({size} AS BIGINT), 32) | {pos})"
 
 
 def read_positions(warehouse: Warehouse, parts: Sequence[Part]) -> list[pa.Array] | None:
@@ -159,5 +159,5 @@ def _distributed(
     spark: SparkSession, warehouse: Warehouse, parts: Sequence[Part], *, tagged: bool
 ) -> DataFrame:
     df = read_registered(spark, warehouse, POSITIONS, parts)
-    key = address_key(F.col("_d_size"), F.col(DV_POS)).alias(KEY)
+    key = F.expr(address_key("_d_size", DV_POS)).alias(KEY)
     return df.select(DV_FILE, DV_POS, key, *([TAG] if tagged else []))

@@ -167,13 +167,9 @@ def _read(
     df = native.read_parquet(spark, uris, StructType(list(physical.fields) + virtual), reads)
     columns = [quoted(f.name) for f in physical.fields]
     if positions:
-        columns += [FILE, POS, SIZE, f"shiftleft({SIZE}, 32) | {POS} AS {KEY}"]
+        columns += [FILE, POS, SIZE, f"{address_key(SIZE, POS)} AS {KEY}"]
     if identity:
-        columns += [
-            f"coalesce({ROW_ID}, _i_base + {POS}) AS {RID}",
-            f"coalesce({ROW_VERSION}, _i_version) AS {VER}",
-            "_i_tag",
-        ]
+        columns += [*_IDENTITY, "_i_tag"]
     return native.select(df, columns)
 
 
@@ -190,13 +186,16 @@ def _scan(
     paths = [f.path for f in files]
     df = spark.read.schema(physical).parquet(*[warehouse.uri(p) for p in paths])
     if positions:
-        size, pos = F.col("_metadata.file_size"), F.col("_metadata.row_index")
-        return df.select(
-            "*",
-            F.col("_metadata.file_name").alias(FILE),
-            pos.alias(POS),
-            size.alias(SIZE),
-            address_key(size, pos).alias(KEY),
+        size, pos = "_metadata.file_size", "_metadata.row_index"
+        return native.select(
+            df,
+            [
+                "*",
+                f"_metadata.file_name AS {FILE}",
+                f"{pos} AS {POS}",
+                f"{size} AS {SIZE}",
+                f"{address_key(size, pos)} AS {KEY}",
+            ],
         )
     return df
 
@@ -246,12 +245,12 @@ def _with_identity(
     return _identity(df)
 
 
-def _identity_columns() -> list[SparkColumn]:
-    return [
-        F.coalesce(F.col(ROW_ID), F.col("_i_base") + F.col(POS)).alias(RID),
-        F.coalesce(F.col(ROW_VERSION), F.col("_i_version")).alias(VER),
-    ]
+# A row's identity from its materialized columns, else its file's constants and its position.
+_IDENTITY = (
+    f"coalesce({ROW_ID}, _i_base + {POS}) AS {RID}",
+    f"coalesce({ROW_VERSION}, _i_version) AS {VER}",
+)
 
 
 def _identity(df: DataFrame) -> DataFrame:
-    return df.select("*", *_identity_columns())
+    return native.select(df, ["*", *_IDENTITY])
