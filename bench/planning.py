@@ -43,8 +43,8 @@ def _counted(spark) -> Iterator[list[int]]:
 
 
 def _first_job_ms(ctx: Context, action: Callable[[], object]) -> tuple[float, int, int]:
-    """(ms from the call to the first Spark job's submission, py4j commands in that time,
-    Spark jobs) of one run of ``action``."""
+    """(ms from the call to the first Spark job's submission, py4j commands the whole statement
+    sent — an upper bound for those before its first job —, Spark jobs) of one run of ``action``."""
     store = ctx.spark.sparkContext._jsc.sc().statusStore()
     seen = _job_ids(store)
     with _counted(ctx.spark) as count:
@@ -53,9 +53,6 @@ def _first_job_ms(ctx: Context, action: Callable[[], object]) -> tuple[float, in
     new = sorted(_job_ids(store) - seen)
     assert new, f"{action} ran no Spark job"
     first = store.job(new[0]).submissionTime().get().getTime() / 1000.0
-    # The round trips before the first job: those of the whole statement, less the ones after
-    # it (a statement's jobs need few), are not separable from outside; the count printed is
-    # the whole statement's, an upper bound.
     return (first - start) * 1000.0, count[0], len(new)
 
 
@@ -71,8 +68,7 @@ def _to_noop(session, query: str) -> None:
 
 def run(ctx: Context) -> Result:
     s = ctx.session
-    for name in ("bench_pl_dt",):
-        s.sql(f"DROP DYNAMIC TABLE IF EXISTS {name}")
+    s.sql("DROP DYNAMIC TABLE IF EXISTS bench_pl_dt")
     for name, extra in (("a", "x INT"), ("b", "y INT"), ("c", "z INT")):
         s.sql(f"CREATE OR REPLACE TABLE bench_pl_{name} (k INT, {extra})")
         s.sql(
