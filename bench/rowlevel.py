@@ -41,6 +41,7 @@ def row_level(
     ours(1)
     theirs(1, ctx.path(f"{name}_out_warm"))
     jobs = spark_jobs(ctx.spark, lambda: ours(2))
+    explained = ctx.session.sql("EXPLAIN " + statement.format(table=table, residue=3)).first()[0]
     mine, base = [], []
     for i in range(ctx.repeat):
         residue = 7 + i
@@ -60,6 +61,6 @@ def row_level(
         target=target,
         rows=rows,
         notes=f"median of {ctx.repeat}; {rows // 1000} rows changed per statement over {FILES}"
-        f" files; the statement runs {jobs} Spark jobs",
+        f" files; the statement runs {jobs} Spark jobs; EXPLAIN: {explained}",
         faster=True,
     )

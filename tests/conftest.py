@@ -91,6 +91,22 @@ def read_path(spark, path: str) -> Iterator[str]:
         spark.conf.unset(native.READER)
 
 
+# How UPDATE and DELETE read their target (dml/strategy.py): the tests' tables are small, so
+# ``auto`` reads them in one pass; the other way is forced to be tested too.
+ROW_LEVEL_PLANS = ("one-pass", "two-phase")
+
+
+@contextmanager
+def row_level_plan(spark, plan: str) -> Iterator[str]:
+    from changelake.dml import strategy
+
+    spark.conf.set(strategy.MODE, plan)
+    try:
+        yield plan
+    finally:
+        spark.conf.unset(strategy.MODE)
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def catalog_url(request, tmp_path) -> str:
     if request.param == "sqlite":

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 
 import pytest
-from conftest import read_path, state_of
+from conftest import read_path, row_level_plan, state_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import DataFrame
@@ -244,21 +244,29 @@ def _check(session, history: History) -> int:
     "histories", [2, pytest.param(12, marks=pytest.mark.nightly)], ids=["default", "nightly"]
 )
 @pytest.mark.parametrize(
-    ("before_images", "read"),
+    ("before_images", "read", "plan"),
     [
-        (True, "changelake-reader"),
-        (False, "changelake-reader"),
-        (True, "spark-reader"),
-        (True, "joins"),
+        (True, "changelake-reader", "one-pass"),
+        (False, "changelake-reader", "auto"),
+        (True, "spark-reader", "two-phase"),
+        (True, "joins", "auto"),
     ],
-    ids=["dv-images", "dv-positions-only", "spark-reader", "joins-instead-of-jvm-code"],
+    ids=[
+        "dv-images-one-pass",
+        "dv-positions-only",
+        "spark-reader-two-phases",
+        "joins-instead-of-jvm-code",
+    ],
 )
-def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images, read, histories):
+def test_changes_equal_snapshot_diffs(
+    spark, tmp_path_factory, before_images, read, plan, histories
+):
     """Deleted rows come from the before-images beside the DVs, or (tables that keep none, and
     DVs written before images existed) from the data files: both must equal the diff. Scans
     apply DVs and per-file constants inside changelake's Parquet reader, with changelake's
     expressions over Spark's reader, or (a SparkSession started without changelake's jar) with
-    joins: each must equal the diff too."""
+    joins: each must equal the diff too. UPDATE and DELETE take their before-images from one
+    pass or from phase 2: both must too."""
     checked: list[int] = []
 
     @settings(
@@ -282,7 +290,10 @@ def test_changes_equal_snapshot_diffs(spark, tmp_path_factory, before_images, re
     if read == "joins":
         spark.conf.set(native.ENABLED, "false")
     try:
-        with read_path(spark, "spark-reader" if read == "joins" else read):
+        with (
+            read_path(spark, "spark-reader" if read == "joins" else read),
+            row_level_plan(spark, plan),
+        ):
             run()
     finally:
         spark.conf.unset(native.ENABLED)

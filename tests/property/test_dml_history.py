@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import reduce
 
 import pytest
-from conftest import READ_PATHS, read_path, state_of
+from conftest import READ_PATHS, read_path, row_level_plan, state_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -155,15 +155,22 @@ def statements(model: Model) -> st.SearchStrategy[Step]:
     )
 
 
-@pytest.mark.parametrize("read", READ_PATHS)
+@pytest.mark.parametrize(
+    ("read", "plan"),
+    [(READ_PATHS[0], "one-pass"), (READ_PATHS[0], "two-phase"), (READ_PATHS[1], "auto")],
+)
 @settings(
-    max_examples=6,
+    max_examples=4,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(data=st.data())
-def test_random_histories_match_the_model_at_every_version(spark, read, data):
-    with read_path(spark, read), tempfile.TemporaryDirectory() as tmp:
+def test_random_histories_match_the_model_at_every_version(spark, read, plan, data):
+    with (
+        read_path(spark, read),
+        row_level_plan(spark, plan),
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         session = changelake.connect(tmp, spark=spark)
         try:
             _run_history(session, data)

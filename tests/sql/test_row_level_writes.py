@@ -1,17 +1,23 @@
-"""Row-level writes in two phases: matched positions first, full rows only of files with a match;
-a Spark job count that does not grow with the number of files."""
+"""Row-level writes in one pass or in two phases (matched positions first, full rows only of
+files with a match), chosen by cost and shown in EXPLAIN; a Spark job count that does not grow
+with the number of files."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import rows, state_of
+import sqlglot
+from conftest import ROW_LEVEL_PLANS, row_level_plan, rows, state_of
 from pyspark.sql import functions as F
 
+from changelake.dml import strategy
 from changelake.dml.common import Target
 from changelake.dml.matches import Matches, full_rows
+from changelake.dml.strategy import ONE_PASS, POSITIONS, TWO_PHASES, choose
+from changelake.errors import InvalidStatementError
 from changelake.storage import native
 from changelake.storage.deletion import KEY, address_key
 from changelake.storage.local import INLINE_ROWS
@@ -67,29 +73,33 @@ def test_phase_two_reads_only_the_files_that_have_a_match(session):
     ],
     ids=["update", "delete", "merge"],
 )
+@pytest.mark.parametrize("plan", ROW_LEVEL_PLANS)
 @pytest.mark.parametrize(
     ("few_files", "many_files", "expressions"),
     [(2, 2 * INLINE_ROWS + 4, True), (2, INLINE_ROWS, False), (INLINE_ROWS + 1, 20, False)],
     ids=["jvm-expressions", "joins-per-file-lookups-inlined", "joins-per-file-lookups-joined"],
 )
 def test_spark_jobs_of_a_row_level_write_do_not_grow_with_files(
-    session, statement, few_files, many_files, expressions
+    session, statement, few_files, many_files, expressions, plan
 ):
     _table_of_files(session, "few", few_files)
     _table_of_files(session, "many", many_files)
     session.spark.conf.set(native.ENABLED, str(expressions).lower())
     try:
-        few = _jobs(session.spark, lambda: session.sql(statement.format(t="few")))
-        many = _jobs(session.spark, lambda: session.sql(statement.format(t="many")))
+        with row_level_plan(session.spark, plan):
+            few = _jobs(session.spark, lambda: session.sql(statement.format(t="few")))
+            many = _jobs(session.spark, lambda: session.sql(statement.format(t="many")))
     finally:
         session.spark.conf.unset(native.ENABLED)
     assert few == many
     assert many <= 16  # phase 1 (persist, count), phase 2 (broadcasts), DV and data writes
 
 
-def test_update_keeps_unassigned_columns_and_images_from_phase_two(session):
+@pytest.mark.parametrize("plan", ROW_LEVEL_PLANS)
+def test_update_keeps_unassigned_columns_and_before_images(session, plan):
     _table_of_files(session, "t", 3)
-    session.sql("UPDATE t SET v = -v WHERE id IN (5, 60, 149)")
+    with row_level_plan(session.spark, plan):
+        session.sql("UPDATE t SET v = -v WHERE id IN (5, 60, 149)")
     assert rows(session.sql("SELECT * FROM t WHERE id IN (5, 60, 149)")) == [
         (5, -5, "s5"),
         (60, 0, "s60"),
@@ -121,3 +131,124 @@ def test_merge_clauses_keep_what_they_do_not_assign(session):
         (500, None, "z"),
     ]
     assert session.sql("SELECT count(*) FROM t").first()[0] == 101
+
+
+def _explained(session, statement: str) -> list[str]:
+    return [r[0] for r in session.sql(f"EXPLAIN {statement}").collect()]
+
+
+def test_explain_shows_how_a_write_reads_its_target_and_changes_nothing(session):
+    _table_of_files(session, "t", 3)
+    session.sql("CREATE TABLE bare (id INT, v INT) BEFORE_IMAGES = FALSE")
+    session.sql("INSERT INTO bare VALUES (1, 1), (2, 2)")
+    version = session.catalog.table("t").current_version
+
+    update = _explained(session, "UPDATE t SET v = 0 WHERE id % 7 = 1")
+    assert update[0] == "UPDATE t: one pass (3 candidate files, 0.0 MiB: one read)"
+    assert any("Scan changelake" in line or "FileScan" in line for line in update[1:])
+    with row_level_plan(session.spark, "two-phase"):
+        forced = _explained(session, "DELETE FROM t WHERE id = 3")
+    assert forced[0] == "DELETE t: two phases (spark.changelake.rowLevelPlan = two-phase)"
+    joined = _explained(session, "UPDATE t SET v = s.v FROM bare s WHERE t.id = s.id")
+    assert joined[0].startswith("UPDATE t: two phases (it joins a source")
+    sub = _explained(session, "DELETE FROM t WHERE id IN (SELECT id FROM bare)")
+    assert sub[0] == "DELETE t: two phases (the condition has a subquery)"
+    assert _explained(session, "DELETE FROM bare WHERE id = 1")[0] == (
+        "DELETE bare: positions only (the table keeps no before-images)"
+    )
+    assert _explained(session, "DELETE FROM t") == ["DELETE t: removes every file (no Spark job)"]
+
+    assert session.catalog.table("t").current_version == version
+    assert session.sql("SELECT count(*) FROM t").first()[0] == 150
+
+
+def test_an_unknown_row_level_plan_is_refused_and_changes_nothing(session):
+    _table_of_files(session, "t", 1)
+    with row_level_plan(session.spark, "sideways"), pytest.raises(InvalidStatementError) as e:
+        session.sql("UPDATE t SET v = 0 WHERE id = 3")
+    assert "spark.changelake.rowLevelPlan is 'sideways'" in str(e.value)
+    assert "auto, one-pass, two-phase" in str(e.value)
+    assert rows(session.sql("SELECT v FROM t WHERE id = 3")) == [(3,)]
+
+
+def _scaled(files, *, rows: int, size: int):
+    """``files`` as if each held ``rows`` rows in ``size`` bytes (their footers stay real)."""
+    return [
+        dataclasses.replace(f, file=dataclasses.replace(f.file, row_count=rows, size_bytes=size))
+        for f in files
+    ]
+
+
+def _choose(session, files, condition, probe, *, joined=False, needs_rows=True):
+    """The strategy of a write over ``files`` whose condition (SQL text or None) reads c1."""
+    where = sqlglot.parse_one(f"SELECT * FROM t WHERE {condition}") if condition else None
+    return choose(
+        session.spark,
+        session.warehouse,
+        files,
+        condition=where.args["where"].this if where else None,
+        phase_one_columns={"c1"},
+        joined=joined,
+        needs_rows=needs_rows,
+        probe=probe,
+    )
+
+
+@pytest.mark.parametrize(
+    ("matches_in_probe", "expected"),
+    [(0, TWO_PHASES), (1_000, ONE_PASS), (1_000_000, ONE_PASS), (1, TWO_PHASES)],
+    ids=["none", "spread-0.1%", "every-row", "one-row"],
+)
+def test_the_cost_model_probes_the_largest_file_and_expects_matches_per_file(
+    session, matches_in_probe, expected
+):
+    _table_of_files(session, "t", 4)
+    state = state_of(session, session.catalog.table("t"))
+    files = _scaled(state.files, rows=1_000_000, size=64 << 20)
+    probed = []
+
+    def probe(file):
+        probed.append(file)
+        return matches_in_probe
+
+    chosen = _choose(session, files, "id % 1000 = 3", probe)
+    assert len(probed) == 1
+    assert chosen.how == expected, chosen.reason
+    assert f"a probe matched {matches_in_probe} of 1000000 rows" in chosen.reason
+    # one row in a million: each file holds a match with probability 1 - 1/e
+    if matches_in_probe == 1:
+        assert "about 3 of 4 files hold a match" in chosen.reason
+
+
+def test_the_cost_model_needs_no_probe_when_the_answer_is_plain(session):
+    _table_of_files(session, "t", 2)
+    files = state_of(session, session.catalog.table("t")).files
+
+    def no_probe(file):
+        raise AssertionError("probed")
+
+    def chosen(files=files, condition="id = 3", joined=False, needs_rows=True):
+        return _choose(
+            session, files, condition, no_probe, joined=joined, needs_rows=needs_rows
+        ).how
+
+    assert chosen() == ONE_PASS  # small
+    assert chosen(files=_scaled(files, rows=10**6, size=1 << 30), condition=None) == ONE_PASS
+    assert chosen(joined=True) == TWO_PHASES
+    assert chosen(files=()) == ONE_PASS  # statistics ruled out every file
+    assert chosen(needs_rows=False) == POSITIONS
+
+
+def test_a_probe_of_the_largest_file_chooses_and_the_write_is_right(session, monkeypatch):
+    monkeypatch.setattr(strategy, "SMALL_BYTES", 0)  # the probe, as on a large table
+    _table_of_files(session, "t", 3)
+    spread = _explained(session, "DELETE FROM t WHERE id % 10 = 3")[0]
+    assert spread.startswith("DELETE t: one pass (a probe matched 5 of 50 rows"), spread
+    assert "about 3 of 3 files hold a match" in spread
+    none = _explained(session, "UPDATE t SET v = 0 WHERE id % 1000 = 999")[0]
+    assert none.startswith("UPDATE t: two phases (a probe matched 0 of 50 rows"), none
+
+    session.sql("DELETE FROM t WHERE id % 10 = 3")
+    session.sql("UPDATE t SET s = 'x' WHERE id % 10 = 4")
+    assert session.sql("SELECT count(*) FROM t").first()[0] == 135
+    assert rows(session.sql("SELECT id, s FROM t WHERE id IN (3, 4, 5)")) == [(4, "x"), (5, "s5")]

@@ -1,11 +1,12 @@
-"""Row-level writes in two phases.
+"""Row-level writes: finding the matched rows, and phase 2 of the two-phase plan.
 
 Phase 1 runs the statement's query over the target reading only the columns its conditions and
 new values need (Spark prunes the rest), and keeps the matched target positions (``_cl_file``,
 ``_cl_pos``) with what the statement computed for them: small, persisted, counted per file in one
 Spark job. Phase 2 reads full rows (old values, identity) only of the files that have a match,
-once, joined to the matched positions by one broadcast join. A statement thus runs a constant
-number of Spark jobs, and files without a match are never read whole.
+once, joined to the matched positions by one broadcast join. (In one pass, chosen by
+``strategy.py``, the query also selects the old rows and there is no phase 2.) A statement thus
+runs a constant number of Spark jobs, and in two phases files without a match are never read whole.
 """
 
 from __future__ import annotations

@@ -5,38 +5,104 @@ Updated rows keep their identity (materialized in ``_cl_row_id``), so changes pa
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from changelake.catalog.model import LiveFile
 from changelake.dml.common import Target, commit_one, record_deletes, remove_all_rows
 from changelake.dml.matches import address, find_matches, full_rows, new, persisted
 from changelake.dml.result import StatementResult
+from changelake.dml.strategy import TWO_PHASES, Strategy, choose, referenced
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
 from changelake.plan.pushdown import conjuncts_for
 from changelake.storage.pruning import prune
-from changelake.storage.snapshot import RID
+from changelake.storage.snapshot import IDENTITY, RID
+from changelake.storage.spark_private import physical_plan_lines
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import partitions_for, write_data
+from changelake.storage.writer import partitions_for, run_checked, write_data
 from changelake.txn.context import StatementContext
 
 
-def _bind_target(
-    binder: Binder, table: exp.Table, where: exp.Expression | None
-) -> tuple[Target, str, str]:
-    """Bind the target (pruned by the WHERE clause) and return (target, placeholder, alias)."""
-    target = Target.of(binder.ctx, table.name)
+@dataclass(frozen=True)
+class Planned:
+    """A row-level write's target, how it reads it, and its phase 1 query (or its one pass)."""
+
+    binder: Binder
+    target: Target
+    strategy: Strategy
+    found: DataFrame
+
+
+def _plan(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    *,
+    operation: str,
+    table: exp.Table,
+    sources: list[exp.Expression],
+    condition: exp.Expression | None,
+    values: Callable[[Binder, Target], list[exp.Expression]],
+) -> Planned:
+    """Plan an UPDATE or DELETE of ``table`` (pruned by ``condition``) joined to ``sources``:
+    choose how to read it, then build the query selecting the matched rows' addresses, the
+    statement's ``values`` (given the binder and the target) and, in one pass, their old rows."""
+    target = Target.of(ctx, table.name)
     alias = table.alias or table.name
+    names = {alias.lower(), table.name.lower()}
     state = target.state
-    if where is not None:
-        state = state.with_files(
-            prune(
-                state.files, state.schema, conjuncts_for(where, {alias.lower(), table.name.lower()})
-            )
-        )
-    placeholder = binder.target(state, table.name)
-    return Target(target.info, state), placeholder, alias
+    if condition is not None:
+        state = state.with_files(prune(state.files, state.schema, conjuncts_for(condition, names)))
+    target = Target(target.info, state)
+    binder = Binder(ctx, spark, warehouse)
+    computed = values(binder, target)
+    strategy = choose(
+        spark,
+        warehouse,
+        state.files,
+        condition=condition,
+        phase_one_columns=referenced([condition, *computed], names, state.schema),
+        joined=bool(sources),
+        needs_rows=operation == "UPDATE" or target.info.before_images(),
+        probe=lambda file: _probe(ctx, spark, warehouse, target, table, file, condition),
+    )
+    placeholder = binder.target(state, table.name, identity=strategy.one_pass)
+    projection = address(alias) + computed
+    if strategy.one_pass:
+        projection += [exp.column(c.name, table=alias, quoted=True) for c in state.schema.columns]
+        projection += [exp.column(c, table=alias) for c in IDENTITY]
+    select = _from_clause(placeholder, alias, sources).select(*projection, append=False)
+    if operation == "DELETE" and sources:  # a target row may match several source rows
+        select = select.distinct()
+    if condition is not None:
+        select = select.where(binder.bind(condition.copy()))
+    found = binder.run(binder.bind(select))
+    return Planned(binder, target, strategy, found)
+
+
+def _probe(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    target: Target,
+    table: exp.Table,
+    file: LiveFile,
+    condition: exp.Expression,
+) -> int:
+    """How many live rows of ``file`` (of ``target``) match ``condition``."""
+    binder = Binder(ctx, spark, warehouse)
+    placeholder = binder.target(target.state.with_files([file]), table.name)
+    alias = table.alias or table.name
+    select = _from_clause(placeholder, alias, []).select(exp.Count(this=exp.Star()), append=False)
+    select = select.where(binder.bind(condition.copy()))
+    df = binder.run(binder.bind(select))
+    (row,) = run_checked(df.collect, table=target.info.name)
+    return int(row[0])
 
 
 def _from_clause(placeholder: str, alias: str, sources: list[exp.Expression]) -> exp.Select:
@@ -48,6 +114,27 @@ def _from_clause(placeholder: str, alias: str, sources: list[exp.Expression]) ->
     for source in sources:
         select = select.join(source.copy(), join_type="cross")
     return select
+
+
+def plan_delete(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    *,
+    table: exp.Table,
+    using: list[exp.Expression],
+    condition: exp.Expression | None,
+) -> Planned:
+    return _plan(
+        ctx,
+        spark,
+        warehouse,
+        operation="DELETE",
+        table=table,
+        sources=using,
+        condition=condition,
+        values=lambda binder, target: [],
+    )
 
 
 def delete(
@@ -62,19 +149,11 @@ def delete(
     """DELETE FROM table [USING sources] [WHERE condition]."""
     if condition is None and not using:
         return remove_all_rows(ctx, Target.of(ctx, table.name), operation="DELETE")
-    binder = Binder(ctx, spark, warehouse)
-    target, placeholder, alias = _bind_target(binder, table, condition)
-    select = _from_clause(placeholder, alias, using)
-    select = select.select(*address(alias), append=False)
-    if using:  # a target row may match several source rows; it is deleted once
-        select = select.distinct()
-    if condition is not None:
-        select = select.where(binder.bind(condition.copy()))
-    select = binder.bind(select)
-    found = binder.run(select)
-    with find_matches(found, target=target, operation="DELETE", joined=False) as matches:
+    planned = plan_delete(ctx, spark, warehouse, table=table, using=using, condition=condition)
+    target = planned.target
+    with find_matches(planned.found, target=target, operation="DELETE", joined=False) as matches:
         deleted = matches.rows
-        if matches.matched and target.info.before_images():
+        if matches.matched and planned.strategy.how == TWO_PHASES:
             deleted = full_rows(spark, warehouse, target, matches)
         removed, deletes, count = record_deletes(
             warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
@@ -86,8 +165,54 @@ def delete(
         removed_paths=removed,
         deletes=deletes,
         rows_deleted=count,
-        stream_reads=binder.stream_reads.values(),
+        stream_reads=planned.binder.stream_reads.values(),
     )
+
+
+def plan_update(
+    ctx: StatementContext,
+    spark: SparkSession,
+    warehouse: Warehouse,
+    *,
+    table: exp.Table,
+    assignments: list[exp.Expression],
+    source: exp.Expression | None,
+    condition: exp.Expression | None,
+) -> tuple[Planned, dict[int, str]]:
+    """The planned UPDATE and, per assigned column id, the column its new value is in."""
+    assigned: dict[int, str] = {}
+
+    def values(binder: Binder, target: Target) -> list[exp.Expression]:
+        schema, name = target.state.schema, target.info.name
+        if not assignments:
+            raise SqlSyntaxError(f"Syntax error: UPDATE {name} needs SET column = value.")
+        computed = []
+        for assignment in assignments:
+            if not isinstance(assignment, exp.EQ) or not isinstance(assignment.this, exp.Column):
+                raise InvalidStatementError(
+                    f"UPDATE {name}: expected SET column = value, got {assignment.sql()}."
+                )
+            column = schema.column(assignment.this.name, table=name)
+            if column.column_id in assigned:
+                raise InvalidStatementError(
+                    f"UPDATE {name} sets column {column.name} more than once."
+                )
+            assigned[column.column_id] = new(column.physical)
+            value = binder.bind(assignment.expression.copy())
+            computed.append(exp.alias_(value, assigned[column.column_id]))
+        return computed
+
+    planned = _plan(
+        ctx,
+        spark,
+        warehouse,
+        operation="UPDATE",
+        table=table,
+        sources=[source] if source is not None else [],
+        condition=condition,
+        values=values,
+    )
+    return planned, assigned
 
 
 def update(
@@ -101,43 +226,34 @@ def update(
     condition: exp.Expression | None,
 ) -> StatementResult:
     """UPDATE table SET column = value, ... [FROM source] [WHERE condition]."""
-    binder = Binder(ctx, spark, warehouse)
-    target, placeholder, alias = _bind_target(binder, table, condition)
+    planned, assigned = plan_update(
+        ctx,
+        spark,
+        warehouse,
+        table=table,
+        assignments=assignments,
+        source=source,
+        condition=condition,
+    )
+    target = planned.target
     schema, name = target.state.schema, target.info.name
-    if not assignments:
-        raise SqlSyntaxError(f"Syntax error: UPDATE {name} needs SET column = value.")
-    values: dict[int, exp.Expression] = {}
-    for assignment in assignments:
-        if not isinstance(assignment, exp.EQ) or not isinstance(assignment.this, exp.Column):
-            raise InvalidStatementError(
-                f"UPDATE {name}: expected SET column = value, got {assignment.sql()}."
-            )
-        column = schema.column(assignment.this.name, table=name)
-        if column.column_id in values:
-            raise InvalidStatementError(f"UPDATE {name} sets column {column.name} more than once.")
-        values[column.column_id] = binder.bind(assignment.expression.copy())
-    assigned = [c for c in schema.columns if c.column_id in values]
-    projection: list[exp.Expression] = address(alias)
-    projection += [exp.alias_(values[c.column_id], new(c.physical)) for c in assigned]
-    select = _from_clause(placeholder, alias, [source] if source is not None else [])
-    select = select.select(*projection, append=False)
-    if condition is not None:
-        select = select.where(binder.bind(condition.copy()))
-    select = binder.bind(select)
     removed, deletes, count, files = (), (), 0, []
-    found = binder.run(select)
     with find_matches(
-        found, target=target, operation="UPDATE", joined=source is not None
+        planned.found, target=target, operation="UPDATE", joined=source is not None
     ) as matches:
         # The matched rows feed two writes (DV with before-images, new rows): persisted, the
         # matched files are read once and both writes see the same rows.
-        with persisted(full_rows(spark, warehouse, target, matches)) as rows:
+        if planned.strategy.one_pass:
+            full = matches.rows
+        else:
+            full = full_rows(spark, warehouse, target, matches)
+        with persisted(full) as rows:
             if matches.matched:
                 removed, deletes, count = record_deletes(
                     warehouse, target, rows, counts=matches.per_file, statement_id=ctx.statement_id
                 )
                 changed = [
-                    F.col(new(c.physical) if c.column_id in values else f"`{c.name}`").alias(c.name)
+                    F.col(assigned.get(c.column_id, f"`{c.name}`")).alias(c.name)
                     for c in schema.columns
                 ]
                 files = write_data(
@@ -157,5 +273,12 @@ def update(
         removed_paths=removed,
         deletes=deletes,
         rows_updated=count,
-        stream_reads=binder.stream_reads.values(),
+        stream_reads=planned.binder.stream_reads.values(),
     )
+
+
+def explain_write(planned: Planned, operation: str) -> list[str]:
+    """EXPLAIN of a planned UPDATE or DELETE: how it reads its target, then Spark's plan of the
+    read (phase 1's query, or the one pass)."""
+    line = planned.strategy.describe(operation, planned.target.info.name)
+    return [line, *physical_plan_lines(planned.found)]

@@ -217,9 +217,10 @@ class Binder:
         initial = read.plan is not None and read.plan.shape is Shape.INITIAL_ROWS
         return stamp(self.ctx.catalog, info, version, initial_rows=initial)
 
-    def target(self, state: TableState, label: str) -> str:
-        """Bind ``state`` of a write statement's target with its hidden address columns."""
-        df = read_state(self.spark, self.warehouse, state, address=True)
+    def target(self, state: TableState, label: str, *, identity: bool = False) -> str:
+        """Bind ``state`` of a write statement's target with its hidden address columns (and
+        identity columns if ``identity``)."""
+        df = read_state(self.spark, self.warehouse, state, address=True, identity=identity)
         return self.bind_dataframe(df, label)
 
     def _replace(self, table: exp.Table, df: DataFrame, alias: str, *, label: str) -> None:

@@ -7,12 +7,14 @@ from sqlglot import exp
 
 from changelake.changes.query import plan_interval, resolve_interval
 from changelake.dialect.dynamic import AlterDynamicTable
+from changelake.dml.modify import explain_write, plan_delete, plan_update
 from changelake.dynamic.dag import dynamic_table, in_order
 from changelake.dynamic.refresh import explain_refresh
 from changelake.plan.bind import Binder
 from changelake.plan.points import changes_clause
 from changelake.plan.streams import stream_plan_lines
 from changelake.plan.views import view_changes
+from changelake.sql.statements import Delete, Statement, Update, statement_of
 from changelake.storage.spark_private import physical_plan_lines
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
@@ -55,7 +57,39 @@ def explain(
         order, definitions = in_order(ctx, [dynamic_table(ctx, tree.this.name)])
         lines = explain_refresh(ctx, spark, warehouse, order, definitions)
         return spark.createDataFrame([(line,) for line in lines], "plan string")
+    if isinstance(tree, exp.Update | exp.Delete):
+        lines = _write_plan(ctx, spark, warehouse, statement_of(tree))
+        return spark.createDataFrame([(line,) for line in lines], "plan string")
     lines = change_plans(ctx, spark, warehouse, tree)
     df = Binder(ctx, spark, warehouse).query(tree)
     lines += physical_plan_lines(df)
     return spark.createDataFrame([(line,) for line in lines], "plan string")
+
+
+def _write_plan(
+    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, statement: Statement
+) -> list[str]:
+    """EXPLAIN UPDATE / DELETE: how the write reads its target, and Spark's plan of that read."""
+    if isinstance(statement, Update):
+        planned, _ = plan_update(
+            ctx,
+            spark,
+            warehouse,
+            table=statement.table,
+            assignments=statement.assignments,
+            source=statement.source,
+            condition=statement.condition,
+        )
+        return explain_write(planned, "UPDATE")
+    assert isinstance(statement, Delete)
+    if statement.condition is None and not statement.using:
+        return [f"DELETE {statement.table.name}: removes every file (no Spark job)"]
+    planned = plan_delete(
+        ctx,
+        spark,
+        warehouse,
+        table=statement.table,
+        using=statement.using,
+        condition=statement.condition,
+    )
+    return explain_write(planned, "DELETE")

@@ -102,3 +102,28 @@ def describe_files(warehouse: Warehouse, relative_dir: str) -> list[DataFile]:
             )
         )
     return found
+
+
+# Data files never change, so their column sizes are cached by path (a bounded number of them).
+_COLUMN_BYTES: dict[str, dict[str, int]] = {}
+_CACHED_FOOTERS = 4096
+
+
+def column_bytes(warehouse: Warehouse, path: str) -> dict[str, int]:
+    """Compressed bytes per physical column of the data file at ``path`` (from its footer)."""
+    uri = warehouse.uri(path)
+    found = _COLUMN_BYTES.get(uri)
+    if found is None:
+        with warehouse.fs.open_input_file(warehouse.fs_path(path)) as handle:
+            metadata = pq.ParquetFile(handle).metadata
+        found = {}
+        for rg in range(metadata.num_row_groups):
+            group = metadata.row_group(rg)
+            for ci in range(group.num_columns):
+                chunk = group.column(ci)
+                name = chunk.path_in_schema
+                found[name] = found.get(name, 0) + chunk.total_compressed_size
+        if len(_COLUMN_BYTES) >= _CACHED_FOOTERS:
+            _COLUMN_BYTES.clear()
+        _COLUMN_BYTES[uri] = found
+    return found

@@ -1,0 +1,141 @@
+"""How an UPDATE or DELETE reads its target: in one pass or in two phases, chosen by cost.
+
+Two phases (``matches.py``) read the columns the condition and the new values need from every
+candidate file, then every column of only the files that hold a match. One pass reads every
+column of every candidate file once and keeps the matched rows with their old values. Each reads
+something in vain: two phases read the condition's columns twice in the files with a match; one
+pass decodes the other columns of the files without one. Which costs less depends on how many
+candidate files hold a match, which only the data can tell: a probe counts the matches in the
+largest candidate file (a Spark job over its condition columns), and the expected number of
+files with a match follows from that rate, taking matches as spread independently of files
+(min/max pruning has already removed the files that statistics rule out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import SparkSession
+from sqlglot import exp
+
+from changelake.catalog.model import LiveFile
+from changelake.errors import InvalidStatementError
+from changelake.schema import TableSchema
+from changelake.storage.footers import column_bytes
+from changelake.storage.warehouse import Warehouse
+
+MODE = "spark.changelake.rowLevelPlan"
+MODES = ("auto", "one-pass", "two-phase")
+# Candidate files this small are read once: a second Spark read costs more than the bytes saved.
+SMALL_BYTES = 32 << 20
+# Footers read to learn what share of the bytes the condition's columns are.
+SAMPLED_FOOTERS = 4
+
+ONE_PASS = "one pass"
+TWO_PHASES = "two phases"
+POSITIONS = "positions only"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """How a row-level write reads its target (``how``: ONE_PASS, TWO_PHASES or POSITIONS, the
+    latter a DELETE that keeps no before-images, for which phase 1's positions are everything)
+    and why."""
+
+    how: str
+    reason: str
+
+    @property
+    def one_pass(self) -> bool:
+        return self.how == ONE_PASS
+
+    def describe(self, operation: str, table: str) -> str:
+        """One line for EXPLAIN."""
+        return f"{operation} {table}: {self.how} ({self.reason})"
+
+
+def referenced(
+    expressions: Sequence[exp.Expression | None], names: set[str], schema: TableSchema
+) -> set[str]:
+    """Physical names of the target's columns that ``expressions`` use; ``names`` are the
+    lower-case names the target goes by (table name, alias)."""
+    columns = {c.name.lower(): c.physical for c in schema.columns}
+    used = set()
+    for expression in expressions:
+        if expression is None:
+            continue
+        for column in expression.find_all(exp.Column):
+            qualifier = column.table.lower()
+            if (not qualifier or qualifier in names) and column.name.lower() in columns:
+                used.add(columns[column.name.lower()])
+    return used
+
+
+def choose(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    files: Sequence[LiveFile],
+    *,
+    condition: exp.Expression | None,
+    phase_one_columns: set[str],
+    joined: bool,
+    needs_rows: bool,
+    probe: Callable[[LiveFile], int],
+) -> Strategy:
+    """The strategy of a row-level write over candidate ``files``.
+
+    ``phase_one_columns`` are the physical columns phase 1 would read; ``joined``: the statement
+    joins a source; ``needs_rows``: it needs the matched rows' old values (an UPDATE, or a
+    DELETE that keeps before-images); ``probe(file)`` counts the condition's matches in one file.
+    ``spark.changelake.rowLevelPlan`` = ``one-pass`` or ``two-phase`` overrides the choice.
+    """
+    forced = spark.conf.get(MODE, "auto").lower()
+    if forced not in MODES:
+        raise InvalidStatementError(
+            f"{MODE} is {forced!r}; set it to one of {', '.join(MODES)} (auto chooses by cost)."
+        )
+    if not needs_rows:
+        return Strategy(POSITIONS, "the table keeps no before-images")
+    if forced != "auto":
+        return Strategy(ONE_PASS if forced == "one-pass" else TWO_PHASES, f"{MODE} = {forced}")
+    if joined:
+        return Strategy(TWO_PHASES, "it joins a source: the join finds the matches first")
+    if condition is None:
+        return Strategy(ONE_PASS, "every row matches")
+    if condition.find(exp.Select) is not None:
+        return Strategy(TWO_PHASES, "the condition has a subquery")
+    if not files:
+        return Strategy(ONE_PASS, "statistics rule out every file: nothing is read")
+    total = sum(f.file.size_bytes for f in files)
+    if total <= SMALL_BYTES:
+        return Strategy(ONE_PASS, f"{len(files)} candidate files, {_size(total)}: one read")
+    share = _share(warehouse, files, phase_one_columns)
+    largest = max(files, key=lambda f: f.live_rows)
+    matched = probe(largest)
+    rate = matched / largest.live_rows
+    holding = [1 - (1 - rate) ** f.live_rows for f in files]
+    in_vain = sum((1 - p) * f.file.size_bytes for p, f in zip(holding, files, strict=True))
+    how = ONE_PASS if in_vain <= share * total else TWO_PHASES
+    return Strategy(
+        how,
+        f"a probe matched {matched} of {largest.live_rows} rows of the largest candidate file,"
+        f" so about {sum(holding):.0f} of {len(files)} files hold a match; phase 1 would read"
+        f" {share:.0%} of their {_size(total)}, one pass would decode {in_vain / total:.0%} in"
+        " vain",
+    )
+
+
+def _share(warehouse: Warehouse, files: Sequence[LiveFile], columns: set[str]) -> float:
+    """The share of the files' bytes in ``columns``, from the largest files' footers."""
+    sampled = sorted(files, key=lambda f: f.file.size_bytes, reverse=True)[:SAMPLED_FOOTERS]
+    used = whole = 0
+    for f in sampled:
+        sizes = column_bytes(warehouse, f.file.path)
+        used += sum(n for name, n in sizes.items() if name in columns)
+        whole += sum(sizes.values())
+    return used / whole if whole else 1.0
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):.1f} MiB"
