@@ -196,7 +196,12 @@ def _choose(session, files, condition, probe, *, joined=False, needs_rows=True):
 
 @pytest.mark.parametrize(
     ("matches_in_probe", "expected"),
-    [(0, TWO_PHASES), (1_000, ONE_PASS), (1_000_000, ONE_PASS), (1, TWO_PHASES)],
+    [
+        ((0, 1_000_000), TWO_PHASES),
+        ((64, 64_000), ONE_PASS),
+        ((64, 64), ONE_PASS),
+        ((1, 1_000_000), TWO_PHASES),
+    ],
     ids=["none", "spread-0.1%", "every-row", "one-row"],
 )
 def test_the_cost_model_probes_the_largest_file_and_expects_matches_per_file(
@@ -214,9 +219,10 @@ def test_the_cost_model_probes_the_largest_file_and_expects_matches_per_file(
     chosen = _choose(session, files, "id % 1000 = 3", probe)
     assert len(probed) == 1
     assert chosen.how == expected, chosen.reason
-    assert f"a probe matched {matches_in_probe} of 1000000 rows" in chosen.reason
+    matched, examined = matches_in_probe
+    assert f"a probe found {matched} matches in {examined} rows" in chosen.reason
     # one row in a million: each file holds a match with probability 1 - 1/e
-    if matches_in_probe == 1:
+    if matches_in_probe == (1, 1_000_000):
         assert "about 3 of 4 files hold a match" in chosen.reason
 
 
@@ -242,11 +248,13 @@ def test_the_cost_model_needs_no_probe_when_the_answer_is_plain(session):
 def test_a_probe_of_the_largest_file_chooses_and_the_write_is_right(session, monkeypatch):
     monkeypatch.setattr(strategy, "SMALL_BYTES", 0)  # the probe, as on a large table
     _table_of_files(session, "t", 3)
+    monkeypatch.setattr(strategy, "PROBE_MATCHES", 3)
     spread = _explained(session, "DELETE FROM t WHERE id % 10 = 3")[0]
-    assert spread.startswith("DELETE t: one pass (a probe matched 5 of 50 rows"), spread
+    # matches at positions 3, 13, 23 of the probed file: the scan stopped after 24 rows
+    assert spread.startswith("DELETE t: one pass (a probe found 3 matches in 24 rows"), spread
     assert "about 3 of 3 files hold a match" in spread
     none = _explained(session, "UPDATE t SET v = 0 WHERE id % 1000 = 999")[0]
-    assert none.startswith("UPDATE t: two phases (a probe matched 0 of 50 rows"), none
+    assert none.startswith("UPDATE t: two phases (a probe found 0 matches in 50 rows"), none
 
     session.sql("DELETE FROM t WHERE id % 10 = 3")
     session.sql("UPDATE t SET s = 'x' WHERE id % 10 = 4")

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.catalog.model import LiveFile
+from changelake.dml import strategy
 from changelake.dml.common import Target, commit_one, record_deletes, remove_all_rows
 from changelake.dml.matches import address, find_matches, full_rows, new, persisted
 from changelake.dml.result import StatementResult
@@ -21,7 +22,7 @@ from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
 from changelake.plan.pushdown import conjuncts_for
 from changelake.storage.pruning import prune
-from changelake.storage.snapshot import IDENTITY, RID
+from changelake.storage.snapshot import IDENTITY, POS, RID
 from changelake.storage.spark_private import physical_plan_lines
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, run_checked, write_data
@@ -93,16 +94,19 @@ def _probe(
     table: exp.Table,
     file: LiveFile,
     condition: exp.Expression,
-) -> int:
-    """How many live rows of ``file`` (of ``target``) match ``condition``."""
+) -> tuple[int, int]:
+    """(matches, rows examined) of ``condition`` in ``file`` of ``target``, read from its start
+    until ``strategy.PROBE_MATCHES`` rows match (Spark stops the scan there) or the file ends."""
     binder = Binder(ctx, spark, warehouse)
     placeholder = binder.target(target.state.with_files([file]), table.name)
     alias = table.alias or table.name
-    select = _from_clause(placeholder, alias, []).select(exp.Count(this=exp.Star()), append=False)
-    select = select.where(binder.bind(condition.copy()))
+    select = _from_clause(placeholder, alias, []).select(exp.column(POS, table=alias), append=False)
+    select = select.where(binder.bind(condition.copy())).limit(strategy.PROBE_MATCHES)
     df = binder.run(binder.bind(select))
-    (row,) = run_checked(df.collect, table=target.info.name)
-    return int(row[0])
+    found = run_checked(df.collect, table=target.info.name)
+    if len(found) < strategy.PROBE_MATCHES:
+        return len(found), file.live_rows
+    return len(found), max(r[0] for r in found) + 1
 
 
 def _from_clause(placeholder: str, alias: str, sources: list[exp.Expression]) -> exp.Select:

@@ -5,10 +5,11 @@ candidate file, then every column of only the files that hold a match. One pass 
 column of every candidate file once and keeps the matched rows with their old values. Each reads
 something in vain: two phases read the condition's columns twice in the files with a match; one
 pass decodes the other columns of the files without one. Which costs less depends on how many
-candidate files hold a match, which only the data can tell: a probe counts the matches in the
-largest candidate file (a Spark job over its condition columns), and the expected number of
-files with a match follows from that rate, taking matches as spread independently of files
-(min/max pruning has already removed the files that statistics rule out).
+candidate files hold a match, which only the data can tell: a probe reads the largest candidate
+file's condition columns from its start until PROBE_MATCHES rows match (Spark's LIMIT stops the
+scan there, so a dense condition is probed in a few batches and only a sparse one reads the whole
+file), and the expected number of files with a match follows from that rate, taking matches as
+spread independently of files (min/max pruning has already removed what statistics rule out).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ MODES = ("auto", "one-pass", "two-phase")
 SMALL_BYTES = 32 << 20
 # Footers read to learn what share of the bytes the condition's columns are.
 SAMPLED_FOOTERS = 4
+# Matches after which the probe stops: enough to tell a spread condition's rate.
+PROBE_MATCHES = 64
 
 ONE_PASS = "one pass"
 TWO_PHASES = "two phases"
@@ -81,14 +84,15 @@ def choose(
     phase_one_columns: set[str],
     joined: bool,
     needs_rows: bool,
-    probe: Callable[[LiveFile], int],
+    probe: Callable[[LiveFile], tuple[int, int]],
 ) -> Strategy:
     """The strategy of a row-level write over candidate ``files``.
 
-    ``phase_one_columns`` are the physical columns phase 1 would read; ``joined``: the statement
-    joins a source; ``needs_rows``: it needs the matched rows' old values (an UPDATE, or a
-    DELETE that keeps before-images); ``probe(file)`` counts the condition's matches in one file.
-    ``spark.changelake.rowLevelPlan`` = ``one-pass`` or ``two-phase`` overrides the choice.
+        ``phase_one_columns`` are the physical columns phase 1 would read; ``joined``: the statement
+        joins a source; ``needs_rows``: it needs the matched rows' old values (an UPDATE, or a
+        DELETE that keeps before-images); ``probe(file)`` returns (matches, rows examined) of the
+    condition in one file.
+        ``spark.changelake.rowLevelPlan`` = ``one-pass`` or ``two-phase`` overrides the choice.
     """
     forced = spark.conf.get(MODE, "auto").lower()
     if forced not in MODES:
@@ -112,14 +116,14 @@ def choose(
         return Strategy(ONE_PASS, f"{len(files)} candidate files, {_size(total)}: one read")
     share = _share(warehouse, files, phase_one_columns)
     largest = max(files, key=lambda f: f.live_rows)
-    matched = probe(largest)
-    rate = matched / largest.live_rows
+    matched, examined = probe(largest)
+    rate = matched / examined if examined else 0.0
     holding = [1 - (1 - rate) ** f.live_rows for f in files]
     in_vain = sum((1 - p) * f.file.size_bytes for p, f in zip(holding, files, strict=True))
     how = ONE_PASS if in_vain <= share * total else TWO_PHASES
     return Strategy(
         how,
-        f"a probe matched {matched} of {largest.live_rows} rows of the largest candidate file,"
+        f"a probe found {matched} matches in {examined} rows of the largest candidate file,"
         f" so about {sum(holding):.0f} of {len(files)} files hold a match; phase 1 would read"
         f" {share:.0%} of their {_size(total)}, one pass would decode {in_vain / total:.0%} in"
         " vain",
