@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -140,3 +144,97 @@ def test_statement_and_file_together_is_a_usage_error(tmp_path: Path) -> None:
     result = _invoke(tmp_path / "wh", "sql", "-f", str(script), "SELECT 2")
     assert result.exit_code == 2
     assert "not both" in result.output
+
+
+def test_a_write_prints_one_line_and_formats_print_rows_for_scripts(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    assert _ok(_invoke(wh, "sql", "CREATE TABLE p (id INT, name STRING, at DATE)")) == (
+        "CREATE TABLE p: version 0, Table p created\n"
+    )
+    inserted = "INSERT INTO p VALUES (1, 'a|b', DATE'2026-01-02'), (2, NULL, NULL)"
+    assert _ok(_invoke(wh, "sql", inserted)) == "INSERT p: version 1, 2 inserted\n"
+    assert _ok(_invoke(wh, "sql", "UPDATE p SET name = 'x,y' WHERE id = 2")) == (
+        "UPDATE p: version 2, 1 updated\n"
+    )
+    assert _ok(_invoke(wh, "sql", "DELETE FROM p WHERE id = 9")) == "DELETE p: no rows changed\n"
+
+    query = "SELECT id, name, at FROM p ORDER BY id"
+    assert _ok(_invoke(wh, "sql", "--format", "csv", query)) == (
+        'id,name,at\n1,a|b,2026-01-02\n2,"x,y",\n'
+    )
+    assert _ok(_invoke(wh, "sql", "--format", "json", query)) == (
+        '{"id": 1, "name": "a|b", "at": "2026-01-02"}\n{"id": 2, "name": "x,y", "at": null}\n'
+    )
+    assert _ok(_invoke(wh, "sql", "--format", "markdown", query)) == (
+        "| id | name | at |\n|---|---|---|\n| 1 | a\\|b | 2026-01-02 |\n| 2 | x,y | NULL |\n"
+    )
+    # in the other formats a write's result is its row, for scripts to read
+    deleted = _ok(_invoke(wh, "sql", "--format", "json", "DELETE FROM p WHERE id = 1"))
+    assert json.loads(deleted) | {"statement_id": None} == {
+        "statement_id": None,
+        "operation": "DELETE",
+        "object": "p",
+        "version": 3,
+        "rows_inserted": 0,
+        "rows_updated": 0,
+        "rows_deleted": 1,
+        "message": "committed",
+    }
+
+
+def test_wide_results_fit_the_terminal_and_cut_rows_are_counted(tmp_path: Path) -> None:
+    wh = tmp_path / "wh"
+    _ok(_invoke(wh, "sql", "CREATE TABLE w (id INT, a STRING, b STRING)"))
+    _ok(
+        _invoke(
+            wh,
+            "sql",
+            "INSERT INTO w SELECT CAST(id AS INT), repeat('x', 200), repeat('y', 200)"
+            " FROM range(5)",
+        )
+    )
+    result = CliRunner(env={"COLUMNS": "60"}).invoke(
+        main, ["-w", str(wh), "sql", "--max-rows", "3", "SELECT * FROM w ORDER BY id"]
+    )
+    lines = _ok(result).splitlines()
+    assert all(len(line) <= 60 for line in lines), lines
+    assert len(lines) == 3 + 4  # three rows, one line each, within the header and borders
+    assert "…" in lines[3]
+    assert "showing 3 of 5 rows (2 cut); use --max-rows to see more" in result.stderr
+
+
+def test_no_spark_line_reaches_the_terminal_unless_verbose(tmp_path: Path) -> None:
+    """A real `changelake` process (its own JVM): stderr holds only changelake's lines."""
+    wh = tmp_path / "wh"
+    command = [sys.executable, "-m", "changelake.cli", "-w", str(wh), "sql"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY")}
+    quiet = subprocess.run(
+        [*command, "--format", "csv", "SELECT 41 + 1 AS answer"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    assert quiet.stdout == "answer\n42\n"
+    assert quiet.stderr == ""
+    log = (wh / "_logs" / "spark.log").read_text()
+    assert "log4j" in log  # what would have reached the terminal is in the warehouse's log
+
+    loud = subprocess.run(
+        [*command, "SELECT * FROM missing"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert loud.returncode == 1
+    assert loud.stderr.splitlines() == [
+        "error: Table, view or stream 'missing' does not exist. SHOW TABLES and SHOW STREAMS list"
+        " what exists."
+    ]
+    verbose = subprocess.run(
+        [*command[:-1], "--verbose", "sql", "SELECT 1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert verbose.returncode == 0, verbose.stderr
+    assert "log4j" in verbose.stderr

@@ -7,6 +7,7 @@ is removed first, so every run starts from nothing.
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import sys
 from collections.abc import Sequence
@@ -20,6 +21,7 @@ from rich.text import Text
 
 import changelake
 from changelake.errors import ChangelakeError
+from changelake.storage.spark_setup import default_spark
 
 DEFAULT_WAREHOUSE = "demo-warehouse"
 
@@ -133,13 +135,19 @@ def changes_and_streams(demo: Demo) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    warehouse = Path(args[0] if args else DEFAULT_WAREHOUSE)
+    parser = argparse.ArgumentParser(prog="python -m changelake.demo", description=__doc__)
+    parser.add_argument("warehouse", nargs="?", default=DEFAULT_WAREHOUSE)
+    parser.add_argument(
+        "--verbose", action="store_true", help="show Spark's own output (else in _logs/spark.log)"
+    )
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    warehouse = Path(args.warehouse)
     console = Console()
     shutil.rmtree(warehouse, ignore_errors=True)
     try:
         with console.status("Starting Spark…"):
-            session = changelake.connect(str(warehouse))
+            log = None if args.verbose else str(warehouse.resolve() / "_logs" / "spark.log")
+            session = changelake.connect(str(warehouse), spark=default_spark(log=log))
         try:
             demo = Demo(session, console)
             tables_and_time_travel(demo)

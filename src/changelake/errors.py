@@ -18,6 +18,10 @@ class JavaNotFoundError(ChangelakeError, RuntimeError):
     """Java 17+ is missing, so Spark cannot start."""
 
 
+class SparkStartError(ChangelakeError, RuntimeError):
+    """Spark's JVM did not start (its output is in the log the error names)."""
+
+
 class ConfigurationError(ChangelakeError, ValueError):
     """changelake was set up with arguments that cannot work together (e.g. a remote warehouse
     without a catalog URL)."""

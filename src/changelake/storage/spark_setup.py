@@ -6,10 +6,12 @@ import logging
 import os
 import re
 
+from pyspark import SparkConf, SparkContext
+from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
-from changelake.errors import JavaNotFoundError
+from changelake.errors import JavaNotFoundError, SparkStartError
 from changelake.storage import class_archive, native
 from changelake.storage.spark_private import (
     cache_class_lookups,
@@ -39,6 +41,8 @@ SPARK_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "512",
 }
 JVM_OPTIONS = "CHANGELAKE_JVM_OPTIONS"
+# A log file past this size is moved aside (to ``<log>.1``) when the next Spark starts.
+LOG_BYTES = 16 << 20
 # Settings every changelake session needs, also on a SparkSession the user brings.
 RUNTIME_CONF = ("spark.sql.parquet.outputTimestampType",)
 
@@ -91,19 +95,51 @@ def check_java() -> None:
         raise JavaNotFoundError(f"Found Java {major or 'of unknown version'} at {java}. {how}")
 
 
-def default_spark() -> SparkSession:
-    """The active SparkSession, or a new local one configured for changelake."""
+def default_spark(log: str | None = None) -> SparkSession:
+    """The active SparkSession, or a new local one configured for changelake.
+
+    ``log``: a file that takes the JVM's console output (Spark's and log4j's lines, the JVM's
+    own warnings), appended to, instead of this process's stderr; a command line that prints
+    results gives it, a library user sees Spark's lines as with any SparkSession."""
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
     check_java()
-    builder = SparkSession.builder.master(os.environ.get("CHANGELAKE_SPARK_MASTER", "local[*]"))
-    builder = builder.appName("changelake").config("spark.driver.memory", "4g")
-    for key, value in spark_conf().items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    conf = {
+        "spark.master": os.environ.get("CHANGELAKE_SPARK_MASTER", "local[*]"),
+        "spark.app.name": "changelake",
+        "spark.driver.memory": "4g",
+        **spark_conf(),
+    }
+    if log is None:
+        builder = SparkSession.builder
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+    else:
+        spark = _logging_to(log, conf)
     quiet_task_failure_logs(spark)
     return spark
+
+
+def _logging_to(log: str, settings: dict[str, str]) -> SparkSession:
+    """A SparkSession whose JVM writes its stdout and stderr to the file ``log``."""
+    os.makedirs(os.path.dirname(os.path.abspath(log)), exist_ok=True)
+    if os.path.exists(log) and os.path.getsize(log) > LOG_BYTES:
+        os.replace(log, log + ".1")
+    conf = SparkConf().setAll(list(settings.items()))
+    with open(log, "ab") as out:
+        out.write(f"--- changelake: Spark starting (process {os.getpid()})\n".encode())
+        out.flush()
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": out, "stderr": out})
+        except Exception as e:  # noqa: BLE001 - any failure to start is reported with the log
+            raise SparkStartError(
+                f"Spark did not start ({e}); its output is in {log}. Run with --verbose to see"
+                " it here."
+            ) from e
+    context = SparkContext(conf=conf, gateway=gateway)
+    return SparkSession(context)
 
 
 def prepare(spark: SparkSession) -> SparkSession:

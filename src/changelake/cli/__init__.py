@@ -1,29 +1,32 @@
-"""The ``changelake`` command line: run SQL against a warehouse and print the results as tables.
+"""The ``changelake`` command line: run SQL against a warehouse and print the results.
 
 Results go to stdout; progress, notes and errors go to stderr, so the output can be piped.
+Spark's own lines (log4j, JVM warnings) go to a log file in the warehouse unless ``--verbose``.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TextIO, TypeVar
 
 import click
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 import changelake
 from changelake import server
+from changelake.cli.output import FORMATS, Result, print_result
 from changelake.dialect import split_statements
 from changelake.dynamic.scheduler import HostedScheduler, Resources, Scheduler, SchedulerSettings
 from changelake.dynamic.service import TaskService, service_for
 from changelake.errors import ChangelakeError
 from changelake.sql.execute import body_runner
 from changelake.storage.spark_errors import spark_errors
+from changelake.storage.spark_setup import default_spark
 
 DEFAULT_MAX_ROWS = 100
 _Command = TypeVar("_Command", bound=Callable[..., Any])
@@ -31,10 +34,31 @@ _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 @dataclass(frozen=True)
 class _Target:
-    """Where statements run: the warehouse and, optionally, a catalog database URL."""
+    """Where statements run: the warehouse and, optionally, a catalog database URL; whether
+    Spark's own output reaches the terminal (``verbose``) or the warehouse's log file."""
 
     warehouse: str
     catalog: str | None
+    verbose: bool = False
+
+    @property
+    def log(self) -> str:
+        """The file Spark's output goes to: ``_logs/spark.log`` in a local warehouse, else in
+        the user's cache directory."""
+        if "://" not in self.warehouse or self.warehouse.startswith("file://"):
+            root = os.path.abspath(self.warehouse.removeprefix("file://"))
+            return os.path.join(root, "_logs", "spark.log")
+        cache = os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache"))
+        return os.path.join(cache, "changelake", "spark.log")
+
+    def connect(
+        self, *, warehouse: str | None = None, catalog: str | None = None
+    ) -> changelake.Session:
+        """A session on the warehouse (or ``warehouse``), its Spark quiet unless verbose."""
+        spark = None if self.verbose else default_spark(log=self.log)
+        return changelake.connect(
+            warehouse or self.warehouse, catalog=catalog or self.catalog, spark=spark
+        )
 
 
 def _max_rows_option(command: _Command) -> _Command:
@@ -62,11 +86,18 @@ def _max_rows_option(command: _Command) -> _Command:
     default=None,
     help="Catalog database URL, e.g. postgresql+psycopg://host/db (default: SQLite in warehouse).",
 )
+@click.option(
+    "--verbose",
+    "-v",
+    is_flag=True,
+    help="Show Spark's own output (log4j lines, JVM warnings); by default it goes to"
+    " _logs/spark.log in the warehouse.",
+)
 @click.version_option(package_name="changelake")
 @click.pass_context
-def main(ctx: click.Context, warehouse: str, catalog: str | None) -> None:
+def main(ctx: click.Context, warehouse: str, catalog: str | None, verbose: bool) -> None:
     """Change-tracked tables on Apache Spark and Parquet."""
-    ctx.obj = _Target(warehouse=warehouse, catalog=catalog)
+    ctx.obj = _Target(warehouse=warehouse, catalog=catalog, verbose=verbose)
 
 
 @main.command()
@@ -79,8 +110,19 @@ def main(ctx: click.Context, warehouse: str, catalog: str | None) -> None:
     help="Run the ';'-separated statements of this file, one at a time.",
 )
 @_max_rows_option
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="table: fits the terminal, a write's result as one line; csv; json: one object per"
+    " line; markdown.",
+)
 @click.pass_obj
-def sql(target: _Target, statement: str | None, sql_file: TextIO | None, max_rows: int) -> None:
+def sql(
+    target: _Target, statement: str | None, sql_file: TextIO | None, max_rows: int, fmt: str
+) -> None:
     """Run STATEMENT (or the statements in --file, or on stdin) and print each result."""
     if statement is not None and sql_file is not None:
         raise click.UsageError("give either STATEMENT or --file, not both")
@@ -90,7 +132,7 @@ def sql(target: _Target, statement: str | None, sql_file: TextIO | None, max_row
         text = sql_file.read()
     else:
         text = sys.stdin.read()
-    _run(target, text, max_rows=max_rows)
+    _run(target, text, max_rows=max_rows, fmt=fmt)
 
 
 @main.command()
@@ -199,7 +241,7 @@ def serve(
     def resources() -> Resources:  # one session (one Spark) for the scheduler and the routes
         with lock:
             if not sessions:
-                sessions.append(changelake.connect(warehouse, catalog=catalog))
+                sessions.append(target.connect(warehouse=warehouse, catalog=catalog))
             s = sessions[0]
             runner = body_runner(s.spark, s.warehouse, s.catalog, s.clock)
             return Resources(s.spark, s.warehouse, s.catalog, s.clock, runner)
@@ -231,16 +273,16 @@ def serve(
         raise click.exceptions.Exit(130) from None
 
 
-def _run(target: _Target, text: str, *, max_rows: int) -> None:
+def _run(target: _Target, text: str, *, max_rows: int, fmt: str = "table") -> None:
     """Run each statement of ``text`` in order; the first error stops the run with exit code 1."""
-    out, err = Console(), Console(stderr=True)
+    out, err = Console(), Console(stderr=True, soft_wrap=True)
     where = ""  # which statement failed, when there are several
     try:
         statements = split_statements(text)
         if not statements:
             raise click.UsageError("no SQL statement given")
         with err.status("Starting Spark…"):
-            session = changelake.connect(target.warehouse, catalog=target.catalog)
+            session = target.connect()
         for number, statement in enumerate(statements, start=1):
             where = f"statement {number}: " if len(statements) > 1 else ""
             with err.status("Running…"):
@@ -249,35 +291,8 @@ def _run(target: _Target, text: str, *, max_rows: int) -> None:
                 # A query runs only now: a failing expression in it is translated here.
                 with spark_errors(statement.split(maxsplit=1)[0].upper()):
                     rows = df.limit(max_rows + 1).collect()
-            _print_result(out, err, columns, rows, max_rows=max_rows)
+                    total = df.count() if len(rows) > max_rows else None
+            print_result(out, err, Result(columns, rows[:max_rows], total), fmt=fmt)
     except ChangelakeError as e:
         err.print(Text(f"error: {where}{e}", style="red"))
         raise click.exceptions.Exit(1) from e
-
-
-def _print_result(
-    out: Console, err: Console, columns: Sequence[str], rows: Sequence[Any], *, max_rows: int
-) -> None:
-    if not columns:
-        return
-    table = Table(show_lines=False)
-    for name in columns:
-        table.add_column(Text(name), overflow="fold")
-    for row in rows[:max_rows]:
-        table.add_row(*(_cell(value) for value in row))
-    out.print(table)
-    if len(rows) > max_rows:
-        err.print(
-            Text(f"showing the first {max_rows} rows; use --max-rows to see more", style="yellow")
-        )
-    else:
-        err.print(Text(f"{len(rows)} row{'' if len(rows) == 1 else 's'}", style="dim"))
-
-
-def _cell(value: object) -> Text:
-    # Text, not str: rich would read "[...]" inside a value as markup.
-    return Text("NULL", style="dim") if value is None else Text(str(value))
-
-
-if __name__ == "__main__":
-    main()

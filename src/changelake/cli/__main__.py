@@ -1,0 +1,5 @@
+"""``python -m changelake.cli``: the ``changelake`` command."""
+
+from changelake.cli import main
+
+main()
