@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import csv
 import datetime as dt
-import decimal
 import io
 import json
 from collections.abc import Sequence
@@ -19,6 +18,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from changelake.values import jsonable
 
 FORMATS = ("table", "csv", "json", "markdown")
 # The columns of what a write or DDL statement returns (dml/result.py).
@@ -58,7 +59,8 @@ def summary(row: Sequence[Any]) -> str:
     message = str(fields["message"] or "").rstrip(".")
     if message and (len(parts) < 2 or message != "committed"):
         parts.append(message)
-    return f"{fields['operation']} {fields['object']}: {', '.join(parts)}"
+    what = " ".join(str(f) for f in (fields["operation"], fields["object"]) if f)
+    return f"{what}: {', '.join(parts)}"
 
 
 def print_result(out: Console, err: Console, result: Result, *, fmt: str) -> None:
@@ -111,22 +113,6 @@ def _plain(value: object) -> str:
     return str(value)
 
 
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, decimal.Decimal | dt.date | dt.datetime | dt.time):
-        return _plain(value)
-    if isinstance(value, bytes | bytearray):
-        return _plain(value)
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if hasattr(value, "asDict"):  # a Spark Row (struct)
-        return _jsonable(value.asDict())
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return str(value)
-
-
 def _csv(result: Result) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -138,7 +124,7 @@ def _csv(result: Result) -> str:
 
 def _json_lines(result: Result) -> str:
     return "".join(
-        json.dumps(dict(zip(result.columns, (_jsonable(v) for v in row), strict=True))) + "\n"
+        json.dumps(dict(zip(result.columns, (jsonable(v) for v in row), strict=True))) + "\n"
         for row in result.rows
     )
 

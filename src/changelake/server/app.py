@@ -36,6 +36,7 @@ from changelake.server.models import (
     OpenedChannel,
     RowError,
 )
+from changelake.server.sql import Statements, sql_routes
 from changelake.server.tasks import Tasks, task_routes
 
 MiB = 1 << 20
@@ -72,9 +73,10 @@ def create_app(
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
     dynamic_tables: DynamicTables | None = None,
     tasks: Tasks | None = None,
+    statements: Statements | None = None,
 ) -> FastAPI:
-    """The ASGI app serving ``client``'s channels (and ``dynamic_tables``' and ``tasks``'
-    routes). The app owns
+    """The ASGI app serving ``client``'s channels (and ``dynamic_tables``', ``tasks``' and
+    ``statements``' routes: ``POST /v1/sql``). The app owns
     the client: it closes it (which commits every buffered row) when the server shuts down. With
     ``token`` every request but ``/v1/health`` and the OpenAPI description must carry
     ``Authorization: Bearer <token>``."""
@@ -243,6 +245,8 @@ def create_app(
         app.include_router(dynamic_table_routes(dynamic_tables, [Depends(bearer_auth(token))]))
     if tasks is not None:
         app.include_router(task_routes(tasks, [Depends(bearer_auth(token))]))
+    if statements is not None:
+        app.include_router(sql_routes(statements, [Depends(bearer_auth(token))]))
     return app
 
 

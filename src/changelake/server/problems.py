@@ -23,10 +23,16 @@ from changelake.errors import (
     ChangelakeError,
     ChannelClosedError,
     ConflictError,
+    ExpressionError,
     IngestTimeoutError,
     InsertRejectedError,
+    JavaNotFoundError,
     ObjectExistsError,
     ObjectNotFoundError,
+    SourceError,
+    SparkStartError,
+    StaleStreamError,
+    TransactionError,
 )
 from changelake.ingest import InsertError
 
@@ -41,8 +47,14 @@ STATUS_OF: tuple[tuple[type[BaseException], int], ...] = (
     (ObjectExistsError, 409),
     (ConflictError, 409),  # ChannelFencedError, StreamConsumedError
     (ChannelClosedError, 409),
+    (TransactionError, 409),  # COMMIT without BEGIN, BEGIN twice
+    (StaleStreamError, 409),
     (BackpressureError, 503),
+    (JavaNotFoundError, 503),  # the service cannot run statements
+    (SparkStartError, 503),
+    (SourceError, 502),  # an external table's source failed
     (IngestTimeoutError, 504),
+    (ExpressionError, 400),  # a statement's own expression failed (division by zero, ...)
     (ValueError, 400),  # ConfigurationError, IngestValidationError, ...
     (TypeError, 400),
     (NotImplementedError, 400),

@@ -14,6 +14,7 @@ from changelake.ingest import Client
 from changelake.server.app import DEFAULT_MAX_REQUEST_BYTES, create_app
 from changelake.server.auth import check_exposure
 from changelake.server.dynamic_tables import DynamicTables
+from changelake.server.sql import Statements
 from changelake.server.tasks import Tasks
 
 DEFAULT_HOST = "127.0.0.1"
@@ -70,13 +71,16 @@ def serve(
     background: Sequence[Background] = (),
     dynamic_tables: DynamicTables | None = None,
     tasks: Tasks | None = None,
+    statements: Statements | None = None,
+    verbose: bool = False,
 ) -> None:
     """Serve the ingest channels of ``warehouse`` over HTTP until SIGINT or SIGTERM; then close
     the client, which commits every buffered row. ``announce`` receives the URL once the service
     accepts connections (by default it is printed to stderr).
 
     Without ``token`` the service only listens on a loopback address. ``background`` services
-    (the scheduler of dynamic tables and tasks) run while it serves."""
+    (the scheduler of dynamic tables and tasks) run while it serves. The web server logs
+    warnings only, unless ``verbose`` (then every request too)."""
     check_exposure(host, token)
     if max_request_bytes <= 0:
         raise ConfigurationError(f"max_request_bytes must be positive, not {max_request_bytes}.")
@@ -97,9 +101,14 @@ def serve(
         max_request_bytes=max_request_bytes,
         dynamic_tables=dynamic_tables,
         tasks=tasks,
+        statements=statements,
     )
     config = uvicorn.Config(
-        app, lifespan="on", server_header=False, timeout_graceful_shutdown=GRACE_SECONDS
+        app,
+        lifespan="on",
+        server_header=False,
+        timeout_graceful_shutdown=GRACE_SECONDS,
+        log_level="info" if verbose else "warning",
     )
     url = url_of(sock)
     for service in background:

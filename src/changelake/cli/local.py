@@ -1,0 +1,43 @@
+"""Running statements with a Spark of the command's own (no service runs the warehouse). Loaded
+only then: it brings PySpark."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import changelake
+from changelake.cli.output import Result
+from changelake.cli.target import Target
+from changelake.session import Session
+from changelake.storage.spark_errors import spark_errors
+from changelake.storage.spark_setup import default_spark
+
+
+def connect(target: Target, *, warehouse: str | None = None, catalog: str | None = None) -> Session:
+    """A session on the target's warehouse (or ``warehouse``), its Spark quiet unless verbose."""
+    spark = None if target.verbose else default_spark(log=target.log)
+    return changelake.connect(
+        warehouse or target.warehouse, catalog=catalog or target.catalog, spark=spark
+    )
+
+
+class Local:
+    """Statements run in this process, on one session started at the first statement."""
+
+    def __init__(self, target: Target):
+        self._target = target
+        self._session: Session | None = None
+
+    def start(self) -> None:
+        if self._session is None:
+            self._session = connect(self._target)
+
+    def run(self, statement: str, *, max_rows: int) -> Result:
+        self.start()
+        assert self._session is not None
+        df = self._session.sql(statement)
+        # A query runs only now: a failing expression in it is translated here.
+        with spark_errors(statement.split(maxsplit=1)[0].upper()):
+            rows: Sequence = df.limit(max_rows + 1).collect()
+            total = df.count() if len(rows) > max_rows else None
+        return Result(list(df.columns), rows[:max_rows], total)

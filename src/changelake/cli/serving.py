@@ -1,0 +1,150 @@
+"""``changelake serve``: the service (ingest channels, SQL over HTTP, the scheduler) of one
+warehouse. Loaded only when the command runs: it brings Spark and the web framework."""
+
+from __future__ import annotations
+
+import threading
+
+import click
+from rich.console import Console
+from rich.text import Text
+
+from changelake import server
+from changelake.cli import remote
+from changelake.cli.local import connect
+from changelake.cli.target import Target
+from changelake.dynamic.scheduler import HostedScheduler, Resources, Scheduler, SchedulerSettings
+from changelake.dynamic.service import TaskService, service_for
+from changelake.errors import ChangelakeError
+from changelake.sql.execute import body_runner
+from changelake.sql.service import StatementService
+
+
+@click.command()
+@click.argument("warehouse", type=click.Path(file_okay=False))
+@click.option(
+    "--catalog",
+    "catalog_url",
+    default=None,
+    help="Catalog database URL (default: the one before the command, else SQLite in WAREHOUSE).",
+)
+@click.option(
+    "--host",
+    default=server.DEFAULT_HOST,
+    show_default=True,
+    help="Address to listen on; any but a loopback address needs --token.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=server.DEFAULT_PORT,
+    show_default=True,
+    help="Port to listen on (0: any free port).",
+)
+@click.option(
+    "--token",
+    envvar=server.TOKEN_ENV,
+    default=None,
+    help=f"Bearer token every request must carry. Env: {server.TOKEN_ENV}.",
+)
+@click.option(
+    "--max-client-lag",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Seconds a row may wait in a buffer before it is committed.",
+)
+@click.option(
+    "--max-request-bytes",
+    type=click.IntRange(min=1),
+    default=server.DEFAULT_MAX_REQUEST_BYTES,
+    show_default=True,
+    help="Largest request body accepted (413 past it).",
+)
+@click.option(
+    "--no-scheduler",
+    is_flag=True,
+    help="Do not refresh dynamic tables nor run tasks (another serve does; ALTER ... REFRESH"
+    " and EXECUTE TASK work without one).",
+)
+@click.option(
+    "--scheduler-lease",
+    type=click.FloatRange(min=1.0),
+    default=SchedulerSettings.lease,
+    show_default=True,
+    help="Seconds after which another serve takes over scheduling from one that died.",
+)
+@click.pass_obj
+def serve(
+    target: Target,
+    warehouse: str,
+    catalog_url: str | None,
+    host: str,
+    port: int,
+    token: str | None,
+    max_client_lag: float,
+    max_request_bytes: int,
+    no_scheduler: bool,
+    scheduler_lease: float,
+) -> None:
+    """Serve the ingest channels of WAREHOUSE over HTTP until Ctrl-C or SIGTERM; buffered rows
+    are committed before it exits. The API is described at /openapi.json. Unless
+    --no-scheduler, it also keeps the warehouse's dynamic tables within their target lags and runs
+    its tasks (one
+    serve per warehouse does: the others wait to take over)."""
+    err = Console(stderr=True, soft_wrap=True)
+    catalog = catalog_url or target.catalog
+
+    lock, sessions = threading.Lock(), []
+
+    def resources() -> Resources:  # one session (one Spark) for the scheduler and the routes
+        with lock:
+            if not sessions:
+                sessions.append(connect(target, warehouse=warehouse, catalog=catalog))
+            s = sessions[0]
+            runner = body_runner(s.spark, s.warehouse, s.catalog, s.clock)
+            return Resources(s.spark, s.warehouse, s.catalog, s.clock, runner)
+
+    service = service_for(warehouse, catalog, resources)
+
+    def scheduler() -> Scheduler:
+        settings = SchedulerSettings(lease=scheduler_lease)
+        return Scheduler(service.catalog, service.clock, resources, settings)
+
+    def warm_up() -> None:  # while the service begins to listen: the first statement is fast
+        try:
+            spark = resources().spark
+        except ChangelakeError:
+            return  # the first request (or the scheduler) reports it
+        for _ in range(3):
+            spark.sql("SELECT count(*) FROM range(10)").collect()
+
+    threading.Thread(target=warm_up, name="changelake-spark-start", daemon=True).start()
+
+    def announce(url: str) -> None:
+        remote.announce(warehouse, url)  # `changelake sql` on this warehouse finds the service
+        err.print(Text(f"changelake serve: listening on {url}"))
+
+    try:
+        server.serve(
+            warehouse,
+            catalog=catalog,
+            host=host,
+            port=port,
+            token=token,
+            max_client_lag=max_client_lag,
+            max_request_bytes=max_request_bytes,
+            announce=announce,
+            background=() if no_scheduler else (HostedScheduler(scheduler),),
+            dynamic_tables=service,
+            tasks=TaskService(service),
+            statements=StatementService(resources),
+            verbose=target.verbose,
+        )
+    except ChangelakeError as e:
+        err.print(Text(f"error: {e}", style="red"))
+        raise click.exceptions.Exit(1) from e
+    except KeyboardInterrupt:
+        raise click.exceptions.Exit(130) from None
+    finally:
+        remote.withdraw(warehouse)

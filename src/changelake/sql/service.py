@@ -1,0 +1,143 @@
+"""What ``POST /v1/sql`` runs (``server/sql.py``): statements on the service's SparkSession, each
+in its own statement context, or in a session's transaction.
+
+A session is a transaction slot a client holds by id across requests; its statements run one at
+a time. A session ends by DELETE or after ``idle_seconds`` without a request (the client went
+away); an open transaction is then rolled back, which discards what it staged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from changelake.dialect import parse_one
+from changelake.dynamic.scheduler import Resources
+from changelake.errors import InvalidStatementError, ObjectNotFoundError
+from changelake.sql import statements as s
+from changelake.sql.execute import execute
+from changelake.storage.spark_errors import spark_errors
+from changelake.txn.transaction import TransactionSlot
+from changelake.values import jsonable
+
+SESSION_IDLE_SECONDS = 600.0
+
+
+@dataclass
+class _Session:
+    slot: TransactionSlot = field(default_factory=TransactionSlot)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    used: float = field(default_factory=time.monotonic)
+
+
+class StatementService:
+    """Runs SQL for the service; ``resources`` gives its (shared) Spark, warehouse, catalog."""
+
+    def __init__(
+        self, resources: Callable[[], Resources], *, idle_seconds: float = SESSION_IDLE_SECONDS
+    ):
+        self._resources = resources
+        self._idle = idle_seconds
+        self._sessions: dict[str, _Session] = {}
+        self._lock = threading.Lock()
+
+    def open_session(self) -> str:
+        self._end_idle()
+        session = uuid.uuid4().hex
+        with self._lock:
+            self._sessions[session] = _Session()
+        return session
+
+    def close_session(self, session: str) -> dict[str, Any]:
+        """End ``session``, rolling back its open transaction (once its statement finished)."""
+        with self._lock:
+            found = self._sessions.pop(session, None)
+        if found is None:
+            raise _no_session(session)
+        with found.lock:
+            open_transaction = found.slot.current is not None
+            found.slot.current = None
+        return {"session": session, "transaction": open_transaction}
+
+    def run(
+        self, text: str, *, max_rows: int, session: str | None, arrow: bool
+    ) -> dict[str, Any] | bytes:
+        """Run the statement ``text``; its result as JSON-ready columns and rows (at most
+        ``max_rows``), or as Arrow IPC stream bytes if ``arrow``."""
+        self._end_idle()
+        if session is None:
+            if isinstance(s.statement_of(parse_one(text)), s.Begin):
+                raise InvalidStatementError(
+                    "BEGIN needs a session, or its transaction would end with the request: POST"
+                    ' /v1/sessions, then pass its id as "session" with every statement.'
+                )
+            slot, lock = TransactionSlot(), contextlib.nullcontext()
+        else:
+            with self._lock:
+                found = self._sessions.get(session)
+            if found is None:
+                raise _no_session(session)
+            found.used = time.monotonic()
+            slot, lock = found.slot, found.lock
+        with lock:
+            r = self._resources()
+            df = execute(
+                text,
+                spark=r.spark,
+                warehouse=r.warehouse,
+                catalog=r.catalog,
+                clock=r.clock,
+                transactions=slot,
+            )
+            # A query runs only now: a failing expression in it is translated here.
+            with spark_errors(text.split(maxsplit=1)[0].upper()):
+                if arrow:
+                    return _ipc(df.limit(max_rows).toArrow())
+                rows = df.limit(max_rows + 1).collect()
+                total = df.count() if len(rows) > max_rows else None
+        if session is not None:
+            found.used = time.monotonic()
+        return {
+            "columns": [{"name": f.name, "type": f.dataType.simpleString()} for f in df.schema],
+            "rows": [[jsonable(v) for v in row] for row in rows[:max_rows]],
+            "truncated": total is not None,
+            "total_rows": total,
+            "session": session,
+        }
+
+    def _end_idle(self) -> None:
+        """End the sessions idle past the timeout (not one running a statement)."""
+        cutoff = time.monotonic() - self._idle
+        with self._lock:
+            idle = [k for k, v in self._sessions.items() if v.used < cutoff]
+        for session in idle:
+            found = self._sessions.get(session)
+            if found is not None and found.lock.acquire(blocking=False):
+                try:
+                    if found.used < cutoff:
+                        found.slot.current = None
+                        with self._lock:
+                            self._sessions.pop(session, None)
+                finally:
+                    found.lock.release()
+
+
+def _no_session(session: str) -> ObjectNotFoundError:
+    return ObjectNotFoundError(
+        f"No session {session}: it ended, or it was idle too long and its transaction was rolled"
+        " back. Open a new one with POST /v1/sessions."
+    )
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
