@@ -18,6 +18,7 @@ from bench import (
     apply_changes,
     changes_delta,
     changes_odf,
+    cli_sql,
     commit_throughput,
     consume,
     delete,
@@ -84,6 +85,7 @@ BENCHMARKS = {
         external.FOLLOW,
         external_bootstrap,
         planning,
+        cli_sql,
     )
 }
 MASTER = "local[2]"

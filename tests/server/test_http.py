@@ -175,7 +175,7 @@ def test_json_lines_land_exactly_as_sent(session, service):
     )
     assert (answer.status, answer.body) == (
         200,
-        {"rows_inserted": 1000, "rows_errored": 0, "errors": []},
+        {"rows_inserted": 1000, "rows_errored": 0, "errors": [], "duplicate": False},
     )
     waited = http.call("POST", "/v1/tables/t/channels/c0/wait?offset_token=999&timeout=1")
     assert waited.status == 504 and waited.body["error"]["type"] == "IngestTimeoutError"
@@ -197,6 +197,31 @@ def test_json_lines_land_exactly_as_sent(session, service):
     assert _table_rows(session) == _expected(sent)
     # Reopening continues from the committed token.
     assert http.call("PUT", "/v1/tables/t/channels/c0").body["committed_offset_token"] == "999"
+
+
+def test_a_resent_request_is_answered_as_a_duplicate_and_lands_once(session, service):
+    http = service()
+    assert http.call("PUT", "/v1/tables/t/channels/retry", json_body={}).status == 200
+    first, second = [_row(i) for i in range(3)], [_row(i) for i in range(3, 5)]
+
+    def send(rows_: list[dict[str, Any]], **tokens: str) -> dict[str, Any]:
+        answer = http.rows("t", "retry", [_wire(r) for r in rows_], **tokens)
+        assert answer.status == 200, answer.body
+        return answer.body
+
+    assert send(first, end_offset_token="2")["duplicate"] is False
+    resent = send(first, end_offset_token="2")  # the client got no answer and retried
+    assert (resent["duplicate"], resent["rows_inserted"]) == (True, 0)
+    assert http.call("POST", "/v1/flush").status == 200
+    assert send(first, end_offset_token="2")["duplicate"] is True  # also once committed
+    assert send(second, end_offset_token="4")["rows_inserted"] == 2
+    status = http.call("GET", "/v1/tables/t/channels/retry/status").body
+    assert (status["rows_inserted"], status["latest_offset_token"]) == (5, "4")
+    # without an end token there is nothing to recognise a resend by: each request is new
+    assert send(first[:1])["duplicate"] is False
+    assert send(first[:1])["duplicate"] is False
+    assert http.call("POST", "/v1/flush").status == 200
+    assert _table_rows(session) == _expected(first + second + first[:1] + first[:1])
 
 
 def test_arrow_ipc_lands_exactly_as_sent(session, service):
@@ -221,7 +246,12 @@ def test_arrow_ipc_lands_exactly_as_sent(session, service):
         data=sink.getvalue().to_pybytes(),
         content_type=ARROW,
     )
-    assert answer.body == {"rows_inserted": 500, "rows_errored": 0, "errors": []}
+    assert answer.body == {
+        "rows_inserted": 500,
+        "rows_errored": 0,
+        "errors": [],
+        "duplicate": False,
+    }
     garbage = http.call(
         "POST", "/v1/tables/t/channels/arrow/rows", data=b"not arrow", content_type=ARROW
     )

@@ -67,10 +67,12 @@ class OnError(Enum):
 
 @dataclass(frozen=True)
 class InsertResponse:
-    """What one insert call did: rows buffered, and every rejected value."""
+    """What one insert call did: rows buffered, and every rejected value; ``duplicate``: the
+    call resent the last accepted one (see ``skip_resend``) and nothing was buffered."""
 
     rows_inserted: int
     errors: tuple[InsertError, ...] = ()
+    duplicate: bool = False
 
     @property
     def has_errors(self) -> bool:
@@ -173,12 +175,19 @@ class Channel:
         *,
         start_offset_token: str | None = None,
         end_offset_token: str | None = None,
+        skip_resend: bool = False,
     ) -> InsertResponse:
         """Validate and buffer rows in order. ``end_offset_token`` is the token of the last row
-        (committed with it); ``start_offset_token``, the first row's, is kept with rejected rows."""
+        (committed with it); ``start_offset_token``, the first row's, is kept with rejected rows.
+
+        With ``skip_resend``, a call whose ``end_offset_token`` equals the token of the last
+        insert this channel accepted (or, before any, its committed token) is a resend of that
+        insert: nothing is buffered and the response says ``duplicate`` (an HTTP client that
+        retries a request it got no answer to does not land its rows twice)."""
         self._check_usable()
         rows = rows if isinstance(rows, list) else list(rows)
-        return self._accept(self._validator.rows(rows), start_offset_token, end_offset_token)
+        checked = self._validator.rows(rows)
+        return self._accept(checked, start_offset_token, end_offset_token, skip_resend)
 
     def insert_arrow(
         self,
@@ -186,13 +195,17 @@ class Channel:
         *,
         start_offset_token: str | None = None,
         end_offset_token: str | None = None,
+        skip_resend: bool = False,
     ) -> InsertResponse:
         """Like :meth:`insert_rows` for a ``pyarrow.Table``, ``RecordBatch`` or pandas
         DataFrame whose column names are the table's (case-insensitive)."""
         self._check_usable()
-        return self._accept(self._validator.arrow(data), start_offset_token, end_offset_token)
+        checked = self._validator.arrow(data)
+        return self._accept(checked, start_offset_token, end_offset_token, skip_resend)
 
-    def _accept(self, checked: Validated, start: str | None, end: str | None) -> InsertResponse:
+    def _accept(
+        self, checked: Validated, start: str | None, end: str | None, skip_resend: bool
+    ) -> InsertResponse:
         errors = checked.errors
         if errors and self.on_error is OnError.ABORT:
             first = errors[0]
@@ -209,6 +222,9 @@ class Channel:
         try:
             with self._lock:
                 self._check_usable()
+                if skip_resend and end is not None and end == self._buffer.token:
+                    self._client._release(nbytes)
+                    return InsertResponse(0, (), duplicate=True)
                 self._add(good, errors, start, end)
         except BaseException:
             self._client._release(nbytes)

@@ -147,7 +147,12 @@ def create_app(
     ) -> InsertResult:
         """Validates the rows and buffers them in the channel; a flush (every max client lag, or
         POST /v1/flush) commits them with `end_offset_token`. Bad rows are reported per value;
-        with on_error=abort one bad row rejects the request (422)."""
+        with on_error=abort one bad row rejects the request (422).
+
+        Idempotent for retries: a request whose `end_offset_token` equals the token of the last
+        request this channel accepted (in the same channel epoch: since it was opened here) is
+        a resend of it; it is answered with `duplicate: true` and nothing is buffered again.
+        Without `end_offset_token` every request is new."""
         handle = channels.get(table, channel)
         kind = row_format(request)
         body = await read_body(request, limit=max_request_bytes)
@@ -158,6 +163,7 @@ def create_app(
             rows_inserted=response.rows_inserted,
             rows_errored=response.rows_errored,
             errors=[RowError(**item) for item in problems.error_items(response.errors)],
+            duplicate=response.duplicate,
         )
 
     @api.get(
@@ -253,8 +259,7 @@ def create_app(
 def _insert(
     channel: Channel, kind: RowFormat, body: bytes, *, start: str | None, end: str | None
 ) -> InsertResponse:
+    tokens = {"start_offset_token": start, "end_offset_token": end, "skip_resend": True}
     if kind is RowFormat.ARROW_STREAM:
-        return channel.insert_arrow(
-            arrow_table(body), start_offset_token=start, end_offset_token=end
-        )
-    return channel.insert_rows(json_rows(body), start_offset_token=start, end_offset_token=end)
+        return channel.insert_arrow(arrow_table(body), **tokens)
+    return channel.insert_rows(json_rows(body), **tokens)

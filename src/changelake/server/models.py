@@ -49,6 +49,11 @@ class InsertResult(BaseModel):
     rows_inserted: int = Field(description="Rows accepted and buffered; committed by a flush.")
     rows_errored: int
     errors: list[RowError]
+    duplicate: bool = Field(
+        False,
+        description="The request resent the last accepted one (same end_offset_token):"
+        " nothing was buffered again.",
+    )
 
 
 class OffsetToken(BaseModel):
