@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from changelake import cli
-from changelake.cli import main
+from changelake.cli import main, runners
 from changelake.dialect import split_statements
 from changelake.errors import SqlSyntaxError
 
@@ -44,7 +43,7 @@ def _ok(result: Result) -> str:
 )
 def test_split_statements(text: str, expected: list[str]) -> None:
     assert split_statements(text) == expected
-    assert cli._split(text) == expected  # the command line's, which skips the parser if it can
+    assert runners.split(text) == expected  # the command line's, which skips the parser if it can
 
 
 def test_split_statements_reports_an_unterminated_string() -> None:

@@ -22,6 +22,10 @@ class SparkStartError(ChangelakeError, RuntimeError):
     """Spark's JVM did not start (its output is in the log the error names)."""
 
 
+class StatementCancelledError(ChangelakeError, RuntimeError):
+    """The statement was cancelled while it ran (its Spark jobs stopped, nothing committed)."""
+
+
 class ConfigurationError(ChangelakeError, ValueError):
     """changelake was set up with arguments that cannot work together (e.g. a remote warehouse
     without a catalog URL)."""

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from changelake.cli import remote
 from changelake.cli.output import FORMATS, print_result
+from changelake.cli.runners import runner_for, split
 from changelake.cli.target import Target
 from changelake.errors import ChangelakeError
 
@@ -30,9 +31,10 @@ _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
 class _Commands(click.Group):
-    """The commands, of which ``serve`` (Spark and the web framework) loads when it runs."""
+    """The commands, of which ``serve`` (Spark and the web framework) and ``shell`` (the line
+    editor) load when they run."""
 
-    _LAZY = {"serve": "changelake.cli.serving"}
+    _LAZY = {"serve": "changelake.cli.serving", "shell": "changelake.cli.shell"}
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self._LAZY])
@@ -171,10 +173,10 @@ def _run(target: Target, text: str, *, max_rows: int, fmt: str = "table") -> Non
     out, err = Console(), Console(stderr=True, soft_wrap=True)
     where = ""  # which statement failed, when there are several
     try:
-        statements = _split(text)
+        statements = split(text)
         if not statements:
             raise click.UsageError("no SQL statement given")
-        runner = _runner(target)
+        runner = runner_for(target)
         with contextlib.ExitStack() as stack:
             if isinstance(runner, remote.Service):
                 stack.callback(runner.close)
@@ -191,20 +193,3 @@ def _run(target: Target, text: str, *, max_rows: int, fmt: str = "table") -> Non
     except (ChangelakeError, remote.ServiceError) as e:
         err.print(Text(f"error: {where}{e}", style="red"))
         raise click.exceptions.Exit(1) from e
-
-
-def _split(text: str) -> list[str]:
-    """The statements of ``text``; one without ';' or comments is taken whole, without loading
-    the SQL parser (a fifth of a second)."""
-    stripped = text.strip().rstrip(";").strip()
-    if not any(mark in stripped for mark in (";", "--", "/*")):
-        return [stripped] if stripped else []
-    return importlib.import_module("changelake.dialect").split_statements(text)
-
-
-def _runner(target: Target) -> remote.Service | Any:
-    """The service running the warehouse, when there is one; else this process's own Spark."""
-    url = remote.service_url(target)
-    if url is not None:
-        return remote.Service(url, target.token)
-    return importlib.import_module("changelake.cli.local").Local(target)

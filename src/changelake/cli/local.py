@@ -9,6 +9,7 @@ import changelake
 from changelake.cli.output import Result
 from changelake.cli.target import Target
 from changelake.session import Session
+from changelake.storage.cancel import Cancellable
 from changelake.storage.spark_errors import spark_errors
 from changelake.storage.spark_setup import default_spark
 
@@ -27,17 +28,36 @@ class Local:
     def __init__(self, target: Target):
         self._target = target
         self._session: Session | None = None
+        self._running: dict[str | None, Cancellable] = {}
 
     def start(self) -> None:
         if self._session is None:
             self._session = connect(self._target)
 
-    def run(self, statement: str, *, max_rows: int) -> Result:
+    def run(self, statement: str, *, max_rows: int, request: str | None = None) -> Result:
+        """Run ``statement``; ``request`` is an id ``cancel`` (from another thread) can name."""
         self.start()
         assert self._session is not None
-        df = self._session.sql(statement)
-        # A query runs only now: a failing expression in it is translated here.
-        with spark_errors(statement.split(maxsplit=1)[0].upper()):
-            rows: Sequence = df.limit(max_rows + 1).collect()
-            total = df.count() if len(rows) > max_rows else None
+        label = statement.split(maxsplit=1)[0].upper() if statement.strip() else "SQL"
+        run = Cancellable(self._session.spark, label)
+        if request is not None:
+            self._running[request] = run
+        try:
+            with run.running():
+                df = self._session.sql(statement)
+                # A query runs only now: a failing expression in it is translated here.
+                with spark_errors(label):
+                    rows: Sequence = df.limit(max_rows + 1).collect()
+                    total = df.count() if len(rows) > max_rows else None
+        finally:
+            self._running.pop(request, None)
         return Result(list(df.columns), rows[:max_rows], total)
+
+    def cancel(self, request: str) -> None:
+        """Cancel the statement running under ``request``; returns once it ended."""
+        run = self._running.get(request)
+        if run is not None:
+            run.cancel()
+
+    def close(self) -> None:
+        """Nothing to release: the session's Spark ends with the process."""

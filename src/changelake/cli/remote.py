@@ -106,11 +106,22 @@ class Service:
             with contextlib.suppress(ServiceError):
                 self._call("DELETE", f"/v1/sessions/{session}")
 
-    def run(self, statement: str, *, max_rows: int) -> Result:
+    def run(self, statement: str, *, max_rows: int, request: str | None = None) -> Result:
+        """Run ``statement``; ``request`` is an id ``cancel`` (from another thread) can name."""
         body = {"statement": statement, "max_rows": max_rows, "session": self._session}
+        if request is not None:
+            body["request_id"] = request
         answer = self._call("POST", "/v1/sql", body)
         columns = [c["name"] for c in answer["columns"]]
         return Result(columns, answer["rows"], answer["total_rows"])
+
+    def cancel(self, request: str) -> None:
+        """Cancel the statement sent with ``request`` (over a connection of its own)."""
+        other = Service(self._url, self._token)
+        try:
+            other._call("POST", "/v1/sql/cancel", {"request_id": request})
+        finally:
+            other.close()
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}

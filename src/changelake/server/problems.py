@@ -32,6 +32,7 @@ from changelake.errors import (
     SourceError,
     SparkStartError,
     StaleStreamError,
+    StatementCancelledError,
     TransactionError,
 )
 from changelake.ingest import InsertError
@@ -48,6 +49,7 @@ STATUS_OF: tuple[tuple[type[BaseException], int], ...] = (
     (ConflictError, 409),  # ChannelFencedError, StreamConsumedError
     (ChannelClosedError, 409),
     (TransactionError, 409),  # COMMIT without BEGIN, BEGIN twice
+    (StatementCancelledError, 409),
     (StaleStreamError, 409),
     (BackpressureError, 503),
     (JavaNotFoundError, 503),  # the service cannot run statements

@@ -5,6 +5,7 @@ requests. The service hands in what runs them (``changelake.sql.service``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Body, Request, Response
@@ -21,8 +22,10 @@ MAX_ROWS = 1_000_000
 
 class Statements(Protocol):
     def run(
-        self, text: str, *, max_rows: int, session: str | None, arrow: bool
+        self, text: str, *, max_rows: int, session: str | None, arrow: bool, request: str | None
     ) -> dict[str, Any] | bytes: ...
+
+    def cancel(self, request: str) -> dict[str, Any]: ...
 
     def open_session(self) -> str: ...
 
@@ -39,6 +42,21 @@ class SqlRequest(BaseModel):
         description="A session from POST /v1/sessions: its open transaction (BEGIN ... COMMIT)"
         " spans the requests that name it. Without one, the statement runs on its own.",
     )
+    request_id: str | None = Field(
+        None,
+        max_length=200,
+        description="The client's id for this call: POST /v1/sql/cancel with it stops the"
+        " statement (its Spark jobs; nothing is committed).",
+    )
+
+
+class CancelRequest(BaseModel):
+    request_id: str
+
+
+class Cancelled(BaseModel):
+    request_id: str
+    cancelled: bool
 
 
 class Column(BaseModel):
@@ -84,15 +102,25 @@ def sql_routes(statements: Statements, dependencies: Sequence[Depends]) -> APIRo
         JSON problems, as ingest's are."""
         arrow = ARROW_STREAM in request.headers.get("accept", "")
         answer = await run_in_threadpool(
-            statements.run,
-            body.statement,
-            max_rows=body.max_rows,
-            session=body.session,
-            arrow=arrow,
+            partial(
+                statements.run,
+                body.statement,
+                max_rows=body.max_rows,
+                session=body.session,
+                arrow=arrow,
+                request=body.request_id,
+            )
         )
         if isinstance(answer, bytes):
             return Response(answer, media_type=ARROW_STREAM)  # type: ignore[return-value]
         return SqlResult(**answer)
+
+    @api.post("/v1/sql/cancel", summary="Cancel a running statement", responses=_errors(404))
+    async def cancel(body: Annotated[CancelRequest, Body()]) -> Cancelled:
+        """Stops the Spark jobs of the statement sent with this `request_id` and answers once
+        it ended; that request is answered 409 (StatementCancelledError) and committed nothing.
+        A statement whose jobs had all finished may still commit and answer as usual."""
+        return Cancelled(**await run_in_threadpool(statements.cancel, body.request_id))
 
     @api.post("/v1/sessions", summary="Open a session for a transaction across requests")
     async def open_session() -> Session:

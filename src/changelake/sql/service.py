@@ -23,6 +23,7 @@ from changelake.dynamic.scheduler import Resources
 from changelake.errors import InvalidStatementError, ObjectNotFoundError
 from changelake.sql import statements as s
 from changelake.sql.execute import execute
+from changelake.storage.cancel import Cancellable
 from changelake.storage.spark_errors import spark_errors
 from changelake.txn.transaction import TransactionSlot
 from changelake.values import jsonable
@@ -46,6 +47,7 @@ class StatementService:
         self._resources = resources
         self._idle = idle_seconds
         self._sessions: dict[str, _Session] = {}
+        self._running: dict[str, Cancellable] = {}  # by the client's request id
         self._lock = threading.Lock()
 
     def open_session(self) -> str:
@@ -66,11 +68,29 @@ class StatementService:
             found.slot.current = None
         return {"session": session, "transaction": open_transaction}
 
+    def cancel(self, request: str) -> dict[str, Any]:
+        """Cancel the running statement the client named ``request``; returns once it ended."""
+        with self._lock:
+            found = self._running.get(request)
+        if found is None:
+            raise ObjectNotFoundError(
+                f"No statement with request id {request} is running (it may have finished)."
+            )
+        found.cancel()
+        return {"request_id": request, "cancelled": True}
+
     def run(
-        self, text: str, *, max_rows: int, session: str | None, arrow: bool
+        self,
+        text: str,
+        *,
+        max_rows: int,
+        session: str | None,
+        arrow: bool,
+        request: str | None = None,
     ) -> dict[str, Any] | bytes:
         """Run the statement ``text``; its result as JSON-ready columns and rows (at most
-        ``max_rows``), or as Arrow IPC stream bytes if ``arrow``."""
+        ``max_rows``), or as Arrow IPC stream bytes if ``arrow``. ``request`` (the client's id
+        for this call) lets ``cancel`` stop it."""
         self._end_idle()
         if session is None:
             if isinstance(s.statement_of(parse_one(text)), s.Begin):
@@ -86,22 +106,33 @@ class StatementService:
                 raise _no_session(session)
             found.used = time.monotonic()
             slot, lock = found.slot, found.lock
-        with lock:
-            r = self._resources()
-            df = execute(
-                text,
-                spark=r.spark,
-                warehouse=r.warehouse,
-                catalog=r.catalog,
-                clock=r.clock,
-                transactions=slot,
-            )
-            # A query runs only now: a failing expression in it is translated here.
-            with spark_errors(text.split(maxsplit=1)[0].upper()):
-                if arrow:
-                    return _ipc(df.limit(max_rows).toArrow())
-                rows = df.limit(max_rows + 1).collect()
-                total = df.count() if len(rows) > max_rows else None
+        r = self._resources()
+        run = Cancellable(r.spark, text.split(maxsplit=1)[0].upper() if text.strip() else "SQL")
+        if request is not None:
+            with self._lock:
+                if request in self._running:
+                    raise InvalidStatementError(f"Request id {request} is already running.")
+                self._running[request] = run
+        try:
+            with lock, run.running():
+                df = execute(
+                    text,
+                    spark=r.spark,
+                    warehouse=r.warehouse,
+                    catalog=r.catalog,
+                    clock=r.clock,
+                    transactions=slot,
+                )
+                # A query runs only now: a failing expression in it is translated here.
+                with spark_errors(text.split(maxsplit=1)[0].upper()):
+                    if arrow:
+                        return _ipc(df.limit(max_rows).toArrow())
+                    rows = df.limit(max_rows + 1).collect()
+                    total = df.count() if len(rows) > max_rows else None
+        finally:
+            if request is not None:
+                with self._lock:
+                    self._running.pop(request, None)
         if session is not None:
             found.used = time.monotonic()
         return {
