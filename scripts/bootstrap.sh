@@ -89,6 +89,19 @@ if [[ ! -f /usr/share/java/postgresql.jar ]]; then
     fi
 fi
 
+# The dashboard draws the pipeline with Graphviz; its tests load the pages in headless Chromium.
+if ! command -v dot >/dev/null || ! command -v chromedriver >/dev/null; then
+    if [[ "$(id -u)" -eq 0 ]]; then
+        echo "bootstrap: installing Graphviz and headless Chromium (the dashboard and its tests)" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq graphviz chromium chromium-driver \
+            >/dev/null
+    else
+        echo "bootstrap: Graphviz or Chromium is missing (the dashboard's graph, its browser" \
+            "tests); install them with: sudo apt-get install -y graphviz chromium chromium-driver" >&2
+    fi
+fi
+
 # A minute and a half once; every local Spark started later (the CLI, serve, the tests' worker
 # processes) maps it and starts a third faster (src/changelake/storage/class_archive.py).
 if [[ "$("$venv/bin/python" -c 'from changelake.storage.class_archive import archive_path as a; print(a().exists())')" != True ]]; then

@@ -16,6 +16,7 @@ from changelake.cli.target import Target
 from changelake.dynamic.scheduler import HostedScheduler, Resources, Scheduler, SchedulerSettings
 from changelake.dynamic.service import TaskService, service_for
 from changelake.errors import ChangelakeError
+from changelake.sql.dashboard import DashboardData
 from changelake.sql.execute import body_runner
 from changelake.sql.service import StatementService
 
@@ -139,6 +140,7 @@ def serve(
             dynamic_tables=service,
             tasks=TaskService(service),
             statements=StatementService(resources),
+            dashboard=DashboardData(resources),
             verbose=target.verbose,
         )
     except ChangelakeError as e:

@@ -48,7 +48,7 @@ class DynamicTableService:
 
     def history(self, name: str, limit: int) -> list[dict[str, Any]]:
         dyn = dynamic_table(self._ctx(), name)
-        return [_refresh(r) for r in self.catalog.refresh_history(dyn.table_id, limit=limit)]
+        return [refresh_row(r) for r in self.catalog.refresh_history(dyn.table_id, limit=limit)]
 
     def refresh(self, name: str) -> dict[str, Any]:
         """ALTER DYNAMIC TABLE name REFRESH, now; answers its history row."""
@@ -57,7 +57,7 @@ class DynamicTableService:
             StatementContext(r.catalog, r.clock, None), r.spark, r.warehouse, name, "REFRESH", {}
         )
         dyn = dynamic_table(self._ctx(), name)
-        return _refresh(self.catalog.refresh_history(dyn.table_id, limit=1)[0])
+        return refresh_row(self.catalog.refresh_history(dyn.table_id, limit=1)[0])
 
     def set_suspended(self, name: str, suspended: bool) -> dict[str, Any]:
         action = "SUSPEND" if suspended else "RESUME"
@@ -85,12 +85,12 @@ class DynamicTableService:
             "data_timestamp": _iso(dyn.data_timestamp),
             "lag_seconds": None if lag is None else max(0.0, lag),
             "version": dyn.info.current_version,
-            "last_refresh": _refresh(last[0]) if last else None,
+            "last_refresh": refresh_row(last[0]) if last else None,
             "text": d.sql,
         }
 
 
-def _refresh(r: RefreshInfo) -> dict[str, Any]:
+def refresh_row(r: RefreshInfo) -> dict[str, Any]:
     x = r.record
     return {
         "refresh_id": r.refresh_id,

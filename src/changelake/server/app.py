@@ -24,6 +24,7 @@ from changelake.server import problems
 from changelake.server.auth import bearer_auth
 from changelake.server.body import RowFormat, arrow_table, json_rows, read_body, row_format
 from changelake.server.channels import OpenChannels
+from changelake.server.dashboard import Dashboard, dashboard_routes
 from changelake.server.dynamic_tables import DynamicTables, dynamic_table_routes
 from changelake.server.models import (
     ClosedChannel,
@@ -74,9 +75,10 @@ def create_app(
     dynamic_tables: DynamicTables | None = None,
     tasks: Tasks | None = None,
     statements: Statements | None = None,
+    dashboard: Dashboard | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``client``'s channels (and ``dynamic_tables``', ``tasks``' and
-    ``statements``' routes: ``POST /v1/sql``). The app owns
+    ``statements``' routes: ``POST /v1/sql``; ``dashboard``'s web pages at ``/``). The app owns
     the client: it closes it (which commits every buffered row) when the server shuts down. With
     ``token`` every request but ``/v1/health`` and the OpenAPI description must carry
     ``Authorization: Bearer <token>``."""
@@ -253,6 +255,8 @@ def create_app(
         app.include_router(task_routes(tasks, [Depends(bearer_auth(token))]))
     if statements is not None:
         app.include_router(sql_routes(statements, [Depends(bearer_auth(token))]))
+    if dashboard is not None:
+        app.include_router(dashboard_routes(dashboard, token, "pipeline"))
     return app
 
 

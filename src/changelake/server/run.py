@@ -13,6 +13,7 @@ from changelake.errors import ConfigurationError
 from changelake.ingest import Client
 from changelake.server.app import DEFAULT_MAX_REQUEST_BYTES, create_app
 from changelake.server.auth import check_exposure
+from changelake.server.dashboard import Dashboard
 from changelake.server.dynamic_tables import DynamicTables
 from changelake.server.sql import Statements
 from changelake.server.tasks import Tasks
@@ -72,6 +73,7 @@ def serve(
     dynamic_tables: DynamicTables | None = None,
     tasks: Tasks | None = None,
     statements: Statements | None = None,
+    dashboard: Dashboard | None = None,
     verbose: bool = False,
 ) -> None:
     """Serve the ingest channels of ``warehouse`` over HTTP until SIGINT or SIGTERM; then close
@@ -102,6 +104,7 @@ def serve(
         dynamic_tables=dynamic_tables,
         tasks=tasks,
         statements=statements,
+        dashboard=dashboard,
     )
     config = uvicorn.Config(
         app,

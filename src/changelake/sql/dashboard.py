@@ -1,0 +1,156 @@
+"""What the web dashboard of ``changelake serve`` shows (``server/dashboard.py`` renders it): the
+warehouse's objects as its SHOW statements list them, the pipeline as a graph (sources -> views
+-> dynamic tables -> tasks, streams and external tables), and a dynamic table's refreshes.
+
+Read-only: SHOW statements and the catalog; no statement changes anything.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from typing import Any
+
+from sqlglot import exp
+
+from changelake.dialect import parse_one
+from changelake.dynamic.dag import dynamic_table
+from changelake.dynamic.scheduler import Resources
+from changelake.dynamic.service import refresh_row
+from changelake.dynamic.spec import describe_lag
+from changelake.errors import ChangelakeError
+from changelake.sql.execute import execute
+from changelake.txn.context import StatementContext
+from changelake.txn.transaction import TransactionSlot
+from changelake.values import jsonable
+
+SECTIONS = {
+    "tables": "SHOW TABLES",
+    "views": "SHOW VIEWS",
+    "streams": "SHOW STREAMS",
+    "dynamic_tables": "SHOW DYNAMIC TABLES",
+    "tasks": "SHOW TASKS",
+    "channels": "SHOW CHANNELS",
+    "external_tables": "SHOW EXTERNAL TABLES",
+}
+HISTORY_ROWS = 200
+
+
+class DashboardData:
+    """The dashboard's figures, from the service's session (``resources``)."""
+
+    def __init__(self, resources: Callable[[], Resources]):
+        self._resources = resources
+
+    def _show(self, statement: str) -> list[dict[str, Any]]:
+        r = self._resources()
+        df = execute(
+            statement,
+            spark=r.spark,
+            warehouse=r.warehouse,
+            catalog=r.catalog,
+            clock=r.clock,
+            transactions=TransactionSlot(),
+        )
+        return [{k: jsonable(v) for k, v in row.asDict().items()} for row in df.collect()]
+
+    def overview(self) -> dict[str, Any]:
+        """Every section's rows, and the pipeline's nodes and edges."""
+        found = {name: self._show(statement) for name, statement in SECTIONS.items()}
+        dynamic = {d["name"] for d in found["dynamic_tables"]}
+        found["tables"] = [t for t in found["tables"] if t["name"] not in dynamic]
+        found["nodes"], found["edges"] = _graph(found)
+        found["now"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        return found
+
+    def dynamic_table(self, name: str) -> dict[str, Any]:
+        """A dynamic table's row of SHOW DYNAMIC TABLES, its target lag in seconds, and its
+        refreshes (newest first) with the lag before and after each."""
+        r = self._resources()
+        dyn = dynamic_table(StatementContext(r.catalog, r.clock, None), name)
+        (shown,) = [d for d in self._show("SHOW DYNAMIC TABLES") if d["name"] == dyn.name]
+        refreshes = r.catalog.refresh_history(dyn.table_id, limit=HISTORY_ROWS)
+        history = [
+            {
+                **refresh_row(x),
+                "lag_after": None
+                if x.record.data_timestamp is None
+                else max(0.0, x.ended_at - x.record.data_timestamp),
+            }
+            for x in refreshes
+        ]
+        target = dyn.definition.target_lag
+        return {
+            **shown,
+            "target_lag_seconds": target,
+            "target_lag": describe_lag(target),
+            "history": history,
+        }
+
+
+def _tree(text: str | None) -> exp.Expression | None:
+    if not text:
+        return None
+    try:
+        return parse_one(text)
+    except ChangelakeError:
+        return None
+
+
+def _writes(text: str | None) -> str | None:
+    """The lower-case name of the table a write statement's text writes."""
+    tree = _tree(text)
+    written = (
+        tree.this if isinstance(tree, exp.Insert | exp.Update | exp.Delete | exp.Merge) else None
+    )
+    if isinstance(written, exp.Schema):
+        written = written.this
+    return written.name.lower() if isinstance(written, exp.Table) else None
+
+
+def _reads(text: str | None) -> list[str]:
+    """The lower-case names a statement's text reads (tables, views, streams)."""
+    tree = _tree(text)
+    if tree is None:
+        return []
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    names = {t.name.lower() for t in tree.find_all(exp.Table) if t.name}
+    return sorted(names - ctes - {_writes(text)})
+
+
+def _graph(found: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Nodes (name, kind, label details) and edges (from, to) of the pipeline: what each view,
+    stream, dynamic table and task reads, and the table a task writes."""
+    nodes: dict[str, dict[str, Any]] = {}
+    for kind, rows in (
+        ("table", found["tables"]),
+        ("external", found["external_tables"]),
+        ("view", found["views"]),
+        ("stream", found["streams"]),
+        ("dynamic", found["dynamic_tables"]),
+        ("task", found["tasks"]),
+    ):
+        for row in rows:
+            nodes[row["name"].lower()] = {"name": row["name"], "kind": kind, "row": row}
+    edges: list[dict[str, str]] = []
+
+    def link(source: str, target: str | None) -> None:
+        if source in nodes and target in nodes and {"from": source, "to": target} not in edges:
+            edges.append({"from": source, "to": target})
+
+    for view in found["views"]:
+        for name in _reads(view["text"]):
+            link(name, view["name"].lower())
+    for stream in found["streams"]:
+        for name in str(stream.get("base_tables") or stream["table_name"] or "").split(","):
+            link(name.strip().lower(), stream["name"].lower())
+    for dyn in found["dynamic_tables"]:
+        for name in _reads(dyn["text"]):
+            link(name, dyn["name"].lower())
+    for task in found["tasks"]:
+        for name in _reads(task["definition"]) + _reads(task.get("condition")):
+            link(name, task["name"].lower())
+        for name in str(task.get("predecessors") or "").split(","):
+            link(name.strip().lower(), task["name"].lower())
+        link(task["name"].lower(), _writes(task["definition"]))
+    return list(nodes.values()), edges

@@ -1,0 +1,156 @@
+"""The web dashboard of ``changelake serve``: its pages over real HTTP, and in headless Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import urllib.request
+
+import pytest
+from test_http import Http, _serve
+
+from changelake.dynamic.scheduler import Resources
+from changelake.ingest import Client
+from changelake.server import create_app
+from changelake.sql.dashboard import DashboardData
+
+
+@pytest.fixture
+def pipeline(session) -> None:
+    """Sources -> a view -> a dynamic table (refreshed twice) -> a task, and a stream."""
+    session.sql("CREATE TABLE orders (id INT, cust INT, amount INT)")
+    session.sql("CREATE TABLE customers (cust INT, name STRING)")
+    session.sql("INSERT INTO orders VALUES (1, 1, 10), (2, 2, 3)")
+    session.sql("INSERT INTO customers VALUES (1, 'Maude'), (2, 'Walter')")
+    session.sql("CREATE VIEW big_orders AS SELECT * FROM orders WHERE amount > 5")
+    session.sql(
+        "CREATE DYNAMIC TABLE per_cust TARGET_LAG = '1 minute' AS SELECT o.cust, name,"
+        " sum(amount) AS total FROM big_orders o JOIN customers c ON o.cust = c.cust"
+        " GROUP BY o.cust, name"
+    )
+    session.sql("INSERT INTO orders VALUES (3, 2, 50)")
+    session.sql("ALTER DYNAMIC TABLE per_cust REFRESH")
+    session.sql("CREATE STREAM orders_s ON TABLE orders")
+    session.sql(
+        "CREATE TASK archive SCHEDULE = '1 minute' AS INSERT INTO customers"
+        " SELECT cust, 'x' FROM orders_s"
+    )
+
+
+@pytest.fixture
+def dashboard(session):
+    started = []
+
+    def start(*, token: str | None = None) -> Http:
+        def resources() -> Resources:
+            s = session
+            return Resources(s.spark, s.warehouse, s.catalog, s.clock, None)
+
+        client = Client(session.warehouse.root, max_client_lag=60.0)
+        app = create_app(client, token=token, dashboard=DashboardData(resources))
+        serving = _serve(app)
+        started.append(serving)
+        return Http(next(serving), token)
+
+    yield start
+    for serving in started:
+        next(serving, None)
+
+
+def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            return answer.status, answer.read().decode(), dict(answer.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(), dict(e.headers)
+
+
+def test_the_overview_lists_every_object_and_draws_the_pipeline(pipeline, dashboard):
+    http = dashboard()
+    status, page, headers = _get(http.base + "/")
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    for name in ("orders", "customers", "big_orders", "per_cust", "orders_s", "archive"):
+        assert f">{name}<" in page or f">{name}</a>" in page or f"node:{name}" in page, name
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    nodes = set(re.findall(r'id="node:([a-z_]+)"', svg))
+    assert nodes == {"orders", "customers", "big_orders", "per_cust", "orders_s", "archive"}
+    edges = set(re.findall(r'id="edge:([a-z_]+:[a-z_]+)"', svg))
+    assert edges == {
+        "orders:big_orders",
+        "big_orders:per_cust",
+        "customers:per_cust",
+        "orders:orders_s",
+        "orders_s:archive",
+        "archive:customers",  # what the task writes
+    }
+    assert "target 1 minute" in svg  # the dynamic table's lag against its target
+    fragment = _get(http.base + "/?fragment=1")[1]
+    assert fragment.startswith("<section>") and "<html" not in fragment
+
+
+def test_a_dynamic_table_page_has_its_lag_chart_and_refresh_history(pipeline, dashboard):
+    http = dashboard()
+    status, page, _ = _get(http.base + "/ui/dynamic-tables/per_cust")
+    assert status == 200
+    assert "within target" in page
+    history = page[page.index("Refresh history") :]
+    assert history.count("<tr>") == 1 + 2  # the header, the creation's FULL and the refresh
+    assert "INCREMENTAL" in history and "FULL" in history
+    chart = re.search(r'data-chart="lag-chart">(.*?)</script>', page, re.S)
+    assert chart is not None and '"target lag"' in chart.group(1)
+    assert _get(http.base + "/ui/dynamic-tables/nope")[0] == 404
+    status, script, headers = _get(http.base + "/assets/plotly.min.js")
+    assert status == 200 and "plotly" in script[:2000].lower()
+
+
+def test_the_dashboard_keeps_the_token_rule(pipeline, dashboard):
+    http = dashboard(token="s3cret")
+    assert _get(http.base + "/")[0] == 401
+    status, _, headers = _get(http.base + "/?token=s3cret")
+    assert status == 200 and "changelake_token=s3cret" in headers.get("set-cookie", "")
+    assert _get(http.base + "/", {"Cookie": "changelake_token=s3cret"})[0] == 200
+    assert _get(http.base + "/", {"Authorization": "Bearer s3cret"})[0] == 200
+
+
+def test_every_page_loads_in_a_browser_without_console_errors(pipeline, dashboard, session):
+    if shutil.which("chromedriver") is None or shutil.which("chromium") is None:
+        pytest.skip("headless Chromium is not installed (scripts/bootstrap.sh installs it)")
+    from selenium import webdriver
+    from selenium.webdriver.common.by import By
+
+    http = dashboard()
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.binary_location = shutil.which("chromium")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    service = webdriver.ChromeService(executable_path=shutil.which("chromedriver"))
+    driver = webdriver.Chrome(options=options, service=service)
+    try:
+        driver.set_window_size(1400, 1000)
+        driver.get(http.base + "/")
+        assert driver.find_element(By.ID, "node:per_cust").is_displayed()
+        assert len(driver.find_elements(By.CSS_SELECTOR, "#graph g.edge")) == 6
+        assert "Maude" not in driver.page_source  # rows are not shown, objects are
+        assert "orders_s" in driver.find_element(By.TAG_NAME, "main").text
+        driver.find_element(By.ID, "node:per_cust").find_element(By.TAG_NAME, "a").click()
+        deadline = time.monotonic() + 30
+        while not driver.find_elements(By.CSS_SELECTOR, "#lag-chart .main-svg"):
+            assert time.monotonic() < deadline, "the lag chart was not drawn"
+            time.sleep(0.2)
+        assert "Refresh history" in driver.find_element(By.TAG_NAME, "main").text
+        # the page updates itself: a refresh made while it is open appears
+        session.sql("INSERT INTO orders VALUES (4, 1, 70)")
+        session.sql("ALTER DYNAMIC TABLE per_cust REFRESH")
+        history = "//h2[text()='Refresh history']/following::tbody[1]/tr"
+        deadline = time.monotonic() + 30
+        while len(driver.find_elements(By.XPATH, history)) != 3:
+            assert time.monotonic() < deadline, "the page did not update"
+            time.sleep(0.5)
+        assert "updated" in driver.find_element(By.ID, "updated").text
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        assert errors == []
+    finally:
+        driver.quit()
