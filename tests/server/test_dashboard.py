@@ -58,13 +58,32 @@ def dashboard(session):
         next(serving, None)
 
 
+class _Stay(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):  # a redirect is answered, not followed
+        return None
+
+
+_OPENER = urllib.request.build_opener(_Stay)
+
+
 def _get(url: str, headers: dict[str, str] | None = None) -> tuple[int, str, dict[str, str]]:
     request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(request, timeout=60) as answer:
+        with _OPENER.open(request, timeout=60) as answer:
             return answer.status, answer.read().decode(), dict(answer.headers)
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode(), dict(e.headers)
+
+
+def test_names_cannot_inject_into_the_graph_or_the_page(dashboard, session):
+    hostile = 'x" [URL="javascript:alert(1)"] "y<b>'
+    session.sql(f"CREATE TABLE `{hostile}` (id INT)")
+    session.sql(f"CREATE VIEW v AS SELECT * FROM `{hostile}`")
+    page = _get(dashboard().base + "/")[1]
+    assert 'href="javascript' not in page and "<b>" not in page  # shown as text only
+    svg = page[page.index("<svg") : page.index("</svg>")]
+    assert len(re.findall(r'class="node"', svg)) == 2 and len(re.findall(r'class="edge"', svg)) == 1
+    assert "x&quot; [url=&quot;javascript:alert(1)&quot;] &quot;y&lt;b&gt;" in svg.lower()
 
 
 def test_the_overview_lists_every_object_and_draws_the_pipeline(pipeline, dashboard):
@@ -86,6 +105,8 @@ def test_the_overview_lists_every_object_and_draws_the_pipeline(pipeline, dashbo
         "archive:customers",  # what the task writes
     }
     assert "target 1 minute" in svg  # the dynamic table's lag against its target
+    assert 'href="/ui/tables/orders"' in page and 'xlink:href="/ui/tables/orders"' in svg
+    assert "No task runs." in page  # the task is suspended
     fragment = _get(http.base + "/?fragment=1")[1]
     assert fragment.startswith("<section>") and "<html" not in fragment
 
@@ -105,11 +126,44 @@ def test_a_dynamic_table_page_has_its_lag_chart_and_refresh_history(pipeline, da
     assert status == 200 and "plotly" in script[:2000].lower()
 
 
+def test_a_stream_shows_its_pending_changes(pipeline, dashboard, session):
+    http = dashboard()
+    streams = _get(http.base + "/")[1].split("<h2>Streams</h2>")[1].split("</table>")[0]
+    assert re.search(
+        r"<td>orders_s</td><td>orders</td><td>DEFAULT</td><td>\d+</td><td>0</td>", streams
+    )
+    session.sql("INSERT INTO orders VALUES (7, 1, 1), (8, 1, 2)")
+    session.sql("UPDATE orders SET amount = 0 WHERE id = 7")
+    streams = _get(http.base + "/")[1].split("<h2>Streams</h2>")[1].split("</table>")[0]
+    assert re.search(
+        r"<td>orders_s</td><td>orders</td><td>DEFAULT</td><td>\d+</td><td>3</td>", streams
+    )
+
+
+def test_a_table_page_has_its_versions_and_storage(pipeline, dashboard, session):
+    session.sql("DELETE FROM orders WHERE id = 2")
+    http = dashboard()
+    status, page, _ = _get(http.base + "/ui/tables/orders")
+    assert status == 200
+    versions = page.split("<h2>Versions</h2>")[1]
+    assert versions.count("<tr>") == 1 + 4  # CREATE, two INSERTs, the DELETE (newest first)
+    assert versions.index("DELETE") < versions.index("CREATE")
+    storage = page.split("<h2>Storage now</h2>")[1].split("</table>")[0]
+    cells = re.findall(r"<td>([^<]*)</td>", storage)
+    header = re.findall(r"<th>([^<]*)</th>", storage)
+    found = dict(zip(header, cells, strict=True))
+    assert (found["live_rows"], found["deleted_rows"], found["dv_files"]) == ("2", "1", "1")
+    assert int(found["dv_bytes"]) > 0 and found["before_images"] == "True"
+    assert 'data-chart="versions-chart"' in page
+    assert _get(http.base + "/ui/tables/nope")[0] == 404
+
+
 def test_the_dashboard_keeps_the_token_rule(pipeline, dashboard):
     http = dashboard(token="s3cret")
     assert _get(http.base + "/")[0] == 401
-    status, _, headers = _get(http.base + "/?token=s3cret")
-    assert status == 200 and "changelake_token=s3cret" in headers.get("set-cookie", "")
+    status, _, headers = _get(http.base + "/ui/tables/orders?token=s3cret&fragment=1")
+    assert status == 303 and "changelake_token=s3cret" in headers["set-cookie"]
+    assert headers["location"].endswith("/ui/tables/orders?fragment=1")  # the token is not kept
     assert _get(http.base + "/", {"Cookie": "changelake_token=s3cret"})[0] == 200
     assert _get(http.base + "/", {"Authorization": "Bearer s3cret"})[0] == 200
 
@@ -150,6 +204,11 @@ def test_every_page_loads_in_a_browser_without_console_errors(pipeline, dashboar
             assert time.monotonic() < deadline, "the page did not update"
             time.sleep(0.5)
         assert "updated" in driver.find_element(By.ID, "updated").text
+        driver.get(http.base + "/ui/tables/orders")
+        deadline = time.monotonic() + 30
+        while not driver.find_elements(By.CSS_SELECTOR, "#versions-chart .main-svg"):
+            assert time.monotonic() < deadline, "the versions chart was not drawn"
+            time.sleep(0.2)
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
         assert errors == []
     finally:

@@ -52,6 +52,12 @@ def test_statements_span_lines_complete_time_and_survive_errors(service, session
         child.expect(r"│ 2 +│")
         child.expect(r"Time: \d+ ms")
         child.expect_exact(PROMPT)
+        child.send("BEGIN; INSERT INTO zebra_facts VALUES (3, 'c');\r")  # a transaction
+        child.expect_exact("staged in the open transaction")
+        child.expect_exact(PROMPT)
+        child.send("ROLLBACK;\r")
+        child.expect_exact("Rolled back")
+        child.expect_exact(PROMPT)
         child.send("SELECT * FROM nope;\r")
         child.expect_exact("error: Table, view or stream 'nope' does not exist")
         child.expect_exact(PROMPT)

@@ -32,19 +32,31 @@ _Command = TypeVar("_Command", bound=Callable[..., Any])
 
 class _Commands(click.Group):
     """The commands, of which ``serve`` (Spark and the web framework) and ``shell`` (the line
-    editor) load when they run."""
+    editor) load only when they run; ``--help`` lists them by the short help given here."""
 
-    _LAZY = {"serve": "changelake.cli.serving", "shell": "changelake.cli.shell"}
+    _LAZY = {
+        "serve": (
+            "changelake.cli.serving",
+            "Serve WAREHOUSE over HTTP: ingest, SQL, the dashboard, the scheduler.",
+        ),
+        "shell": ("changelake.cli.shell", "An interactive SQL shell on the warehouse."),
+    }
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *self._LAZY])
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         if name in self._LAZY:
-            command = getattr(importlib.import_module(self._LAZY[name]), name)
+            command = getattr(importlib.import_module(self._LAZY[name][0]), name)
             assert isinstance(command, click.Command)
             return command
         return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = {name: self.commands[name].get_short_help_str() for name in self.commands}
+        rows.update({name: short for name, (_, short) in self._LAZY.items()})
+        with formatter.section("Commands"):
+            formatter.write_dl(sorted(rows.items()))
 
 
 def _max_rows_option(command: _Command) -> _Command:

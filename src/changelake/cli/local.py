@@ -39,17 +39,18 @@ class Local:
         self.start()
         assert self._session is not None
         label = statement.split(maxsplit=1)[0].upper() if statement.strip() else "SQL"
-        run = Cancellable(self._session.spark, label)
+        run = Cancellable(label)
         if request is not None:
             self._running[request] = run
         try:
-            with run.running():
+            with run.running(self._session.spark):
                 df = self._session.sql(statement)
                 # A query runs only now: a failing expression in it is translated here.
                 with spark_errors(label):
                     rows: Sequence = df.limit(max_rows + 1).collect()
                     total = df.count() if len(rows) > max_rows else None
         finally:
+            run.finish()
             self._running.pop(request, None)
         return Result(list(df.columns), rows[:max_rows], total)
 

@@ -11,6 +11,7 @@ import contextlib
 import http.client
 import json
 import os
+import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +21,8 @@ from changelake.cli.target import Target
 
 ANNOUNCEMENT = "_serve.json"
 TIMEOUT_SECONDS = 3600.0
+# uvicorn closes a keep-alive connection idle for 5 s; past this a new one is opened.
+KEEP_ALIVE_SECONDS = 4.0
 
 
 class ServiceError(Exception):
@@ -55,13 +58,21 @@ def service_url(target: Target) -> str | None:
     pid, url = found.get("pid"), found.get("url")
     if not isinstance(pid, int) or not isinstance(url, str):
         return None
+    # Only a service of this user on this machine: the token is not sent where another user's
+    # file points (a shared warehouse), nor to a process that is gone.
+    assert path is not None
+    if os.stat(path).st_uid != os.getuid() or not _loopback(url):
+        return None
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except OSError:
         return None
-    except PermissionError:  # alive, another user's
-        pass
     return url
+
+
+def _loopback(url: str) -> bool:
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    return host in ("localhost", "127.0.0.1", "::1")
 
 
 def _announcement(target: Target) -> str | None:
@@ -81,19 +92,31 @@ class Service:
     """A connection to one service; ``session()`` holds a transaction across statements."""
 
     def __init__(self, url: str, token: str | None):
-        parts = urllib.parse.urlsplit(url)
         self._url = url
+        self._parts = urllib.parse.urlsplit(url)
         self._token = token
-        connection = (
-            http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
-        )
-        self._connection = connection(
-            parts.hostname or "127.0.0.1", parts.port, timeout=TIMEOUT_SECONDS
-        )
+        self._connection: http.client.HTTPConnection | None = None
+        self._used = 0.0
         self._session: str | None = None
 
     def close(self) -> None:
-        self._connection.close()
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def _connected(self) -> http.client.HTTPConnection:
+        """The connection, new when the last one idled past the server's keep-alive."""
+        if self._connection is not None and time.monotonic() - self._used > KEEP_ALIVE_SECONDS:
+            self.close()
+        if self._connection is None:
+            kind = (
+                http.client.HTTPSConnection
+                if self._parts.scheme == "https"
+                else http.client.HTTPConnection
+            )
+            host = self._parts.hostname or "127.0.0.1"
+            self._connection = kind(host, self._parts.port, timeout=TIMEOUT_SECONDS)
+        return self._connection
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -129,11 +152,15 @@ class Service:
             headers["Authorization"] = f"Bearer {self._token}"
         data = json.dumps(body).encode() if body is not None else None
         try:
-            self._connection.request(method, path, body=data, headers=headers)
-            response = self._connection.getresponse()
+            connection = self._connected()
+            connection.request(method, self._parts.path.rstrip("/") + path, data, headers)
+            response = connection.getresponse()
             payload = response.read()
-        except OSError as e:
+        except (OSError, http.client.HTTPException) as e:
+            self.close()
             raise ServiceError(f"The service at {self._url} did not answer: {e}.") from e
+        finally:
+            self._used = time.monotonic()
         try:
             answer = json.loads(payload)
         except ValueError as e:

@@ -3,6 +3,7 @@ warehouse. Loaded only when the command runs: it brings Spark and the web framew
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import click
@@ -101,7 +102,9 @@ def serve(
     def resources() -> Resources:  # one session (one Spark) for the scheduler and the routes
         with lock:
             if not sessions:
-                sessions.append(connect(target, warehouse=warehouse, catalog=catalog))
+                # Spark's log goes to WAREHOUSE's _logs, not to the group's --warehouse
+                served = dataclasses.replace(target, warehouse=warehouse, catalog=catalog)
+                sessions.append(connect(served))
             s = sessions[0]
             runner = body_runner(s.spark, s.warehouse, s.catalog, s.clock)
             return Resources(s.spark, s.warehouse, s.catalog, s.clock, runner)

@@ -10,6 +10,7 @@ Ctrl-C at the prompt clears the line, Ctrl-D leaves.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -128,8 +129,9 @@ class _Shell:
             self.err.print(Text(f"Unknown command {word}; \\help lists them.", style="red"))
         return True
 
-    def run(self, statement: str) -> None:
-        """Run one statement in a worker thread; Ctrl-C cancels it."""
+    def run(self, statement: str) -> bool:
+        """Run one statement in a worker thread; Ctrl-C cancels it. False when it failed or was
+        cancelled (the rest of the input is not run)."""
         request = uuid.uuid4().hex
         outcome: dict[str, Any] = {}
         done = threading.Event()
@@ -159,8 +161,8 @@ class _Shell:
         error = outcome.get("error")
         if isinstance(error, ChangelakeError | remote.ServiceError):
             self.err.print(Text(f"error: {error}", style="red"))
-        elif error is not None:
-            raise error
+        elif error is not None:  # not the user's mistake: say so, and keep the shell
+            self.err.print(Text(f"internal error: {type(error).__name__}: {error}", style="red"))
         else:
             result: Result = outcome["result"]
             print_result(self.out, self.err, result, fmt="table")
@@ -168,6 +170,7 @@ class _Shell:
                 self.refresh_names()
         if self.timing:
             self.err.print(Text(f"Time: {took * 1000:.0f} ms", style="dim"))
+        return error is None
 
 
 @click.command()
@@ -176,9 +179,21 @@ def shell(target: Target) -> None:
     r"""An interactive SQL shell: statements end with ';', Tab completes, \help for more."""
     out, err = Console(), Console(stderr=True, soft_wrap=True)
     runner = runner_for(target)
-    if not isinstance(runner, remote.Service):
-        with err.status("Starting Spark…"):
-            runner.start()
+    with contextlib.ExitStack() as stack:
+        if isinstance(runner, remote.Service):
+            try:  # a session for the shell's life: BEGIN ... COMMIT spans its statements
+                stack.enter_context(runner.session())
+            except remote.ServiceError as e:
+                err.print(Text(f"error: {e}", style="red"))
+                raise click.exceptions.Exit(1) from e
+        else:
+            with err.status("Starting Spark…"):
+                runner.start()
+        _loop(target, runner, out, err)
+
+
+def _loop(target: Target, runner: Any, out: Console, err: Console) -> None:
+    """Read, run and print statements until Ctrl-D or \\q."""
     where = "its service" if isinstance(runner, remote.Service) else "this process's Spark"
     err.print(Text(f"changelake shell on {target.warehouse} ({where}); \\help for help."))
     state = _Shell(target, runner, out, err)
@@ -213,6 +228,7 @@ def shell(target: Target) -> None:
                 err.print(Text(f"error: {e}", style="red"))
                 continue
             for statement in statements:
-                state.run(statement)
+                if not state.run(statement):
+                    break
     finally:
         runner.close()

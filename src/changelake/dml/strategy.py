@@ -92,7 +92,8 @@ def choose(
         joins a source; ``needs_rows``: it needs the matched rows' old values (an UPDATE, or a
         DELETE that keeps before-images); ``probe(file)`` returns (matches, rows examined) of the
     condition in one file.
-        ``spark.changelake.rowLevelPlan`` = ``one-pass`` or ``two-phase`` overrides the choice.
+        ``spark.changelake.rowLevelPlan`` = ``one-pass`` or ``two-phase`` overrides the choice for
+    a statement without a source join.
     """
     forced = spark.conf.get(MODE, "auto").lower()
     if forced not in MODES:
@@ -101,10 +102,10 @@ def choose(
         )
     if not needs_rows:
         return Strategy(POSITIONS, "the table keeps no before-images")
+    if joined:  # also when forced: the join's shuffle would carry full rows
+        return Strategy(TWO_PHASES, "it joins a source: the join finds the matches first")
     if forced != "auto":
         return Strategy(ONE_PASS if forced == "one-pass" else TWO_PHASES, f"{MODE} = {forced}")
-    if joined:
-        return Strategy(TWO_PHASES, "it joins a source: the join finds the matches first")
     if condition is None:
         return Strategy(ONE_PASS, "every row matches")
     if condition.find(exp.Select) is not None:
@@ -136,7 +137,8 @@ def _share(warehouse: Warehouse, files: Sequence[LiveFile], columns: set[str]) -
     used = whole = 0
     for f in sampled:
         sizes = column_bytes(warehouse, f.file.path)
-        used += sum(n for name, n in sizes.items() if name in columns)
+        # a nested column's leaves are "c3.x", "c3.list.element": they belong to c3
+        used += sum(n for name, n in sizes.items() if name.split(".")[0] in columns)
         whole += sum(sizes.values())
     return used / whole if whole else 1.0
 

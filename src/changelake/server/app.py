@@ -17,11 +17,12 @@ import anyio
 import anyio.to_thread
 from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from changelake.errors import ChannelFencedError
 from changelake.ingest import Channel, ChannelStatus, Client, InsertResponse
 from changelake.server import problems
-from changelake.server.auth import bearer_auth
+from changelake.server.auth import LOOPBACK_HOSTS, bearer_auth
 from changelake.server.body import RowFormat, arrow_table, json_rows, read_body, row_format
 from changelake.server.channels import OpenChannels
 from changelake.server.dashboard import Dashboard, dashboard_routes
@@ -100,6 +101,11 @@ def create_app(
         lifespan=lifespan,
     )
     problems.install(app, retry_after_seconds=client.max_client_lag)
+    if token is None:
+        # Without a token the service listens on loopback only (auth.check_exposure); a page
+        # of another site that resolves its own host name to 127.0.0.1 (DNS rebinding) must
+        # not reach it either: only requests addressed to a loopback name are served.
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_HOSTS))
     api = APIRouter(dependencies=[Depends(bearer_auth(token))])
 
     @app.get("/v1/health", summary="Whether the service is up (no token needed)")

@@ -15,6 +15,8 @@ from changelake.errors import ConfigurationError
 from changelake.server.problems import HttpProblem
 
 TOKEN_ENV = "CHANGELAKE_SERVE_TOKEN"
+# The Host header of a request to a service without a token (it listens on loopback only).
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 
 _bearer = HTTPBearer(auto_error=False, description=f"The service's token (--token or {TOKEN_ENV}).")
 

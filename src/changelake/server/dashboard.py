@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from changelake.server.problems import HttpProblem
 
@@ -42,6 +42,8 @@ class Dashboard(Protocol):
 
     def dynamic_table(self, name: str) -> dict[str, Any]: ...
 
+    def table(self, name: str) -> dict[str, Any]: ...
+
 
 def dashboard_routes(source: Dashboard, token: str | None, title: str) -> APIRouter:
     api = APIRouter(include_in_schema=False, dependencies=[Depends(_browser_auth(token))])
@@ -53,6 +55,10 @@ def dashboard_routes(source: Dashboard, token: str | None, title: str) -> APIRou
     @api.get("/ui/dynamic-tables/{name}")
     def dynamic_table(request: Request, name: str, fragment: bool = False) -> Response:
         return _page(request, f"{name} · {title}", _dynamic(source.dynamic_table(name)), fragment)
+
+    @api.get("/ui/tables/{name}")
+    def table(request: Request, name: str, fragment: bool = False) -> Response:
+        return _page(request, f"{name} · {title}", _table_page(source.table(name)), fragment)
 
     @api.get("/assets/plotly.min.js")
     def plotly() -> Response:
@@ -96,11 +102,14 @@ def _e(value: Any) -> str:
 
 
 def _page(request: Request, title: str, body: str, fragment: bool) -> Response:
-    response = HTMLResponse(body if fragment else _shell(title, body))
     given = request.query_params.get("token")
-    if given:
-        response.set_cookie(COOKIE, given, httponly=True, samesite="strict")
-    return response
+    if given:  # kept in a cookie; the address loses it (history, logs, the page's polls)
+        kept = request.url.remove_query_params("token")
+        response: Response = RedirectResponse(str(kept), status_code=303)
+        secure = request.url.scheme == "https"
+        response.set_cookie(COOKIE, given, httponly=True, samesite="strict", secure=secure)
+        return response
+    return HTMLResponse(body if fragment else _shell(title, body))
 
 
 def _shell(title: str, body: str) -> str:
@@ -163,6 +172,8 @@ def _cell(row: dict[str, Any], column: str) -> str:
     value = row.get(column)
     if column == "name" and "target_lag" in row and "effective_mode" in row:
         return f'<a href="/ui/dynamic-tables/{quote(str(value))}">{_e(value)}</a>'
+    if column == "name" and "retention_days" in row:
+        return f'<a href="/ui/tables/{quote(str(value))}">{_e(value)}</a>'
     if column in ("lag_seconds", "lag_after") and value is not None:
         return f"{float(value):.1f} s"
     if (column.endswith("_at") or column.endswith("timestamp")) and isinstance(value, str):
@@ -177,10 +188,13 @@ _SECTIONS = (
       "data_timestamp", "last_refresh_action", "last_refresh_state", "rows")),
     ("Tables", "tables", ("name", "version", "rows", "files", "retention_days", "created_at")),
     ("Streams", "streams",
-     ("name", "table_name", "mode", "frontier_version", "stale", "stale_after")),
+     ("name", "table_name", "mode", "frontier_version", "pending_rows", "stale", "stale_after")),
     ("Tasks", "tasks",
      ("name", "state", "schedule", "predecessors", "condition", "next_scheduled_time",
       "failures")),
+    ("Task runs", "task_runs",
+     ("name", "run_id", "state", "run_trigger", "scheduled_time", "completed_time",
+      "error_message")),
     ("Ingest channels", "channels",
      ("name", "table_name", "epoch", "offset_token", "committed_version", "updated_at")),
     ("External tables", "external_tables",
@@ -198,37 +212,46 @@ def _overview(data: dict[str, Any]) -> str:
     return "".join(f"<section><h2>{_e(t)}</h2>{body}</section>" for t, body in sections)
 
 
+def _dot_text(text: str) -> str:
+    """``text`` inside a DOT string: backslashes and quotes escaped (names may hold both)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def _label(node: dict[str, Any]) -> str:
+    """A node's label as DOT string content: its name, then what it is or how it is doing."""
     row, kind = node["row"], node["kind"]
     if kind == "dynamic":
         lag = row.get("lag_seconds")
         now = "?" if lag is None else f"{float(lag):.0f} s"
-        return f"{node['name']}\\nlag {now} / target {row.get('target_lag')}"
-    if kind == "task":
-        return f"{node['name']}\\n{row.get('state')}"
-    return f"{node['name']}\\n{kind}"
+        detail = f"lag {now} / target {row.get('target_lag')}"
+    elif kind == "task":
+        detail = str(row.get("state"))
+    else:
+        detail = kind
+    return f"{_dot_text(node['name'])}\\n{_dot_text(detail)}"
 
 
 def _dot(nodes: Sequence[dict[str, Any]], edges: Sequence[dict[str, str]]) -> str:
+    """The pipeline in DOT. Nodes are n0, n1, ...; names appear only escaped in labels and
+    percent-encoded in ids and links, so no name can change the graph or the page."""
     lines = [
         "digraph pipeline {",
         '  rankdir=LR; bgcolor="transparent";',
         '  node [fontname="Helvetica", fontsize=11, style=filled, color="#6b7683"];',
         '  edge [color="#8895a3"];',
     ]
+    keys = {node["name"].lower(): f"n{i}" for i, node in enumerate(nodes)}
     for node in nodes:
-        key = node["name"].lower()
-        url = (
-            f', URL="/ui/dynamic-tables/{quote(node["name"])}"' if node["kind"] == "dynamic" else ""
-        )
-        label = _label(node).replace('"', '\\"')
+        name = node["name"].lower()
+        page = {"dynamic": "dynamic-tables", "table": "tables"}.get(node["kind"])
+        url = f', URL="/ui/{page}/{quote(node["name"], safe="")}"' if page else ""
         lines.append(
-            f'  "{key}" [label="{label}", {_KIND_STYLE[node["kind"]]}, id="node:{key}"{url}];'
+            f'  {keys[name]} [label="{_label(node)}", {_KIND_STYLE[node["kind"]]},'
+            f' id="node:{quote(name, safe="")}"{url}];'
         )
     for edge in edges:
-        lines.append(
-            f'  "{edge["from"]}" -> "{edge["to"]}" [id="edge:{edge["from"]}:{edge["to"]}"];'
-        )
+        ids = f"edge:{quote(edge['from'], safe='')}:{quote(edge['to'], safe='')}"
+        lines.append(f'  {keys[edge["from"]]} -> {keys[edge["to"]]} [id="{ids}"];')
     lines.append("}")
     return "\n".join(lines)
 
@@ -289,7 +312,7 @@ def _dynamic(data: dict[str, Any]) -> str:
             "yaxis": {"title": {"text": "seconds"}, "rangemode": "tozero"},
         },
     }
-    chart = json.dumps(figure).replace("</", "<\\/")
+
     summary = _table(
         [data],
         ["name", "target_lag", "lag_seconds", "effective_mode", "mode_reason",
@@ -304,8 +327,56 @@ def _dynamic(data: dict[str, Any]) -> str:
     )  # fmt: skip
     return (
         f"<section><h2>{_e(data['name'])}: {state}</h2>{summary}</section>"
-        f'<section><h2>Lag</h2><div id="lag-chart"></div>'
-        f'<script type="application/json" data-chart="lag-chart">{chart}</script></section>'
+        f"<section><h2>Lag</h2>{_chart('lag-chart', figure)}</section>"
         f"<section><h2>Refresh history</h2>{refreshes}</section>"
         f"<section><h2>Query</h2><pre>{_e(data.get('text'))}</pre></section>"
     )
+
+
+def _chart(element: str, figure: dict[str, Any]) -> str:
+    """A plotly figure drawn into ``element`` by the page's script."""
+    data = json.dumps(figure).replace("</", "<\\/")
+    return (
+        f'<div id="{element}"></div>'
+        f'<script type="application/json" data-chart="{element}">{data}</script>'
+    )
+
+
+def _table_page(data: dict[str, Any]) -> str:
+    versions = data["versions"]
+    kinds = (
+        ("rows_inserted", "inserted"),
+        ("rows_updated", "updated"),
+        ("rows_deleted", "deleted"),
+    )
+    figure = {
+        "data": [
+            {
+                "x": [v["committed_at"] for v in versions],
+                "y": [v[key] for v in versions],
+                "text": [f"version {v['version']}: {v['operation']}" for v in versions],
+                "type": "bar",
+                "name": label,
+            }
+            for key, label in kinds
+        ],
+        "layout": {
+            "barmode": "stack",
+            "height": 280,
+            "margin": {"l": 50, "r": 20, "t": 20, "b": 40},
+            "yaxis": {"title": {"text": "rows changed"}},
+        },
+    }
+    storage = data["storage"]
+    return (
+        f"<section><h2>{_e(data['name'])}</h2>"
+        + _table([data], ["name", "version", "rows", "files", "retention_days", "created_at"],
+                 empty="")
+        + "</section><section><h2>Storage now</h2>"
+        + _table([storage], list(storage), empty="")
+        + f"</section><section><h2>Changes per version</h2>{_chart('versions-chart', figure)}"
+        + "</section><section><h2>Versions</h2>"
+        + _table(list(reversed(versions)), list(versions[0]) if versions else [],
+                 empty="No versions.")
+        + "</section>"
+    )  # fmt: skip

@@ -19,6 +19,7 @@ from changelake.dynamic.scheduler import Resources
 from changelake.dynamic.service import refresh_row
 from changelake.dynamic.spec import describe_lag
 from changelake.errors import ChangelakeError
+from changelake.sql import tasks
 from changelake.sql.execute import execute
 from changelake.txn.context import StatementContext
 from changelake.txn.transaction import TransactionSlot
@@ -34,6 +35,7 @@ SECTIONS = {
     "external_tables": "SHOW EXTERNAL TABLES",
 }
 HISTORY_ROWS = 200
+TASK_RUNS = 20
 
 
 class DashboardData:
@@ -59,9 +61,54 @@ class DashboardData:
         found = {name: self._show(statement) for name, statement in SECTIONS.items()}
         dynamic = {d["name"] for d in found["dynamic_tables"]}
         found["tables"] = [t for t in found["tables"] if t["name"] not in dynamic]
+        r = self._resources()
+        ctx = StatementContext(r.catalog, r.clock, None)
+        for stream in found["streams"]:
+            stream["pending_rows"] = _pending(ctx, stream)
+        names = tasks.HISTORY_COLUMNS.split(", ")
+        found["task_runs"] = [
+            {column.split()[0]: jsonable(v) for column, v in zip(names, row, strict=True)}
+            for row in tasks.history_rows(ctx, None, TASK_RUNS)
+        ]
         found["nodes"], found["edges"] = _graph(found)
         found["now"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
         return found
+
+    def table(self, name: str) -> dict[str, Any]:
+        """A table's row of SHOW TABLES, its versions (oldest first) and its storage now: data
+        files and deletion-vector files (which hold the before-images) with their bytes."""
+        r = self._resources()
+        ctx = StatementContext(r.catalog, r.clock, None)
+        info = ctx.table(name)
+        (shown,) = [t for t in self._show("SHOW TABLES") if t["name"] == info.name]
+        state = ctx.state(info)
+        dvs = sorted({dv for f in state.files for dv in f.dv_paths})
+        dv_bytes = sum(
+            i.size or 0 for i in r.warehouse.fs.get_file_info([r.warehouse.fs_path(p) for p in dvs])
+        )
+        versions = [
+            {
+                "version": v.version,
+                "committed_at": _iso(v.committed_at),
+                "operation": v.operation,
+                "rows_inserted": v.rows_inserted,
+                "rows_updated": v.rows_updated,
+                "rows_deleted": v.rows_deleted,
+                "files_added": v.files_added,
+                "files_removed": v.files_removed,
+            }
+            for v in r.catalog.versions(info.table_id)
+        ]
+        storage = {
+            "data_files": len(state.files),
+            "data_bytes": sum(f.file.size_bytes for f in state.files),
+            "live_rows": state.live_rows,
+            "deleted_rows": sum(f.deleted_rows for f in state.files),
+            "dv_files": len(dvs),
+            "dv_bytes": dv_bytes,
+            "before_images": info.before_images(),
+        }
+        return {**shown, "versions": versions, "storage": storage}
 
     def dynamic_table(self, name: str) -> dict[str, Any]:
         """A dynamic table's row of SHOW DYNAMIC TABLES, its target lag in seconds, and its
@@ -86,6 +133,21 @@ class DashboardData:
             "target_lag": describe_lag(target),
             "history": history,
         }
+
+
+def _iso(epoch: float) -> str:
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).isoformat()
+
+
+def _pending(ctx: StatementContext, stream: dict[str, Any]) -> int | None:
+    """Rows the versions after a table stream's frontier inserted, updated or deleted (an upper
+    bound of its pending changes: a row changed twice counts twice); None for a stream on a
+    view."""
+    if stream.get("source_type") != "TABLE" or stream.get("frontier_version") is None:
+        return None
+    info = ctx.table(stream["table_name"])
+    after = ctx.catalog.versions(info.table_id, after_exclusive=int(stream["frontier_version"]))
+    return sum(v.rows_inserted + v.rows_updated + v.rows_deleted for v in after)
 
 
 def _tree(text: str | None) -> exp.Expression | None:

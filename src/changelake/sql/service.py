@@ -36,6 +36,7 @@ class _Session:
     slot: TransactionSlot = field(default_factory=TransactionSlot)
     lock: threading.Lock = field(default_factory=threading.Lock)
     used: float = field(default_factory=time.monotonic)
+    closed: bool = False  # set under ``lock``: a statement waiting for the lock must not run
 
 
 class StatementService:
@@ -66,6 +67,7 @@ class StatementService:
         with found.lock:
             open_transaction = found.slot.current is not None
             found.slot.current = None
+            found.closed = True
         return {"session": session, "transaction": open_transaction}
 
     def cancel(self, request: str) -> dict[str, Any]:
@@ -77,7 +79,7 @@ class StatementService:
                 f"No statement with request id {request} is running (it may have finished)."
             )
         found.cancel()
-        return {"request_id": request, "cancelled": True}
+        return {"request_id": request, "cancelled": found.stopped}
 
     def run(
         self,
@@ -91,6 +93,24 @@ class StatementService:
         """Run the statement ``text``; its result as JSON-ready columns and rows (at most
         ``max_rows``), or as Arrow IPC stream bytes if ``arrow``. ``request`` (the client's id
         for this call) lets ``cancel`` stop it."""
+        label = text.split(maxsplit=1)[0].upper() if text.strip() else "SQL"
+        run = Cancellable(label)  # registered first: a cancel may come while Spark starts
+        if request is not None:
+            with self._lock:
+                if request in self._running:
+                    raise InvalidStatementError(f"Request id {request} is already running.")
+                self._running[request] = run
+        try:
+            return self._run(text, run, max_rows=max_rows, session=session, arrow=arrow)
+        finally:
+            run.finish()
+            if request is not None:
+                with self._lock:
+                    self._running.pop(request, None)
+
+    def _run(
+        self, text: str, run: Cancellable, *, max_rows: int, session: str | None, arrow: bool
+    ) -> dict[str, Any] | bytes:
         self._end_idle()
         if session is None:
             if isinstance(s.statement_of(parse_one(text)), s.Begin):
@@ -99,6 +119,7 @@ class StatementService:
                     ' /v1/sessions, then pass its id as "session" with every statement.'
                 )
             slot, lock = TransactionSlot(), contextlib.nullcontext()
+            found = None
         else:
             with self._lock:
                 found = self._sessions.get(session)
@@ -107,33 +128,24 @@ class StatementService:
             found.used = time.monotonic()
             slot, lock = found.slot, found.lock
         r = self._resources()
-        run = Cancellable(r.spark, text.split(maxsplit=1)[0].upper() if text.strip() else "SQL")
-        if request is not None:
-            with self._lock:
-                if request in self._running:
-                    raise InvalidStatementError(f"Request id {request} is already running.")
-                self._running[request] = run
-        try:
-            with lock, run.running():
-                df = execute(
-                    text,
-                    spark=r.spark,
-                    warehouse=r.warehouse,
-                    catalog=r.catalog,
-                    clock=r.clock,
-                    transactions=slot,
-                )
-                # A query runs only now: a failing expression in it is translated here.
-                with spark_errors(text.split(maxsplit=1)[0].upper()):
-                    if arrow:
-                        return _ipc(df.limit(max_rows).toArrow())
-                    rows = df.limit(max_rows + 1).collect()
-                    total = df.count() if len(rows) > max_rows else None
-        finally:
-            if request is not None:
-                with self._lock:
-                    self._running.pop(request, None)
-        if session is not None:
+        with lock, run.running(r.spark):
+            if found is not None and found.closed:  # ended while this statement waited
+                raise _no_session(session or "")
+            df = execute(
+                text,
+                spark=r.spark,
+                warehouse=r.warehouse,
+                catalog=r.catalog,
+                clock=r.clock,
+                transactions=slot,
+            )
+            # A query runs only now: a failing expression in it is translated here.
+            with spark_errors(run.label):
+                if arrow:
+                    return _ipc(df.limit(max_rows).toArrow())
+                rows = df.limit(max_rows + 1).collect()
+                total = df.count() if len(rows) > max_rows else None
+        if found is not None:
             found.used = time.monotonic()
         return {
             "columns": [{"name": f.name, "type": f.dataType.simpleString()} for f in df.schema],
@@ -154,6 +166,7 @@ class StatementService:
                 try:
                     if found.used < cutoff:
                         found.slot.current = None
+                        found.closed = True
                         with self._lock:
                             self._sessions.pop(session, None)
                 finally:

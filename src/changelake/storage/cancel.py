@@ -23,38 +23,47 @@ RECANCEL_SECONDS = 0.05
 
 
 class Cancellable:
-    """One statement's run: ``running()`` around it in the thread that runs it, ``cancel()``
-    from any other."""
+    """One statement's run: made (and registered where ``cancel`` can find it) before the
+    statement starts, ``running(spark)`` around it in the thread that runs it, ``finish()``
+    when that thread is done with it, ``cancel()`` from any other thread."""
 
-    def __init__(self, spark: SparkSession, label: str):
-        self._spark = spark
-        self._label = label
+    def __init__(self, label: str):
+        self.label = label
         self._tag = f"changelake-{uuid.uuid4().hex}"
+        self._spark: SparkSession | None = None
         self._done = threading.Event()
-        self.cancelled = False
+        self.cancelled = False  # a cancel was asked for
+        self.stopped = False  # ... and stopped the statement (it raised StatementCancelledError)
 
     @contextmanager
-    def running(self) -> Iterator[None]:
-        context = self._spark.sparkContext
+    def running(self, spark: SparkSession) -> Iterator[None]:
+        if self.cancelled:
+            self.stopped = True
+            raise StatementCancelledError(f"{self.label} was cancelled; nothing was committed.")
+        self._spark = spark
+        context = spark.sparkContext
         context.addJobTag(self._tag)
         try:
             yield
         except Exception as e:
             if self.cancelled:
+                self.stopped = True
                 raise StatementCancelledError(
-                    f"{self._label} was cancelled; nothing was committed."
+                    f"{self.label} was cancelled; nothing was committed."
                 ) from e
             raise
         finally:
             context.removeJobTag(self._tag)
-            self._done.set()
+
+    def finish(self) -> None:
+        self._done.set()
 
     def cancel(self, *, wait: float = 600.0) -> None:
-        """Cancel the statement's jobs until it ends (at most ``wait`` seconds)."""
+        """Cancel the statement's jobs until it is finished (at most ``wait`` seconds)."""
         self.cancelled = True
-        context = self._spark.sparkContext
         waited = 0.0
         while not self._done.is_set() and waited < wait:
-            context.cancelJobsWithTag(self._tag)
+            if self._spark is not None:
+                self._spark.sparkContext.cancelJobsWithTag(self._tag)
             self._done.wait(RECANCEL_SECONDS)
             waited += RECANCEL_SECONDS

@@ -10,6 +10,7 @@ import functools
 import io
 from typing import Any
 
+from pyspark import SparkContext
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import DataType
 
@@ -50,6 +51,14 @@ def quiet_task_failure_logs(spark: SparkSession) -> None:
     configurator = jvm.org.apache.logging.log4j.core.config.Configurator
     for name in _TASK_FAILURE_LOGGERS:
         configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.OFF)
+
+
+def context_running() -> bool:
+    """Whether this process already runs a SparkContext (then no other can start in it).
+
+    PySpark keeps it in the private ``SparkContext._active_spark_context``; the public
+    ``SparkSession.getActiveSession()`` sees only sessions active in the calling thread."""
+    return SparkContext._active_spark_context is not None
 
 
 def _has_context(spark: SparkSession) -> bool:

@@ -16,6 +16,7 @@ from changelake.storage import class_archive, native
 from changelake.storage.spark_private import (
     cache_class_lookups,
     cache_function_lookups,
+    context_running,
     quiet_task_failure_logs,
 )
 
@@ -111,7 +112,8 @@ def default_spark(log: str | None = None) -> SparkSession:
         "spark.driver.memory": "4g",
         **spark_conf(),
     }
-    if log is None:
+    if log is None or context_running():
+        # (a running SparkContext keeps its JVM: a second one cannot start in this process)
         builder = SparkSession.builder
         for key, value in conf.items():
             builder = builder.config(key, value)
@@ -138,7 +140,11 @@ def _logging_to(log: str, settings: dict[str, str]) -> SparkSession:
                 f"Spark did not start ({e}); its output is in {log}. Run with --verbose to see"
                 " it here."
             ) from e
-    context = SparkContext(conf=conf, gateway=gateway)
+    try:
+        context = SparkContext(conf=conf, gateway=gateway)
+    except BaseException:
+        gateway.shutdown()
+        raise
     return SparkSession(context)
 
 
