@@ -158,6 +158,28 @@ def test_a_table_page_has_its_versions_and_storage(pipeline, dashboard, session)
     assert _get(http.base + "/ui/tables/nope")[0] == 404
 
 
+def test_ingest_channels_show_their_rows_and_rate(dashboard, session):
+    session.sql("CREATE TABLE events (id BIGINT)")
+    http = dashboard()
+    assert http.call("PUT", "/v1/tables/events/channels/web-0", json_body={}).status == 200
+    rows = b"".join(b'{"id": %d}\n' % i for i in range(30))
+    sent = http.call(
+        "POST",
+        "/v1/tables/events/channels/web-0/rows?end_offset_token=29",
+        data=rows,
+        content_type="application/x-ndjson",
+    )
+    assert sent.status == 200, sent.body
+    assert http.call("POST", "/v1/flush").status == 200
+    page = _get(http.base + "/")[1]
+    channels = page.split("<h2>Ingest channels</h2>")[1].split("</table>")[0]
+    header = re.findall(r"<th>([^<]*)</th>", channels)
+    found = dict(zip(header, re.findall(r"<td>([^<]*)</td>", channels), strict=True))
+    assert (found["name"], found["offset_token"], found["rows_inserted"]) == ("web-0", "29", "30")
+    assert found["rows_buffered"] == "0" and float(found["rows_per_second"]) > 0
+    assert found["last_commit_at"].startswith("20")
+
+
 def test_the_dashboard_keeps_the_token_rule(pipeline, dashboard):
     http = dashboard(token="s3cret")
     assert _get(http.base + "/")[0] == 401

@@ -262,7 +262,7 @@ def create_app(
     if statements is not None:
         app.include_router(sql_routes(statements, [Depends(bearer_auth(token))]))
     if dashboard is not None:
-        app.include_router(dashboard_routes(dashboard, token, "pipeline"))
+        app.include_router(dashboard_routes(dashboard, token, "pipeline", live=channels.rates))
     return app
 
 

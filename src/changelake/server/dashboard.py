@@ -9,6 +9,7 @@ passes it once as ``?token=`` (kept in a cookie for the session) or sends the he
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import hmac
 import html
@@ -45,12 +46,25 @@ class Dashboard(Protocol):
     def table(self, name: str) -> dict[str, Any]: ...
 
 
-def dashboard_routes(source: Dashboard, token: str | None, title: str) -> APIRouter:
+def dashboard_routes(
+    source: Dashboard,
+    token: str | None,
+    title: str,
+    *,
+    live: Callable[[], dict[tuple[str, str], dict[str, Any]]] = dict,
+) -> APIRouter:
+    """The pages; ``live`` gives the figures of the ingest channels open in this service (by
+    lower-case table and channel name), which the catalog does not keep."""
     api = APIRouter(include_in_schema=False, dependencies=[Depends(_browser_auth(token))])
 
     @api.get("/")
     def overview(request: Request, fragment: bool = False) -> Response:
-        return _page(request, title, _overview(source.overview()), fragment)
+        data = source.overview()
+        rates = live()
+        for channel in data["channels"]:
+            key = (str(channel["table_name"]).lower(), channel["name"])
+            channel.update(rates.get(key, {}))
+        return _page(request, title, _overview(data), fragment)
 
     @api.get("/ui/dynamic-tables/{name}")
     def dynamic_table(request: Request, name: str, fragment: bool = False) -> Response:
@@ -176,6 +190,10 @@ def _cell(row: dict[str, Any], column: str) -> str:
         return f'<a href="/ui/tables/{quote(str(value))}">{_e(value)}</a>'
     if column in ("lag_seconds", "lag_after") and value is not None:
         return f"{float(value):.1f} s"
+    if column == "rows_per_second" and value is not None:
+        return f"{float(value):.1f}"
+    if column == "last_commit_at" and isinstance(value, int | float):
+        return _e(dt.datetime.fromtimestamp(value, dt.UTC).isoformat(sep=" ")[:19])
     if (column.endswith("_at") or column.endswith("timestamp")) and isinstance(value, str):
         return _e(value[:19].replace("T", " "))  # to the second, UTC
     return _e(value)
@@ -196,7 +214,8 @@ _SECTIONS = (
      ("name", "run_id", "state", "run_trigger", "scheduled_time", "completed_time",
       "error_message")),
     ("Ingest channels", "channels",
-     ("name", "table_name", "epoch", "offset_token", "committed_version", "updated_at")),
+     ("name", "table_name", "epoch", "offset_token", "committed_version", "updated_at",
+      "rows_inserted", "rows_buffered", "rows_per_second", "last_commit_at")),
     ("External tables", "external_tables",
      ("name", "kind", "source", "scope_mode", "state", "source_position", "last_applied_at",
       "follow_lag", "error")),
