@@ -20,7 +20,7 @@ from changelake.dynamic.service import refresh_row
 from changelake.dynamic.spec import describe_lag
 from changelake.errors import ChangelakeError
 from changelake.sql import tasks
-from changelake.sql.execute import execute
+from changelake.sql.execute import execute_on
 from changelake.txn.context import StatementContext
 from changelake.txn.transaction import TransactionSlot
 from changelake.values import jsonable
@@ -45,15 +45,7 @@ class DashboardData:
         self._resources = resources
 
     def _show(self, statement: str) -> list[dict[str, Any]]:
-        r = self._resources()
-        df = execute(
-            statement,
-            spark=r.spark,
-            warehouse=r.warehouse,
-            catalog=r.catalog,
-            clock=r.clock,
-            transactions=TransactionSlot(),
-        )
+        df = execute_on(self._resources(), statement, TransactionSlot())
         return [{k: jsonable(v) for k, v in row.asDict().items()} for row in df.collect()]
 
     def overview(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from changelake.dynamic.create import (
     create_dynamic_table,
     drop_dynamic_table,
 )
+from changelake.dynamic.scheduler import Resources
 from changelake.dynamic.task_run import Finish, Runner, RunStatements, run_graph
 from changelake.errors import TransactionError
 from changelake.external import scope
@@ -80,6 +81,19 @@ def execute(
         if reads is not None or isinstance(statement, _DEPENDENTS_GO):
             scope.settle(catalog, clock, spark, warehouse)
     return result.to_dataframe(spark) if isinstance(result, StatementResult) else result
+
+
+def execute_on(resources: Resources, text: str, transactions: TransactionSlot) -> DataFrame:
+    """``execute`` with a service's session (its Spark, warehouse, catalog and clock)."""
+    r = resources
+    return execute(
+        text,
+        spark=r.spark,
+        warehouse=r.warehouse,
+        catalog=r.catalog,
+        clock=r.clock,
+        transactions=transactions,
+    )
 
 
 # Statements after which an external table with SCOPE = DEPENDENTS may need fewer rows.

@@ -22,7 +22,7 @@ from changelake.dialect import parse_one
 from changelake.dynamic.scheduler import Resources
 from changelake.errors import InvalidStatementError, ObjectNotFoundError
 from changelake.sql import statements as s
-from changelake.sql.execute import execute
+from changelake.sql.execute import execute_on
 from changelake.storage.cancel import Cancellable
 from changelake.storage.spark_errors import spark_errors
 from changelake.txn.transaction import TransactionSlot
@@ -131,14 +131,7 @@ class StatementService:
         with lock, run.running(r.spark):
             if found is not None and found.closed:  # ended while this statement waited
                 raise _no_session(session or "")
-            df = execute(
-                text,
-                spark=r.spark,
-                warehouse=r.warehouse,
-                catalog=r.catalog,
-                clock=r.clock,
-                transactions=slot,
-            )
+            df = execute_on(r, text, slot)
             # A query runs only now: a failing expression in it is translated here.
             with spark_errors(run.label):
                 if arrow:
