@@ -215,7 +215,18 @@ def _minimize(
     order: RowOrder | None,
 ) -> DataFrame:
     """Pairs the two sides by identity, in one merge join: its output is sorted by (tag, ROW_ID)
-    in each partition, and each pair yields its DELETE half first."""
+    in each partition, and each pair yields its DELETE half first.
+
+    A table whose rows carry a row key (a dynamic or external table) pairs them by that key, the
+    rows' ROW_ID: a key deleted and written again (a group gone and back, a source key deleted
+    and inserted again) gets a new physical identity, and is still one row. Each side holds a
+    key at most once: the rows at the start that left, the rows at the end that arrived.
+    """
+    key = schema.row_key
+    if key is None:
+        identity, shown = _scrambled_sql(table_id, RID), f"hex({_X})"
+    else:
+        identity, shown = quoted(key.name), _X
     cols = ", ".join(quoted(c.name) for c in schema.columns)
     # a dynamic table's state columns alone changing is no change of its rows
     state = {c.name for c in schema.state}
@@ -226,7 +237,7 @@ def _minimize(
             df = order.spread(df, table_id)
             keys = [_X, _P]
         else:
-            keys = [f"{_scrambled_sql(table_id, RID)} AS {_X}", f"0 AS {_P}"]
+            keys = [f"{identity} AS {_X}", f"0 AS {_P}"]
         return native.select(
             df,
             [TAG, *keys, f"struct({cols}) AS {image}", f"struct({compared}) AS {image}c"],
@@ -240,7 +251,7 @@ def _minimize(
         + [
             f"_e.a AS {quoted(ACTION)}",
             f"_e.u AS {quoted(ISUPDATE)}",
-            f"hex({_X}) AS {quoted(ROW_ID)}",
+            f"{shown} AS {quoted(ROW_ID)}",
             TAG,
         ],
     )
@@ -288,8 +299,11 @@ def execute_plan(
     """
     before = _side(spark, wh, schema, [plan.before_files, plan.before_deleted])
     after = _side(spark, wh, schema, [plan.after_files])
+    # REDO is sorted below anyway; the ROW_IDs of rows with a row key are their keys, which
+    # ``RowOrder`` does not order: those are sorted at the end
+    spread = ordered and plan.information is not Information.REDO and schema.row_key is None
     order = None
-    if ordered and plan.information is not Information.REDO:  # REDO is sorted below anyway
+    if spread:
         order = RowOrder.for_plan(plan, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
     if before is not None and after is not None:
         df = _minimize(before, after, schema, plan.table_id, order)
@@ -309,6 +323,8 @@ def execute_plan(
     df = _keyed(df, schema)
     if plan.information is Information.REDO:
         return _with_commit_info(spark, catalog, plan, df)
+    if ordered and not spread:
+        df = df.orderBy(ROW_ID, ACTION)  # DELETE before INSERT
     return df.drop(TAG)
 
 
