@@ -345,6 +345,11 @@ class ExternalDefinition:
     slot: str | None = None
     publication: str | None = None
 
+    @property
+    def column_types(self) -> dict[str, str]:
+        """Each column's changelake type, by its name in lower case."""
+        return {name.lower(): type_ for name, type_ in self.spec.get("columns", ())}
+
 
 @dataclass(frozen=True)
 class ExternalTableInfo:

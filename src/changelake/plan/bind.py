@@ -111,8 +111,8 @@ class Binder:
         ext = self.ctx.catalog.find_external_table(info.name)
         if ext is None or ext.definition.scope_mode != "DEPENDENTS":
             return
-        columns = [n for n, _ in ext.definition.spec["columns"]]
-        check_scope(ext.name, ext.scope, reference_predicate(table, columns))
+        types = ext.definition.column_types
+        check_scope(ext.name, ext.scope, reference_predicate(table, types), types=types)
 
     def _bind_table(self, table: exp.Table) -> None:
         name = table.name
