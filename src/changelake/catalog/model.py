@@ -374,6 +374,14 @@ class ExternalTableInfo:
 
 
 @dataclass(frozen=True)
+class ScopeRecord:
+    """A scope an external table had, from commit ``begin_commit`` on."""
+
+    begin_commit: int
+    scope: str | None  # Spark SQL; None: every row
+
+
+@dataclass(frozen=True)
 class ExternalFile:
     """A file a FILES external table registered, as it was then."""
 
