@@ -5,6 +5,7 @@ evaluator of SQL's three-valued logic over rows (no false accept). No Spark."""
 from __future__ import annotations
 
 import datetime as dt
+import doctest
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -17,6 +18,7 @@ from sqlglot import exp
 
 from changelake.dialect import parse_one
 from changelake.errors import ExternalTableError
+from changelake.plan import implication, ranges
 from changelake.plan.predicates import (
     check_scope,
     implies,
@@ -111,6 +113,11 @@ def test_forms_outside_the_scope_or_undecided_are_refused(dependents, where):
     predicate = predicate_of(f"SELECT * FROM orders WHERE {where}")
     with pytest.raises(ExternalTableError, match="do not keep it within that scope"):
         check_scope("orders", scope, predicate, types=ORDERS)
+
+
+def test_the_doctests_hold():
+    assert doctest.testmod(implication).failed == 0
+    assert doctest.testmod(ranges).failed == 0
 
 
 def test_a_normal_form_past_the_bound_is_refused():
