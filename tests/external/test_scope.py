@@ -111,6 +111,36 @@ def test_the_scope_is_the_or_of_the_dependents_filters(scoped, source, clock):
     assert held(scoped) == source_under(dsn, EU)
 
 
+def test_a_filter_that_implies_the_scope_is_read_and_time_travel_checks_the_scope_then(
+    scoped, source
+):
+    """Issue 37 item 2: the scope written as an OR (in either order) was refused."""
+    dsn = source[0]
+    scoped.sql(f"CREATE VIEW eu AS SELECT id FROM orders WHERE {EU}")
+    before = scoped.catalog.table("orders").current_version
+    scoped.sql(f"CREATE VIEW big AS SELECT id, amount FROM orders WHERE {BIG}")
+    assert scoped.catalog.find_external_table("orders").scope == f"(({BIG})) OR (({EU}))"
+    for where in (
+        f"{EU} OR {BIG}",
+        f"{BIG} OR {EU}",
+        "amount >= 240.5",
+        f"({EU} OR amount BETWEEN 201 AND 230) AND id < 190",
+        "id IN (3, 170, 171)",  # no: id is not in the scope
+    ):
+        query = f"SELECT id FROM orders WHERE {where}"
+        if where.startswith("id IN"):
+            with pytest.raises(ExternalTableError, match="do not keep it within that scope"):
+                scoped.sql(query).collect()
+            continue
+        assert rows(scoped.sql(query)) == [(r[0],) for r in source_under(dsn, where)]
+
+    # the version before the widening held the region = 'EU' rows only
+    with pytest.raises(ExternalTableError, match=f"at version {before} .*{EU}"):
+        scoped.sql(f"SELECT id FROM orders AT (VERSION => {before}) WHERE {BIG}").collect()
+    then = rows(scoped.sql(f"SELECT id FROM orders AT (VERSION => {before}) WHERE {EU}"))
+    assert then == [(r[0],) for r in source_under(dsn, EU)]
+
+
 def test_a_stream_on_the_table_or_an_outer_join_needs_every_row(scoped, source):
     dsn = source[0]
     scoped.sql("CREATE TABLE regions (name STRING)")

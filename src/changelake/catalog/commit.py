@@ -104,6 +104,7 @@ def commit(
         _record_versions(state, request, versions)
     stream_repo.mark_consumed(conn, state.consumed, now=state.stamp.committed_at)
     commit_dynamic.record_history(state)
+    commit_external.record_scopes(state)
     commit_tasks.record_runs(state)
     return CommitResult(
         applied=True,

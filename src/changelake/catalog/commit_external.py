@@ -55,12 +55,18 @@ def _define(state: CommitState, u: DefineExternalTable) -> None:
         )
     table_id = state.tables[u.name.lower()]
     external_repo.insert(state.conn, table_id, u.definition, scope=u.scope, position=u.position)
+    state.scopes[table_id] = u.scope
     external_repo.register_files(state.conn, table_id, u.files)
 
 
 def _alter(state: CommitState, u: AlterExternalTable) -> None:
     state.lock(u.table_id)
-    external_repo.set_fields(state.conn, u.table_id, dict(u.fields))
+    fields = dict(u.fields)
+    external_repo.set_fields(state.conn, u.table_id, fields)
+    if "scope" in fields:
+        scope = fields["scope"]
+        assert scope is None or isinstance(scope, str)
+        state.scopes[u.table_id] = scope
 
 
 def _register(state: CommitState, u: RegisterFiles) -> None:
@@ -85,3 +91,10 @@ def _followed_from(state: CommitState, r: FollowedFrom) -> None:
 
 
 CHECKS: dict[type, Callable[[CommitState, Any], None]] = {FollowedFrom: _followed_from}
+
+
+def record_scopes(state: CommitState) -> None:
+    """Record the scopes this commit set, from its number on (after its stamp)."""
+    assert state.stamp is not None
+    for table_id, scope in state.scopes.items():
+        external_repo.record_scope(state.conn, table_id, state.stamp.commit_number, scope)

@@ -40,6 +40,7 @@ class CommitState:
     consumed: set[int] = field(default_factory=set)  # streams it advances
     refreshes: list[tuple[int, RefreshRecord]] = field(default_factory=list)  # recorded at the end
     finished_runs: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # task runs
+    scopes: dict[int, str | None] = field(default_factory=dict)  # external tables' new scopes
 
     @property
     def now(self) -> float:

@@ -180,10 +180,27 @@ def _upgrade(conn: Connection, found: int) -> None:
     # Version 4 adds ingest channels (cl_channels), which create_all has made.
     if found < 5:
         _number_commits(conn)
+    if found < 9:
+        _record_scopes(conn)
     # Version 6 adds dynamic tables (cl_dynamic_tables, cl_dt_refreshes) and leases (cl_leases),
     # which create_all has made. Version 7 adds tasks (cl_tasks, cl_task_runs), version 8
     # connections and external tables (cl_connections, cl_external_tables, cl_external_files):
     # the same.
+
+
+def _record_scopes(conn: Connection) -> None:
+    """Version 9 keeps the scopes external tables have had (cl_external_scopes). Those before
+    are not known: each table's current scope is recorded from its current version's commit,
+    so that only older versions have none."""
+    e, tb = t.external_tables.c, t.tables.c
+    conn.execute(
+        t.external_scopes.insert().from_select(
+            ["table_id", "begin_commit", "scope"],
+            select(e.table_id, tb.current_commit, e.scope).join_from(
+                t.external_tables, t.tables, tb.table_id == e.table_id
+            ),
+        )
+    )
 
 
 def _number_commits(conn: Connection) -> None:

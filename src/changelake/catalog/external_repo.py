@@ -14,11 +14,13 @@ from changelake.catalog.model import (
     ExternalDefinition,
     ExternalFile,
     ExternalTableInfo,
+    ScopeRecord,
 )
 from changelake.catalog.table_repo import table_info
 from changelake.errors import ConflictError
 
 _C, _E, _T, _F = t.connections.c, t.external_tables.c, t.tables.c, t.external_files.c
+_S, _V = t.external_scopes.c, t.versions.c
 
 
 def _connection(row: Any) -> ConnectionInfo:
@@ -176,6 +178,27 @@ def set_fields(conn: Connection, table_id: int, fields: dict[str, Any]) -> None:
     if unknown:
         raise ValueError(f"external table fields {sorted(unknown)} cannot be changed")
     conn.execute(update(t.external_tables).where(_E.table_id == table_id).values(**fields))
+
+
+def record_scope(conn: Connection, table_id: int, commit_number: int, scope: str | None) -> None:
+    conn.execute(
+        t.external_scopes.insert().values(
+            table_id=table_id, begin_commit=commit_number, scope=scope
+        )
+    )
+
+
+def scope_of_version(conn: Connection, table_id: int, version: int) -> ScopeRecord | None:
+    """The last scope the table had while ``version`` was its current version (before the
+    commit of the next version, if there is one); None if none was recorded."""
+    following = conn.execute(
+        select(_V.commit_number).where(_V.table_id == table_id, _V.version == version + 1)
+    ).scalar()
+    query = select(_S.begin_commit, _S.scope).where(_S.table_id == table_id)
+    if following is not None:
+        query = query.where(_S.begin_commit < following)
+    row = conn.execute(query.order_by(_S.begin_commit.desc()).limit(1)).first()
+    return None if row is None else ScopeRecord(row.begin_commit, row.scope)
 
 
 def files(conn: Connection, table_id: int) -> list[ExternalFile]:

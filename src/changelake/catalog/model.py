@@ -345,6 +345,11 @@ class ExternalDefinition:
     slot: str | None = None
     publication: str | None = None
 
+    @property
+    def column_types(self) -> dict[str, str]:
+        """Each column's changelake type, by its name in lower case."""
+        return {name.lower(): type_ for name, type_ in self.spec.get("columns", ())}
+
 
 @dataclass(frozen=True)
 class ExternalTableInfo:
@@ -366,6 +371,14 @@ class ExternalTableInfo:
     @property
     def table_id(self) -> int:
         return self.info.table_id
+
+
+@dataclass(frozen=True)
+class ScopeRecord:
+    """A scope an external table had, from commit ``begin_commit`` on."""
+
+    begin_commit: int
+    scope: str | None  # Spark SQL; None: every row
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from changelake.catalog.model import (
     LiveFile,
     RefreshInfo,
     RunClaim,
+    ScopeRecord,
     Snapshot,
     StreamInfo,
     TableInfo,
@@ -364,6 +365,12 @@ class Catalog:
     def list_external_tables(self) -> list[ExternalTableInfo]:
         with reading(self.engine) as conn:
             return external_repo.list_live(conn)
+
+    def external_scope_of_version(self, table_id: int, version: int) -> ScopeRecord | None:
+        """The scope external table ``table_id`` last had while ``version`` was current (None:
+        not recorded, for versions older than the catalog's record of scopes)."""
+        with reading(self.engine) as conn:
+            return external_repo.scope_of_version(conn, table_id, version)
 
     def external_files(self, table_id: int) -> list[ExternalFile]:
         with reading(self.engine) as conn:

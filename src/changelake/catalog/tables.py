@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 metadata = MetaData()
 
@@ -329,6 +329,16 @@ external_tables = Table(
     # where the rows are: the source position (an LSN) committed with the rows that reach it
     Column("position", Text),
     Column("bootstrap", Text),  # a widening of the scope under way, in words (NULL: none)
+)
+
+# The scopes an external table has had: each from the commit that set it (``begin_commit``) to the
+# next row's. A read of one of its versions is checked against the scope it had then.
+external_scopes = Table(
+    "cl_external_scopes",
+    metadata,
+    Column("table_id", Integer, primary_key=True),
+    Column("begin_commit", BigInteger, primary_key=True),
+    Column("scope", Text),  # NULL: every row
 )
 
 # The files a FILES external table has registered, once each: path, size and modification time

@@ -51,6 +51,7 @@ from changelake.external.follow import (
 )
 from changelake.external.pgoutput import Decoder, format_lsn, parse_lsn
 from changelake.external.pgtable import snapshot
+from changelake.plan.implication import Types
 from changelake.plan.predicates import (
     Predicate,
     implies,
@@ -96,7 +97,7 @@ def dependents_scope(catalog: Catalog, ext: ExternalTableInfo) -> Scope:
     found: list[Predicate] = []
     for text in texts:
         found += references(text, ext.name, _columns(ext))
-    return union(found) if found else ()
+    return union(found, types=ext.definition.column_types) if found else ()
 
 
 def widen_for(
@@ -108,10 +109,10 @@ def widen_for(
         if ext.definition.scope_mode != "DEPENDENTS":
             continue
         found = references(query, ext.name, _columns(ext))
-        scope = parse_scope(ext.scope)
-        if all(implies(p, scope) for p in found):
+        scope, types = parse_scope(ext.scope), ext.definition.column_types
+        if all(implies(p, scope, types=types) for p in found):
             continue
-        wider = union([*(scope or ()), *found]) if scope is not None else None
+        wider = union([*(scope or ()), *found], types=types) if scope is not None else None
         rescope(catalog, clock, spark, warehouse, ext, wider)
 
 
@@ -126,10 +127,10 @@ def settle(catalog: Catalog, clock: Clock, spark: SparkSession, warehouse: Wareh
             rescope(catalog, clock, spark, warehouse, ext, wanted)
 
 
-def _widens(old: str | None, new: Scope) -> bool:
+def _widens(old: str | None, new: Scope, types: Types) -> bool:
     """Whether every row of scope ``old`` is in ``new`` (each old disjunct implies new)."""
     before = parse_scope(old)
-    return before is not None and all(implies(d, new) for d in before)
+    return before is not None and all(implies(d, new, types=types) for d in before)
 
 
 def _region(include: str | None, exclude: str | None) -> str | None:
@@ -152,7 +153,8 @@ def rescope(
     """Give ``ext`` scope ``scope`` at one consistent point (see the module's docstring)."""
     old, new = ext.scope, scope_sql(scope)
     added = _region(new, old)  # W: rows the new scope adds
-    removed = None if _widens(old, scope) else _region(old, new)  # R: rows it leaves out
+    widens = _widens(old, scope, ext.definition.column_types)
+    removed = None if widens else _region(old, new)  # R: rows it leaves out
     d = ext.definition
     assert d.slot is not None and d.connection is not None
     info = catalog.find_connection(d.connection)

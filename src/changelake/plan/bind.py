@@ -17,6 +17,7 @@ from changelake.changes.plan import Shape
 from changelake.changes.query import changes_between, resolve_interval
 from changelake.dialect import parse_one, to_spark
 from changelake.errors import (
+    ExternalTableError,
     InvalidStatementError,
     TableNotFoundError,
     did_you_mean,
@@ -107,12 +108,28 @@ class Binder:
     # -- tables -------------------------------------------------------------------------------
 
     def _check_scope(self, info: TableInfo, table: exp.Table) -> None:
-        """An external table with SCOPE = DEPENDENTS may be read only within its scope."""
-        ext = self.ctx.catalog.find_external_table(info.name)
+        """An external table with SCOPE = DEPENDENTS may be read only within its scope; a
+        time-travel read within the scope the version it reads had (the rows it holds)."""
+        catalog = self.ctx.catalog
+        ext = catalog.find_external_table(info.name)
         if ext is None or ext.definition.scope_mode != "DEPENDENTS":
             return
-        columns = [n for n, _ in ext.definition.spec["columns"]]
-        check_scope(ext.name, ext.scope, reference_predicate(table, columns))
+        types = ext.definition.column_types
+        predicate = reference_predicate(table, types)
+        when = table.args.get("when")
+        if when is None:
+            check_scope(ext.name, ext.scope, predicate, types=types)
+            return
+        version = resolve(self.ctx, info, point_of(self.spark, when))
+        record = catalog.external_scope_of_version(info.table_id, version)
+        if record is None:
+            raise ExternalTableError(
+                f"External table {ext.name} (SCOPE = DEPENDENTS) has no recorded scope at"
+                f" version {version}: the version is older than the catalog's record of scopes,"
+                " so which rows it held is not known. Read a later version."
+            )
+        at = f" at version {version}"
+        check_scope(ext.name, record.scope, predicate, types=types, at=at)
 
     def _bind_table(self, table: exp.Table) -> None:
         name = table.name

@@ -7,17 +7,20 @@ its dependents' predicates gives each dependent every row it can see. A referenc
 null-supplying side of an outer join implies nothing (a missing row would turn into NULLs that
 a later filter may keep), nor does a conjunct with a subquery, an aggregate, a window, a
 non-deterministic function or a column of another table. Predicates are sets of conjuncts
-(Spark SQL text over unqualified column names); the empty set is TRUE.
+(Spark SQL text over unqualified column names); the empty set is TRUE. Whether one implies a
+scope is decided on their normal forms (``plan.implication``), by the table's column types.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from sqlglot import exp
 
 from changelake.dialect import parse_one, to_spark
 from changelake.errors import ExternalTableError
+from changelake.plan import implication
+from changelake.plan.implication import Types
 
 Predicate = frozenset[str]  # conjuncts, ANDed; empty: TRUE
 TRUE: Predicate = frozenset()
@@ -47,25 +50,37 @@ def reference_predicate(table: exp.Table, columns: Iterable[str]) -> Predicate:
     return frozenset(found)
 
 
-def check_scope(table: str, scope: str | None, predicate: Predicate) -> None:
+def check_scope(
+    table: str, scope: str | None, predicate: Predicate, *, types: Types, at: str = ""
+) -> None:
     """Refuse a query whose filters on external table ``table`` (``predicate``) do not keep it
-    within the rows the table holds (``scope``, SCOPE = DEPENDENTS)."""
-    if implies(predicate, parse_scope(scope)):
+    within the rows the table holds (``scope``, SCOPE = DEPENDENTS; ``at``: the version read, in
+    words, when it is not the current one)."""
+    if implies(predicate, parse_scope(scope), types=types):
         return
+    held = f"holds only the rows its dependents read{at}"
     raise ExternalTableError(
-        f"External table {table} holds only the rows its dependents read (SCOPE ="
-        f" DEPENDENTS): {scope}. This query's filters on it"
-        f" ({' AND '.join(sorted(predicate)) or 'none'}) do not keep it within that scope, so"
-        " its answer would miss rows. Filter by one of the scope's conditions, make the query"
-        f" a view or dynamic table (which widens the scope), or CREATE OR REPLACE EXTERNAL TABLE"
-        f" {table} … SCOPE = ALL."
+        f"External table {table} {held} (SCOPE = DEPENDENTS): {scope}. This query's filters on"
+        f" it ({' AND '.join(sorted(predicate)) or 'none'}) do not keep it within that scope,"
+        " so its answer would miss rows. Filter by one of the scope's conditions (or a"
+        " narrower condition on the same column: see README, SCOPE = DEPENDENTS), make the"
+        " query a view or dynamic table (which widens the scope), or CREATE OR REPLACE"
+        f" EXTERNAL TABLE {table} … SCOPE = ALL."
     )
 
 
-def implies(predicate: Predicate, scope: tuple[Predicate, ...] | None) -> bool:
-    """Whether rows satisfying ``predicate`` all lie in ``scope`` (an OR of predicates; None:
-    every row), judged by the conjuncts: some disjunct's conjuncts are all in ``predicate``."""
-    return scope is None or any(d <= predicate for d in scope)
+def implies(predicate: Predicate, scope: Sequence[Predicate] | None, *, types: Types) -> bool:
+    """Whether every row satisfying ``predicate`` lies in ``scope`` (an OR of predicates; None:
+    every row), for a table whose columns have ``types``: soundly, not completely (False may
+    mean it cannot tell; see ``plan.implication``)."""
+    if scope is None:
+        return True
+    either = implication.normal_form(sorted(predicate), types)
+    every = [implication.normal_form(sorted(d), types) for d in scope]
+    if any(d is None for d in every):
+        return False
+    terms = tuple(t for d in every if d is not None for t in d)
+    return implication.implies(either, terms)
 
 
 def scope_sql(scope: tuple[Predicate, ...] | None) -> str | None:
@@ -89,15 +104,25 @@ def parse_scope(text: str | None) -> tuple[Predicate, ...] | None:
     return tuple(frozenset(_text(c) for c in _split(d, exp.And)) for d in _split(tree, exp.Or))
 
 
-def union(predicates: Iterable[Predicate]) -> tuple[Predicate, ...] | None:
-    """The OR of ``predicates`` without repeated or subsumed disjuncts (None: TRUE)."""
+def union(predicates: Iterable[Predicate], *, types: Types) -> tuple[Predicate, ...] | None:
+    """The OR of ``predicates`` without repeated disjuncts or disjuncts another implies (of two
+    that imply each other, the first in order is kept); None: TRUE."""
     found: list[Predicate] = []
     for p in predicates:
         if not p:
             return None
         found.append(p)
-    kept = [p for p in set(found) if not any(q < p for q in found)]
-    return tuple(_sorted(kept))
+    ordered = _sorted(set(found))
+    kept = [
+        p
+        for i, p in enumerate(ordered)
+        if not any(
+            implies(p, (q,), types=types) and (j < i or not implies(q, (p,), types=types))
+            for j, q in enumerate(ordered)
+            if j != i
+        )
+    ]
+    return tuple(kept)
 
 
 def _sorted(scope: Iterable[Predicate]) -> list[Predicate]:
