@@ -346,3 +346,27 @@ def test_explain_and_the_python_api(shop, clock):
     # created; refreshed at big's creation (nothing changed), then for big's refresh
     assert [r.refresh_action for r in history] == ["INCREMENTAL", "NO_DATA", "FULL"]
     assert [r.refresh_trigger for r in history] == ["DOWNSTREAM", "DOWNSTREAM", "CREATION"]
+
+
+def test_a_refresh_belongs_to_the_statement_that_ran_it_upstreams_included(shop, clock):
+    session = shop
+    _step(session, clock, HISTORY[0])
+    _step(session, clock, HISTORY[1])
+    session.sql(f"CREATE DYNAMIC TABLE totals TARGET_LAG = DOWNSTREAM AS {QUERY}")
+    session.sql(
+        "CREATE DYNAMIC TABLE big (region, day, total) TARGET_LAG = '1 minute' AS"
+        " SELECT region, day, total FROM totals WHERE total > 10"
+    )
+    old = {n: rows(session.sql(f"SELECT * FROM {n}")) for n in ("totals", "big")}
+    _step(session, clock, "UPDATE orders SET amount = amount + 100 WHERE id = 4")
+    clock.advance(seconds=1)
+    sid = session.sql("ALTER DYNAMIC TABLE big REFRESH").first().statement_id
+    new = {n: rows(session.sql(f"SELECT * FROM {n}")) for n in ("totals", "big")}
+    assert new["big"] != old["big"] and new["totals"] != old["totals"]
+    for name in ("totals", "big"):  # big's refresh, and totals' cascaded by it
+        assert rows(session.sql(f"SELECT * FROM {name} AT (STATEMENT => '{sid}')")) == new[name]
+        before = session.sql(f"SELECT * FROM {name} BEFORE (STATEMENT => '{sid}')")
+        assert rows(before) == old[name]
+    # a table the statement did not write: as it was when the statement ended
+    customers = rows(session.sql("SELECT * FROM customers"))
+    assert rows(session.sql(f"SELECT * FROM customers AT (STATEMENT => '{sid}')")) == customers
