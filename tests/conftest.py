@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -122,6 +122,25 @@ def state_of(session: changelake.Session, info, version: int | None = None):
     return StatementContext(session.catalog, session.clock, session.transaction).state(
         info, version
     )
+
+
+@contextmanager
+def spark_jobs(spark) -> Iterator[Callable[[], int]]:
+    """Count the Spark jobs this thread runs in the block, whatever job group they run in (the
+    code under test opens groups of its own): a job tag marks them all. The count waits until
+    Spark's listener has seen every job submitted so far, so a job just run is never missed."""
+    sc = spark.sparkContext
+    tag = f"changelake-test-{uuid.uuid4().hex}"
+
+    def count() -> int:
+        sc._jsc.sc().listenerBus().waitUntilEmpty()
+        return len(sc._jsc.sc().statusTracker().getJobIdsForTag(tag))
+
+    sc.addJobTag(tag)
+    try:
+        yield count
+    finally:
+        sc.removeJobTag(tag)
 
 
 def rows(df) -> list[tuple]:

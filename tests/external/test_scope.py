@@ -8,7 +8,7 @@ import threading
 
 import psycopg
 import pytest
-from tests.conftest import rows
+from tests.conftest import rows, spark_jobs
 from tests.external.conftest import COLUMNS, write
 
 from changelake.errors import ExternalTableError
@@ -206,3 +206,25 @@ def test_describe_shows_a_bootstrap_under_way_and_a_failed_one_leaves_no_trace(
     described = dict(scoped.sql("DESCRIBE EXTERNAL TABLE orders").collect())
     assert described["bootstrap"] == "none" and described["state"] == "ACTIVE"
     assert held(scoped) == source_under(source[0], EU)  # the scope did not change
+
+
+def test_creating_it_reads_nothing_and_it_follows_once_a_dependent_comes(session, source):
+    dsn, port, name = source
+    session.sql(
+        f"CREATE CONNECTION shop TYPE = POSTGRES OPTIONS (host => '127.0.0.1', port => {port},"
+        f" database => '{name}', user => 'postgres')"
+    )
+    with spark_jobs(session.spark) as jobs:
+        session.sql(
+            "CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders'"
+            " SCOPE = DEPENDENTS"
+        )
+        assert jobs() == 0  # an empty scope needs no read of the source
+    assert held(session) == []
+    write(dsn, "UPDATE orders SET region = 'EU' WHERE id = 1", "DELETE FROM orders WHERE id = 3")
+    session.sql(f"CREATE VIEW eu AS SELECT id, amount FROM orders WHERE {EU}")
+    assert held(session) == source_under(dsn, EU)
+    write(dsn, "INSERT INTO orders VALUES (901, 'EU', 6, 'in')", "DELETE FROM orders WHERE id = 6")
+    session.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert held(session) == source_under(dsn, EU)
+    assert rows(session.sql("SELECT id FROM eu")) == [(r[0],) for r in source_under(dsn, EU)]
