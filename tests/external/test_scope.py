@@ -120,8 +120,9 @@ def test_a_stream_on_the_table_or_an_outer_join_needs_every_row(scoped, source):
     )
     assert scoped.catalog.find_external_table("orders").scope is None  # nothing pushable
     assert held(scoped) == source_under(dsn, "TRUE")
-    scoped.sql("DROP VIEW joined")
-    assert held(scoped) == []
+    scoped.sql("DROP VIEW joined")  # the last dependent: the rows are kept for the next one
+    assert scoped.catalog.find_external_table("orders").scope is None
+    assert held(scoped) == source_under(dsn, "TRUE")
     scoped.sql("CREATE STREAM s ON EXTERNAL TABLE orders")
     assert held(scoped) == source_under(dsn, "TRUE")
 
@@ -228,3 +229,34 @@ def test_creating_it_reads_nothing_and_it_follows_once_a_dependent_comes(session
     session.sql("ALTER EXTERNAL TABLE orders REFRESH")
     assert held(session) == source_under(dsn, EU)
     assert rows(session.sql("SELECT id FROM eu")) == [(r[0],) for r in source_under(dsn, EU)]
+
+
+def test_the_last_dependent_going_keeps_the_rows_and_dropping_the_table_reads_none(scoped, source):
+    dsn = source[0]
+    scoped.sql(f"CREATE VIEW eu AS SELECT id, amount FROM orders WHERE {EU}")
+    with spark_jobs(scoped.spark) as jobs:
+        scoped.sql("DROP VIEW eu")
+        assert jobs() == 0
+    # kept: the scope and its rows, still followed, still checked on read
+    assert scoped.catalog.find_external_table("orders").scope == f"(({EU}))"
+    write(dsn, "UPDATE orders SET region = 'EU' WHERE id = 1", "DELETE FROM orders WHERE id = 3")
+    scoped.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert held(scoped) == source_under(dsn, EU)
+    assert rows(scoped.sql(f"SELECT id FROM orders WHERE {EU}")) == [
+        (r[0],) for r in source_under(dsn, EU)
+    ]
+    with pytest.raises(ExternalTableError, match="SCOPE = DEPENDENTS"):
+        scoped.sql(f"SELECT id FROM orders WHERE {BIG}").collect()
+    # a dependent that reads what is kept loads nothing again (one that reads less or more
+    # rescopes from the kept scope: only the difference is deleted or loaded)
+    with spark_jobs(scoped.spark) as jobs:
+        scoped.sql(f"CREATE VIEW eu_again AS SELECT id, note FROM orders WHERE {EU}")
+        scoped.sql("DROP VIEW eu_again")
+        assert jobs() == 0
+    with spark_jobs(scoped.spark) as jobs:
+        scoped.sql("DROP EXTERNAL TABLE orders")
+        assert jobs() == 0
+    assert scoped.catalog.find_table("orders") is None
+    with psycopg.connect(dsn) as conn:  # its slot and publication went with it
+        slots = conn.execute("SELECT count(*) FROM pg_replication_slots").fetchone()
+        assert slots == (0,)
