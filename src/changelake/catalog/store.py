@@ -326,6 +326,12 @@ class Catalog:
 
     # -- leases -------------------------------------------------------------------------------
 
+    def has_scheduled_objects(self) -> bool:
+        """Whether a dynamic table, an external table or a task exists: what a scheduler
+        looks after (read only)."""
+        with reading(self.engine) as conn:
+            return any(repo.any_live(conn) for repo in (dynamic_repo, external_repo, task_repo))
+
     def acquire_lease(self, name: str, holder: str, *, ttl: float, clock: Clock) -> int | None:
         """Take or renew lease ``name`` for ``holder`` (its epoch), or None while another
         holder's has not expired."""
