@@ -143,6 +143,27 @@ def spark_jobs(spark) -> Iterator[Callable[[], int]]:
         sc.removeJobTag(tag)
 
 
+def conflict_of_a_key_not_held(session: changelake.Session, name: str) -> str:
+    """The message of the ConflictError that applying a delta which deletes a row key keyed
+    table ``name`` (dynamic or external) does not hold raises (``dml.keyed.apply_delta``, as a
+    refresh or a follow applies one)."""
+    from changelake.dml.common import Target
+    from changelake.dml.keyed import apply_delta
+    from changelake.errors import ConflictError
+
+    info = session.catalog.table(name)
+    delta = session.spark.createDataFrame(
+        [("DELETE", False, '["no such key"]')],
+        "`METADATA$ACTION` string, `METADATA$ISUPDATE` boolean, `METADATA$ROW_ID` string",
+    )
+    target = Target(info, state_of(session, info))
+    try:
+        apply_delta(session.spark, session.warehouse, target, delta, statement_id="t")
+    except ConflictError as e:
+        return str(e)
+    raise AssertionError(f"a delete of a key {name} does not hold was applied")
+
+
 def rows(df) -> list[tuple]:
     """The rows of ``df`` as sorted tuples (None sorts first)."""
     return sorted((tuple(r) for r in df.collect()), key=lambda r: [(v is not None, v) for v in r])

@@ -10,7 +10,7 @@ from functools import reduce
 import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from tests.conftest import rows
+from tests.conftest import conflict_of_a_key_not_held, rows
 
 from changelake.errors import (
     ChangelakeError,
@@ -370,3 +370,12 @@ def test_a_refresh_belongs_to_the_statement_that_ran_it_upstreams_included(shop,
     # a table the statement did not write: as it was when the statement ended
     customers = rows(session.sql("SELECT * FROM customers"))
     assert rows(session.sql(f"SELECT * FROM customers AT (STATEMENT => '{sid}')")) == customers
+
+
+def test_a_delta_the_stored_rows_do_not_match_names_the_dynamic_table(shop, clock):
+    _step(shop, clock, HISTORY[0])
+    shop.sql("CREATE DYNAMIC TABLE d TARGET_LAG = '1 minute' AS SELECT id, region FROM customers")
+    assert conflict_of_a_key_not_held(shop, "d") == (
+        "Dynamic table d does not hold the rows its last refresh left (1 to delete, 0 found);"
+        " nothing was written. ALTER DYNAMIC TABLE d REFRESH again reinitializes it."
+    )
