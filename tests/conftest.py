@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -122,6 +122,46 @@ def state_of(session: changelake.Session, info, version: int | None = None):
     return StatementContext(session.catalog, session.clock, session.transaction).state(
         info, version
     )
+
+
+@contextmanager
+def spark_jobs(spark) -> Iterator[Callable[[], int]]:
+    """Count the Spark jobs this thread runs in the block, whatever job group they run in (the
+    code under test opens groups of its own): a job tag marks them all. The count waits until
+    Spark's listener has seen every job submitted so far, so a job just run is never missed."""
+    sc = spark.sparkContext
+    tag = f"changelake-test-{uuid.uuid4().hex}"
+
+    def count() -> int:
+        sc._jsc.sc().listenerBus().waitUntilEmpty()
+        return len(sc._jsc.sc().statusTracker().getJobIdsForTag(tag))
+
+    sc.addJobTag(tag)
+    try:
+        yield count
+    finally:
+        sc.removeJobTag(tag)
+
+
+def conflict_of_a_key_not_held(session: changelake.Session, name: str) -> str:
+    """The message of the ConflictError that applying a delta which deletes a row key keyed
+    table ``name`` (dynamic or external) does not hold raises (``dml.keyed.apply_delta``, as a
+    refresh or a follow applies one)."""
+    from changelake.dml.common import Target
+    from changelake.dml.keyed import apply_delta
+    from changelake.errors import ConflictError
+
+    info = session.catalog.table(name)
+    delta = session.spark.createDataFrame(
+        [("DELETE", False, '["no such key"]')],
+        "`METADATA$ACTION` string, `METADATA$ISUPDATE` boolean, `METADATA$ROW_ID` string",
+    )
+    target = Target(info, state_of(session, info))
+    try:
+        apply_delta(session.spark, session.warehouse, target, delta, statement_id="t")
+    except ConflictError as e:
+        return str(e)
+    raise AssertionError(f"a delete of a key {name} does not hold was applied")
 
 
 def rows(df) -> list[tuple]:

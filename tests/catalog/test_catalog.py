@@ -11,7 +11,7 @@ from conftest import rows
 
 import changelake
 from changelake.catalog import Catalog
-from changelake.catalog.model import DataFile, NewDeletes, TableInfo
+from changelake.catalog.model import DataFile, NewDeletes, StatementCommits, TableInfo
 from changelake.catalog.requests import (
     AddDeletes,
     AddFiles,
@@ -376,7 +376,7 @@ def test_versions_by_time_and_statement(catalog):
     assert catalog.version_as_of(tid, T0 + 25, inclusive=False) == 2
     assert catalog.version_as_of(tid, T0 - 1, inclusive=True) is None
     assert catalog.version_as_of(tid, T0 + 1e6, inclusive=True) == 3
-    assert catalog.statement_commit("s2") == ({tid: 2}, 3)  # the third commit (1: CREATE)
+    assert catalog.statement_commit("s2") == StatementCommits({tid: 2}, {tid: 2}, 3, 3)  # 1: CREATE
     assert catalog.statement_commit("nope") is None
     assert catalog.version_info(tid, 3).committed_at == T0 + 30
     assert catalog.version_info(tid, 4) is None
@@ -401,8 +401,24 @@ def test_statement_over_two_tables_commits_atomically(catalog):
         now=T0 + 1,
     )
     assert made == {a.table_id: [1], b.table_id: [1]}
-    versions, _ = catalog.statement_commit("multi")
-    assert versions == {a.table_id: 1, b.table_id: 1}
+    found = catalog.statement_commit("multi")
+    assert found.last_versions == found.first_versions == {a.table_id: 1, b.table_id: 1}
+
+
+def test_a_statement_of_several_commits_spans_them(catalog):
+    # ALTER DYNAMIC TABLE ... REFRESH commits each refresh of a cascade as the same statement
+    a, b = create(catalog, "a"), create(catalog, "b")
+    catalog.commit(
+        [commit(a, 0, "refresh", added=(data_file("a1.parquet"),))], clock=ManualClock(T0)
+    )
+    catalog.commit([commit(b, 0, "other", added=(data_file("b1.parquet"),))], clock=ManualClock(T0))
+    a = catalog.table("a")
+    catalog.commit(
+        [commit(a, 1, "refresh", added=(data_file("a2.parquet"),))], clock=ManualClock(T0)
+    )
+    found = catalog.statement_commit("refresh")
+    assert (found.first_versions, found.last_versions) == ({a.table_id: 1}, {a.table_id: 2})
+    assert (found.first_commit, found.last_commit) == (3, 5)  # 1, 2: the CREATEs
 
 
 # -- optimistic concurrency -----------------------------------------------------------------------

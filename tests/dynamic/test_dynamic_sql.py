@@ -10,7 +10,7 @@ from functools import reduce
 import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from tests.conftest import rows
+from tests.conftest import conflict_of_a_key_not_held, rows
 
 from changelake.errors import (
     ChangelakeError,
@@ -346,3 +346,36 @@ def test_explain_and_the_python_api(shop, clock):
     # created; refreshed at big's creation (nothing changed), then for big's refresh
     assert [r.refresh_action for r in history] == ["INCREMENTAL", "NO_DATA", "FULL"]
     assert [r.refresh_trigger for r in history] == ["DOWNSTREAM", "DOWNSTREAM", "CREATION"]
+
+
+def test_a_refresh_belongs_to_the_statement_that_ran_it_upstreams_included(shop, clock):
+    session = shop
+    _step(session, clock, HISTORY[0])
+    _step(session, clock, HISTORY[1])
+    session.sql(f"CREATE DYNAMIC TABLE totals TARGET_LAG = DOWNSTREAM AS {QUERY}")
+    session.sql(
+        "CREATE DYNAMIC TABLE big (region, day, total) TARGET_LAG = '1 minute' AS"
+        " SELECT region, day, total FROM totals WHERE total > 10"
+    )
+    old = {n: rows(session.sql(f"SELECT * FROM {n}")) for n in ("totals", "big")}
+    _step(session, clock, "UPDATE orders SET amount = amount + 100 WHERE id = 4")
+    clock.advance(seconds=1)
+    sid = session.sql("ALTER DYNAMIC TABLE big REFRESH").first().statement_id
+    new = {n: rows(session.sql(f"SELECT * FROM {n}")) for n in ("totals", "big")}
+    assert new["big"] != old["big"] and new["totals"] != old["totals"]
+    for name in ("totals", "big"):  # big's refresh, and totals' cascaded by it
+        assert rows(session.sql(f"SELECT * FROM {name} AT (STATEMENT => '{sid}')")) == new[name]
+        before = session.sql(f"SELECT * FROM {name} BEFORE (STATEMENT => '{sid}')")
+        assert rows(before) == old[name]
+    # a table the statement did not write: as it was when the statement ended
+    customers = rows(session.sql("SELECT * FROM customers"))
+    assert rows(session.sql(f"SELECT * FROM customers AT (STATEMENT => '{sid}')")) == customers
+
+
+def test_a_delta_the_stored_rows_do_not_match_names_the_dynamic_table(shop, clock):
+    _step(shop, clock, HISTORY[0])
+    shop.sql("CREATE DYNAMIC TABLE d TARGET_LAG = '1 minute' AS SELECT id, region FROM customers")
+    assert conflict_of_a_key_not_held(shop, "d") == (
+        "Dynamic table d does not hold the rows its last refresh left (1 to delete, 0 found);"
+        " nothing was written. ALTER DYNAMIC TABLE d REFRESH again reinitializes it."
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from sqlalchemy import event
 from tests.conftest import rows
 
 import changelake
@@ -161,3 +162,29 @@ def test_one_scheduler_holds_the_lease_and_a_zombie_cannot_commit(base_on_catalo
     assert done.refreshed == [] and done.lost == [session.catalog.table("d").table_id]
     assert session.catalog.table("d").current_version == version
     assert first.step() is None  # and it does not get the lease back while second renews it
+
+
+def test_nothing_to_schedule_writes_nothing_until_the_first_dynamic_table(base, clock):
+    session = base
+    writes: list[str] = []
+
+    def count(conn, cursor, statement, parameters, context, executemany) -> None:
+        if statement.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE"):
+            writes.append(statement)
+
+    first, second = _scheduler(session), _scheduler(session)
+    event.listen(session.catalog.engine, "before_cursor_execute", count)
+    try:
+        for _ in range(5):
+            clock.advance(seconds=1)
+            assert first.step() is None and second.step() is None
+        assert writes == []  # no lease renewed for a warehouse with nothing to schedule
+        session.sql("CREATE DYNAMIC TABLE d TARGET_LAG = '2 seconds' AS SELECT k, v FROM src")
+        session.sql("INSERT INTO src VALUES (4, 4)")
+        clock.advance(seconds=1)
+        done = first.step()  # the next round takes the lease and refreshes it
+        assert first.epoch == 1 and [o.name for o in done.refreshed] == ["d"]
+        assert second.step() is None and second.epoch is None  # one scheduler at a time
+    finally:
+        event.remove(session.catalog.engine, "before_cursor_execute", count)
+    assert rows(session.sql("SELECT * FROM d")) == rows(session.sql("SELECT * FROM src"))

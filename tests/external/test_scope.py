@@ -8,7 +8,7 @@ import threading
 
 import psycopg
 import pytest
-from tests.conftest import rows
+from tests.conftest import rows, spark_jobs
 from tests.external.conftest import COLUMNS, write
 
 from changelake.errors import ExternalTableError
@@ -150,8 +150,9 @@ def test_a_stream_on_the_table_or_an_outer_join_needs_every_row(scoped, source):
     )
     assert scoped.catalog.find_external_table("orders").scope is None  # nothing pushable
     assert held(scoped) == source_under(dsn, "TRUE")
-    scoped.sql("DROP VIEW joined")
-    assert held(scoped) == []
+    scoped.sql("DROP VIEW joined")  # the last dependent: the rows are kept for the next one
+    assert scoped.catalog.find_external_table("orders").scope is None
+    assert held(scoped) == source_under(dsn, "TRUE")
     scoped.sql("CREATE STREAM s ON EXTERNAL TABLE orders")
     assert held(scoped) == source_under(dsn, "TRUE")
 
@@ -236,3 +237,56 @@ def test_describe_shows_a_bootstrap_under_way_and_a_failed_one_leaves_no_trace(
     described = dict(scoped.sql("DESCRIBE EXTERNAL TABLE orders").collect())
     assert described["bootstrap"] == "none" and described["state"] == "ACTIVE"
     assert held(scoped) == source_under(source[0], EU)  # the scope did not change
+
+
+def test_creating_it_reads_nothing_and_it_follows_once_a_dependent_comes(session, source):
+    dsn, port, name = source
+    session.sql(
+        f"CREATE CONNECTION shop TYPE = POSTGRES OPTIONS (host => '127.0.0.1', port => {port},"
+        f" database => '{name}', user => 'postgres')"
+    )
+    with spark_jobs(session.spark) as jobs:
+        session.sql(
+            "CREATE EXTERNAL TABLE orders FROM CONNECTION shop TABLE 'public.orders'"
+            " SCOPE = DEPENDENTS"
+        )
+        assert jobs() == 0  # an empty scope needs no read of the source
+    assert held(session) == []
+    write(dsn, "UPDATE orders SET region = 'EU' WHERE id = 1", "DELETE FROM orders WHERE id = 3")
+    session.sql(f"CREATE VIEW eu AS SELECT id, amount FROM orders WHERE {EU}")
+    assert held(session) == source_under(dsn, EU)
+    write(dsn, "INSERT INTO orders VALUES (901, 'EU', 6, 'in')", "DELETE FROM orders WHERE id = 6")
+    session.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert held(session) == source_under(dsn, EU)
+    assert rows(session.sql("SELECT id FROM eu")) == [(r[0],) for r in source_under(dsn, EU)]
+
+
+def test_the_last_dependent_going_keeps_the_rows_and_dropping_the_table_reads_none(scoped, source):
+    dsn = source[0]
+    scoped.sql(f"CREATE VIEW eu AS SELECT id, amount FROM orders WHERE {EU}")
+    with spark_jobs(scoped.spark) as jobs:
+        scoped.sql("DROP VIEW eu")
+        assert jobs() == 0
+    # kept: the scope and its rows, still followed, still checked on read
+    assert scoped.catalog.find_external_table("orders").scope == f"(({EU}))"
+    write(dsn, "UPDATE orders SET region = 'EU' WHERE id = 1", "DELETE FROM orders WHERE id = 3")
+    scoped.sql("ALTER EXTERNAL TABLE orders REFRESH")
+    assert held(scoped) == source_under(dsn, EU)
+    assert rows(scoped.sql(f"SELECT id FROM orders WHERE {EU}")) == [
+        (r[0],) for r in source_under(dsn, EU)
+    ]
+    with pytest.raises(ExternalTableError, match="SCOPE = DEPENDENTS"):
+        scoped.sql(f"SELECT id FROM orders WHERE {BIG}").collect()
+    # a dependent that reads what is kept loads nothing again (one that reads less or more
+    # rescopes from the kept scope: only the difference is deleted or loaded)
+    with spark_jobs(scoped.spark) as jobs:
+        scoped.sql(f"CREATE VIEW eu_again AS SELECT id, note FROM orders WHERE {EU}")
+        scoped.sql("DROP VIEW eu_again")
+        assert jobs() == 0
+    with spark_jobs(scoped.spark) as jobs:
+        scoped.sql("DROP EXTERNAL TABLE orders")
+        assert jobs() == 0
+    assert scoped.catalog.find_table("orders") is None
+    with psycopg.connect(dsn) as conn:  # its slot and publication went with it
+        slots = conn.execute("SELECT count(*) FROM pg_replication_slots").fetchone()
+        assert slots == (0,)

@@ -13,14 +13,19 @@ def test_the_driver_maps_the_archive_when_it_exists_then_the_extra_options(tmp_p
     archive = tmp_path / "spark-classes.jsa"
     monkeypatch.setattr(class_archive, "archive_path", lambda: archive)
     monkeypatch.delenv(spark_setup.JVM_OPTIONS, raising=False)
-    assert "spark.driver.extraJavaOptions" not in spark_setup.spark_conf()
-    assert spark_setup.spark_conf("-Xss4m")["spark.driver.extraJavaOptions"] == "-Xss4m"
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # no spark-defaults.conf
+    key = spark_setup.DRIVER_OPTIONS
+    assert key not in spark_setup.spark_conf()
+    assert spark_setup.spark_conf("-Xss4m")[key] == "-Xss4m"
     archive.write_bytes(b"built")
     monkeypatch.setenv(spark_setup.JVM_OPTIONS, "-XX:TieredStopAtLevel=1")
-    options = shlex.split(spark_setup.spark_conf()["spark.driver.extraJavaOptions"])
+    options = shlex.split(spark_setup.spark_conf()[key])
     assert options[0] == f"-XX:SharedArchiveFile={archive}"
     assert options[-1] == "-XX:TieredStopAtLevel=1"
-    assert shlex.split(spark_setup.spark_conf("")["spark.driver.extraJavaOptions"]) == options[:-1]
+    assert shlex.split(spark_setup.spark_conf("")[key]) == options[:-1]
+    # after an administrator's defaults, which Spark would otherwise lose
+    (tmp_path / "spark-defaults.conf").write_text("spark.driver.defaultJavaOptions -Da=1 -Db=2\n")
+    assert shlex.split(spark_setup.spark_conf("")[key]) == ["-Da=1", "-Db=2", *options[:-1]]
 
 
 def test_a_jvm_ignores_an_archive_that_does_not_fit_without_a_word(tmp_path, monkeypatch):

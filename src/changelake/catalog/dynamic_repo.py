@@ -67,6 +67,10 @@ def list_live(conn: Connection) -> list[DynamicTableInfo]:
     return [_info(r) for r in conn.execute(_live().order_by(_T.name))]
 
 
+def any_live(conn: Connection) -> bool:
+    return conn.execute(_live().limit(1)).first() is not None
+
+
 def version_at(conn: Connection, table_id: int, data_timestamp: float) -> int | None:
     """The version of dynamic table ``table_id`` that a successful refresh at exactly
     ``data_timestamp`` left (None: it was not refreshed at that point)."""

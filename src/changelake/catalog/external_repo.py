@@ -99,6 +99,10 @@ def list_live(conn: Connection) -> list[ExternalTableInfo]:
     return [_info(r) for r in conn.execute(_live().order_by(_T.name))]
 
 
+def any_live(conn: Connection) -> bool:
+    return conn.execute(_live().limit(1)).first() is not None
+
+
 def check_position(
     conn: Connection,
     table_id: int,

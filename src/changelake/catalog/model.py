@@ -187,6 +187,18 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
+class StatementCommits:
+    """The commits one statement made: one, or several when it also refreshed the dynamic
+    tables it read (each refresh commits on its own). Per table the first and the last version
+    it made; its first and last commit numbers."""
+
+    first_versions: dict[int, int]
+    last_versions: dict[int, int]
+    first_commit: int
+    last_commit: int
+
+
+@dataclass(frozen=True)
 class DynamicDefinition:
     """What a dynamic table is: its query and how it is kept up to date."""
 

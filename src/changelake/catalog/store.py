@@ -34,6 +34,7 @@ from changelake.catalog.model import (
     RunClaim,
     ScopeRecord,
     Snapshot,
+    StatementCommits,
     StreamInfo,
     TableInfo,
     TaskInfo,
@@ -146,17 +147,25 @@ class Catalog:
         with reading(self.engine) as conn:
             return table_repo.version_as_of(conn, table_id, timestamp, inclusive=inclusive)
 
-    def statement_commit(self, statement_id: str) -> tuple[dict[int, int], int] | None:
-        """For a committed statement: the version it made per table, and its commit number."""
+    def statement_commit(self, statement_id: str) -> StatementCommits | None:
+        """What a committed statement made: its versions per table and its commit numbers."""
         with reading(self.engine) as conn:
             rows = conn.execute(
-                select(
-                    t.versions.c.table_id, t.versions.c.version, t.versions.c.commit_number
-                ).where(t.versions.c.statement_id == statement_id)
+                select(t.versions.c.table_id, t.versions.c.version, t.versions.c.commit_number)
+                .where(t.versions.c.statement_id == statement_id)
+                .order_by(t.versions.c.commit_number)
             ).all()
         if not rows:
             return None
-        return {r.table_id: r.version for r in rows}, rows[0].commit_number
+        first: dict[int, int] = {}
+        for r in rows:
+            first.setdefault(r.table_id, r.version)
+        return StatementCommits(
+            first_versions=first,
+            last_versions={r.table_id: r.version for r in rows},
+            first_commit=rows[0].commit_number,
+            last_commit=rows[-1].commit_number,
+        )
 
     def changed_since(
         self,
@@ -317,6 +326,12 @@ class Catalog:
             )
 
     # -- leases -------------------------------------------------------------------------------
+
+    def has_scheduled_objects(self) -> bool:
+        """Whether a dynamic table, an external table or a task exists: what a scheduler
+        looks after (read only)."""
+        with reading(self.engine) as conn:
+            return any(repo.any_live(conn) for repo in (dynamic_repo, external_repo, task_repo))
 
     def acquire_lease(self, name: str, holder: str, *, ttl: float, clock: Clock) -> int | None:
         """Take or renew lease ``name`` for ``holder`` (its epoch), or None while another

@@ -54,6 +54,10 @@ def list_live(conn: Connection) -> list[TaskInfo]:
     return [_info(r) for r in conn.execute(_live().order_by(_T.name))]
 
 
+def any_live(conn: Connection) -> bool:
+    return conn.execute(_live().limit(1)).first() is not None
+
+
 def definition_fields(d: TaskDefinition) -> dict[str, Any]:
     """The columns that hold ``d``."""
     return {

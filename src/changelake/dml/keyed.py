@@ -121,11 +121,7 @@ def apply_delta(
             found = found.select(*ADDRESS)
             with find_matches(found, target=target, operation="REFRESH") as matches:
                 if matches.matched != deleting:
-                    raise ConflictError(
-                        f"Dynamic table {name} does not hold the rows its last refresh left"
-                        f" ({deleting} to delete, {matches.matched} found); nothing was written."
-                        f" ALTER DYNAMIC TABLE {name} REFRESH again reinitializes it."
-                    )
+                    raise _not_held(target, f"{deleting} to delete, {matches.matched} found")
                 old = full_rows(spark, warehouse, target, matches).persist()
                 removed, deletes, _ = record_deletes(
                     warehouse,
@@ -163,11 +159,7 @@ def _apply_addressed(
             by_kind[kind] = by_kind.get(kind, 0) + r["count"]
             if r[ACTION] == "DELETE":
                 if r[FILE] is None:
-                    raise ConflictError(
-                        f"Dynamic table {name} does not hold the rows its last refresh left"
-                        f" ({r['count']} to delete were not found); nothing was written."
-                        f" ALTER DYNAMIC TABLE {name} REFRESH again reinitializes it."
-                    )
+                    raise _not_held(target, f"{r['count']} to delete were not found")
                 per_file[r[FILE]] = per_file.get(r[FILE], 0) + r["count"]
         deleting = sum(per_file.values())
         inserting = by_kind.get(("INSERT", True), 0) + by_kind.get(("INSERT", False), 0)
@@ -188,6 +180,22 @@ def _apply_addressed(
         rows = changes.where(F.col(ACTION) == "INSERT")
         added = _write_inserts(warehouse, target, rows, inserting, statement_id=statement_id)
     return _applied(by_kind, added, removed, deletes, inserting, deleting)
+
+
+def _not_held(target: Target, found: str) -> ConflictError:
+    """The stored rows are not those the table's last refresh (dynamic) or follow (external)
+    left: the delta does not apply to them."""
+    name = target.info.name
+    if target.info.is_external():
+        what, fix = "External table", f"CREATE OR REPLACE EXTERNAL TABLE {name} … loads it again"
+        last = "follow"
+    else:
+        what, fix = "Dynamic table", f"ALTER DYNAMIC TABLE {name} REFRESH again reinitializes it"
+        last = "refresh"
+    return ConflictError(
+        f"{what} {name} does not hold the rows its last {last} left ({found}); nothing was"
+        f" written. {fix}."
+    )
 
 
 def _write_inserts(

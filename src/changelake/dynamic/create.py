@@ -40,7 +40,7 @@ from changelake.schema import ROW_KEY, Column, TableSchema, quoted
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import schema_of_dataframe, table_type, write_data
-from changelake.txn.context import StatementContext, new_statement_id
+from changelake.txn.context import StatementContext
 
 
 @dataclass(frozen=True)
@@ -104,7 +104,7 @@ def create_dynamic_table(
     ]
     key = Column(first + len(extra), ROW_KEY, "string", True)
     schema = TableSchema((*visible.columns, *extra, key))
-    statement_id = new_statement_id()
+    statement_id = ctx.statement_id
     files: list = []
     jobs = 0
     if initialize:
@@ -171,7 +171,8 @@ def _refresh_upstreams(
     definition: Definition,
     data_timestamp: float,
 ) -> None:
-    """Refresh the dynamic tables a new one reads at its first data timestamp."""
+    """Refresh the dynamic tables a new one reads at its first data timestamp, as the statement
+    that creates it."""
     upstreams = [
         found
         for info in definition.tables.values()
@@ -180,7 +181,13 @@ def _refresh_upstreams(
     if not upstreams:
         return
     done = refresh_round(
-        ctx, spark, warehouse, upstreams, data_timestamp, trigger=lambda _: "DOWNSTREAM"
+        ctx,
+        spark,
+        warehouse,
+        upstreams,
+        data_timestamp,
+        trigger=lambda _: "DOWNSTREAM",
+        statement_id=ctx.statement_id,
     )
     if done.failed:
         raise next(iter(done.failed.values()))

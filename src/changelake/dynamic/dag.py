@@ -100,9 +100,11 @@ def refresh_round(
     requirements: tuple[Requirement, ...] = (),
     suspend_after: int | None = None,
     skip_suspended: bool = False,
+    statement_id: str | None = None,
 ) -> Round:
     """Refresh ``roots`` and their upstreams at ``data_timestamp``, each once; with
-    ``skip_suspended`` (the scheduler), a suspended one and those that read it are not."""
+    ``skip_suspended`` (the scheduler), a suspended one and those that read it are not. Every
+    refresh commits as statement ``statement_id`` (None: each as one of its own)."""
     order, definitions = in_order(ctx, roots)
     done = Round(data_timestamp, [], {}, [])
     for dyn in order:
@@ -139,6 +141,7 @@ def refresh_round(
                     trigger=trigger(current),
                     requirements=requirements,
                     suspend_after=suspend_after,
+                    statement_id=statement_id,
                 )
             )
         except ConflictError:
@@ -156,8 +159,8 @@ def refresh_with_upstreams(
     *,
     trigger: str = "MANUAL",
 ) -> list[Outcome]:
-    """Refresh dynamic table ``name`` now, its upstreams first at the same data timestamp.
-    Raises the refresh's error if it or an upstream failed."""
+    """Refresh dynamic table ``name`` now, its upstreams first at the same data timestamp, all
+    as the statement of ``ctx``. Raises the refresh's error if it or an upstream failed."""
     ctx.require_no_transaction(f"ALTER DYNAMIC TABLE {name} REFRESH")
     target = dynamic_table(ctx, name)
     for attempt in range(_RETRIES):
@@ -168,6 +171,7 @@ def refresh_with_upstreams(
             [target],
             data_timestamp_now(ctx),
             trigger=lambda d: trigger if d.table_id == target.table_id else "DOWNSTREAM",
+            statement_id=ctx.statement_id,
         )
         if done.failed:
             raise next(iter(done.failed.values()))
@@ -192,6 +196,7 @@ def refresh_one(
     trigger: str,
     requirements: tuple[Requirement, ...] = (),
     suspend_after: int | None = None,
+    statement_id: str | None = None,
 ) -> Outcome:
     """Refresh ``dyn`` at ``data_timestamp`` with its query as ``definition`` (defined at the
     start of the round); a failure goes into its history, then raises."""
@@ -208,6 +213,7 @@ def refresh_one(
             trigger=trigger,
             started_at=started,
             requirements=requirements,
+            statement_id=statement_id,
         )
     except ConflictError:
         raise

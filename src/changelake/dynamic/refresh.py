@@ -186,11 +186,14 @@ def run_refresh(
     trigger: str,
     started_at: float,
     requirements: tuple[Requirement, ...] = (),
+    statement_id: str | None = None,
 ) -> Outcome:
     """Run ``plan`` and commit it, also requiring ``requirements`` (the scheduler's lease);
-    raises, and commits nothing, if it fails or lost a race."""
+    raises, and commits nothing, if it fails or lost a race. The commit belongs to statement
+    ``statement_id`` (the ALTER ... REFRESH that ran it, so AT (STATEMENT => ...) finds it);
+    None, a scheduled refresh, gets an id of its own."""
     dyn = plan.dt
-    statement_id = new_statement_id()
+    write_id = new_statement_id()  # the files' directories: one statement may run several
     applied, jobs, since = Applied(), 0, dyn.info.current_version
     if plan.action != "NO_DATA":  # which writes nothing, so needs none of the stored files
         target = Target(dyn.info, ctx.state(dyn.info, since))
@@ -198,7 +201,7 @@ def run_refresh(
             counted_jobs(spark, f"refresh of dynamic table {dyn.name}") as count,
             _delta(ctx, spark, warehouse, plan, target) as delta,
         ):
-            applied = apply_delta(spark, warehouse, target, delta, statement_id=statement_id)
+            applied = apply_delta(spark, warehouse, target, delta, statement_id=write_id)
             jobs = count()
     record = RefreshRecord(
         action=plan.action,
@@ -224,7 +227,7 @@ def run_refresh(
     result = ctx.catalog.commit(
         [
             CommitRequest(
-                statement_id,
+                statement_id or write_id,
                 f"REFRESH {plan.action}",
                 updates=(*updates, RecordRefresh(table_id, record)),
                 requirements=tuple(required),

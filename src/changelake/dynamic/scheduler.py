@@ -1,8 +1,11 @@
 """The scheduler: keeps every dynamic table with a target lag within it, and runs the task
 graphs that are due (``task_scheduler.py``); hosted by ``changelake serve``.
 
-Each round (every ``tick`` seconds) renews the warehouse's ``scheduler`` lease, a catalog query;
-without the lease (another ``serve`` holds it) it does nothing. A dynamic table is *due* when its
+Each round (every ``tick`` seconds) renews the warehouse's ``scheduler`` lease, a catalog write;
+without the lease (another ``serve`` holds it) it does nothing. A warehouse with no dynamic
+table, external table or task has nothing to schedule: a round then only reads that, and
+writes nothing (a lease held lapses); the first such object makes the next round take the
+lease (one scheduler wins it, as always) and schedule it. A dynamic table is *due* when its
 data timestamp is older than half its target lag (so a refresh that takes less than the other
 half keeps it within the lag), or it was never refreshed. The due tables and every dynamic table
 they read (DOWNSTREAM ones included) are refreshed in one round at one data timestamp, each once:
@@ -100,8 +103,12 @@ class Scheduler:
         return self.refresh_tables()
 
     def renew(self) -> int | None:
-        """Take or renew the lease: its epoch, or None while another scheduler holds it. The
-        holder ends the runs nobody will finish (``end_orphaned_runs``)."""
+        """Take or renew the lease: its epoch, or None while another scheduler holds it, or
+        while there is nothing to schedule (then no catalog write). The holder ends the runs
+        nobody will finish (``end_orphaned_runs``)."""
+        if not self.catalog.has_scheduled_objects():
+            self.epoch = None
+            return None
         epoch = self.catalog.acquire_lease(
             LEASE, self.holder, ttl=self.settings.lease, clock=self.clock
         )

@@ -16,7 +16,7 @@ import psycopg
 from psycopg import sql
 from pyspark.sql import DataFrame, SparkSession
 
-from changelake.catalog.model import ConnectionInfo, ExternalDefinition
+from changelake.catalog.model import ConnectionInfo, DataFile, ExternalDefinition
 from changelake.catalog.requests import (
     CommitRequest,
     IfExists,
@@ -28,6 +28,7 @@ from changelake.external.pgoutput import format_lsn
 from changelake.external.pgtypes import spark_type
 from changelake.external.postgres import to_postgres
 from changelake.external.rows import creation, stored_rows, table_schema
+from changelake.plan.predicates import parse_scope
 from changelake.schema import TableSchema
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.warehouse import Warehouse
@@ -87,16 +88,19 @@ def create(
         replication.create_publication(conn, name, source)
         try:
             with replication.exported_slot(info, name) as exported:
-                where = None if new.scope is None else to_postgres(new.scope)
-                df = snapshot(spark, info, source, exported, schema, where)
-                with counted_jobs(spark, f"initial load of external table {new.name}"):
-                    files = write_data(
-                        warehouse,
-                        stored_rows(df, schema, keys),
-                        schema=schema,
-                        table=new.name,
-                        directory=warehouse.data_dir(statement_id),
-                    )
+                # an empty scope (no dependent yet) reads nothing: no JDBC read, no Spark job
+                files: list[DataFile] = []
+                if parse_scope(new.scope) != ():
+                    where = None if new.scope is None else to_postgres(new.scope)
+                    df = snapshot(spark, info, source, exported, schema, where)
+                    with counted_jobs(spark, f"initial load of external table {new.name}"):
+                        files = write_data(
+                            warehouse,
+                            stored_rows(df, schema, keys),
+                            schema=schema,
+                            table=new.name,
+                            directory=warehouse.data_dir(statement_id),
+                        )
             definition = ExternalDefinition(
                 kind="POSTGRES",
                 connection=info.name,

@@ -118,11 +118,16 @@ def widen_for(
 
 def settle(catalog: Catalog, clock: Clock, spark: SparkSession, warehouse: Warehouse) -> None:
     """After dependents changed: give every DEPENDENTS external table exactly the scope its
-    dependents need (narrowing drops the rows no dependent reads any more)."""
+    dependents need (narrowing drops the rows no dependent reads any more). A table left with
+    no dependent keeps its scope and rows: emptying it would cost Spark jobs, only for the next
+    dependent to load them again (or for DROP EXTERNAL TABLE to throw them away); the next
+    dependent's rescope starts from the kept scope."""
     for ext in catalog.list_external_tables():
         if ext.definition.scope_mode != "DEPENDENTS":
             continue
         wanted = dependents_scope(catalog, ext)
+        if wanted == ():  # no dependent: keep what is held (still followed, reads checked)
+            continue
         if scope_sql(wanted) != ext.scope:
             rescope(catalog, clock, spark, warehouse, ext, wanted)
 

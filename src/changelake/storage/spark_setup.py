@@ -6,6 +6,7 @@ import logging
 import os
 import re
 
+import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
@@ -42,6 +43,9 @@ SPARK_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "512",
 }
 JVM_OPTIONS = "CHANGELAKE_JVM_OPTIONS"
+# Spark prepends these to the user's spark.driver.extraJavaOptions; setting that one instead
+# would replace what a user's spark-defaults.conf gives.
+DRIVER_OPTIONS = "spark.driver.defaultJavaOptions"
 # A log file past this size is moved aside (to ``<log>.1``) when the next Spark starts.
 LOG_BYTES = 16 << 20
 # Settings every changelake session needs, also on a SparkSession the user brings.
@@ -61,7 +65,9 @@ def spark_conf(jvm_options: str | None = None) -> dict[str, str]:
     The driver's JVM options map the class archive (storage/class_archive.py) when it has been
     built, followed by ``jvm_options``: ``None`` reads ``CHANGELAKE_JVM_OPTIONS``, ``""`` adds
     none (e.g. ``-XX:TieredStopAtLevel=1`` starts short scripts faster and runs long jobs
-    slower). They replace ``spark.driver.extraJavaOptions`` of the Spark configuration files."""
+    slower). They go after ``spark.driver.defaultJavaOptions`` of ``spark-defaults.conf``, and
+    Spark puts the user's ``spark.driver.extraJavaOptions`` after them: every option survives,
+    and where two disagree the user's (the last) wins."""
     conf = dict(SPARK_CONF)
     built = native.jar()
     jars = [str(built)] if built is not None else []
@@ -69,10 +75,30 @@ def spark_conf(jvm_options: str | None = None) -> dict[str, str]:
     if jars:
         conf["spark.jars"] = ",".join(jars)
     extra = os.environ.get(JVM_OPTIONS) if jvm_options is None else jvm_options
-    options = " ".join(o for o in (class_archive.java_options(), extra) if o)
-    if options:
-        conf["spark.driver.extraJavaOptions"] = options
+    ours = [o for o in (class_archive.java_options(), extra) if o]
+    if ours:
+        conf[DRIVER_OPTIONS] = " ".join([*filter(None, [configured(DRIVER_OPTIONS)]), *ours])
     return conf
+
+
+def configured(key: str) -> str | None:
+    """The value of ``key`` in the ``spark-defaults.conf`` that spark-submit reads (in
+    ``SPARK_CONF_DIR``, else ``SPARK_HOME/conf``; PySpark's own directory is its SPARK_HOME):
+    a setting changelake gives replaces it, so changelake extends it instead."""
+    home = os.environ.get("SPARK_HOME") or os.path.dirname(os.path.abspath(pyspark.__file__))
+    directory = os.environ.get("SPARK_CONF_DIR") or os.path.join(home, "conf")
+    try:
+        with open(os.path.join(directory, "spark-defaults.conf"), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    found = None
+    for line in lines:
+        # java.util.Properties: "key value", "key=value" or "key: value"; # and ! comment
+        parts = re.split(r"\s*[=:\s]\s*", line.strip(), maxsplit=1)
+        if parts[0] == key and not line.lstrip().startswith(("#", "!")):
+            found = parts[1].strip() if len(parts) > 1 else ""
+    return found
 
 
 def check_java() -> None:

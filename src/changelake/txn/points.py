@@ -68,12 +68,13 @@ def resolve(ctx: StatementContext, info: TableInfo, point: Point) -> int:
                 f"Statement {value!r} is unknown: it changed no table, or never committed."
                 " Use the statement_id a write statement returned."
             )
-        versions, commit_number = found
-        if info.table_id in versions:
-            version = versions[info.table_id] - (1 if before else 0)
+        if before and info.table_id in found.first_versions:
+            version = found.first_versions[info.table_id] - 1
+        elif info.table_id in found.last_versions:
+            version = found.last_versions[info.table_id]
         else:
-            at = ctx.catalog.version_at(info.table_id, commit_number - (1 if before else 0))
-            version = _existed(info, at, point)
+            commit = found.first_commit - 1 if before else found.last_commit
+            version = _existed(info, ctx.catalog.version_at(info.table_id, commit), point)
         ctx.check_readable(info, version)
         return version
     else:
