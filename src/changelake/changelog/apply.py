@@ -19,7 +19,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.catalog.requests import CommitRequest, CreateTable, IfExists, RowCounts
+from changelake.catalog.requests import CreateTable, IfExists, Update
+from changelake.catalog.writes import TableWrite, write_request
 from changelake.changelog import scd1, scd2
 from changelake.changelog.events import DELETE, HASH, SEQ, checked, chosen_columns, normalize
 from changelake.changelog.rewrite import (
@@ -27,7 +28,6 @@ from changelake.changelog.rewrite import (
     INSERT,
     REMOVE,
     REPLACE,
-    TableWrite,
     found_columns,
     rewrite,
 )
@@ -58,6 +58,8 @@ from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
 
 OPERATION = "APPLY CHANGES"
+# the state table's part of the commit: its write (None: the commit creates it) and its updates
+StateWrite = tuple[TableWrite | None, tuple[Update, ...]]
 
 
 class ApplyOptions(TypedDict, total=False):
@@ -169,7 +171,7 @@ def apply_changes(
     )
     rows = read_state(spark, warehouse, target.state, address=True)
 
-    def write_state(greatest: DataFrame) -> TableWrite:
+    def write_state(greatest: DataFrame) -> StateWrite:
         return _write_state(ctx, spark, warehouse, state, greatest, state_df, expired, keys, now)
 
     if spec.scd_type == 1:
@@ -225,9 +227,9 @@ def _write_state(
     expired: SparkColumn,
     keys: list[str],
     now: float,
-) -> TableWrite:
+) -> StateWrite:
     """The state table's part of the commit: the touched keys' greatest events replace their
-    rows, expired tombstones go."""
+    rows, expired tombstones go; a new state table is created with them."""
     values = {
         **{k: F.col(quoted(k)) for k in keys},
         STATE_SEQ: F.col(SEQ),
@@ -252,7 +254,7 @@ def _write_state(
             tuple(files),
             IfExists.REPLACE if state.replace else IfExists.ERROR,
         )
-        return TableWrite((*state.moves, create), (), RowCounts(-1))
+        return None, (*state.moves, create)
     s = state_df.select(
         *[F.col(quoted(k)).alias(f"_s_{i}") for i, k in enumerate(keys)],
         *[
@@ -280,36 +282,34 @@ def _write_state(
     purged = gone.select(F.lit(REMOVE).alias(ACTION), *ADDRESS, *found_columns(state.target, {}))
     found = changed.unionByName(purged).where(F.col(ACTION).isNotNull())
     write, _ = rewrite(ctx, spark, warehouse, state.target, found, part="-state")
-    return replace(write, updates=state.moves + write.updates)
+    return write, state.moves
 
 
 def _commit(
     ctx: StatementContext,
     target: Target,
     written: TableWrite,
-    state: TableWrite,
+    state: StateWrite,
     stream_reads: Iterable[StreamRead],
 ) -> StatementResult:
     advances, frontiers = stream_consumption(stream_reads)
-    changed = written.changed or state.changed
-    result = ctx.commit(
-        CommitRequest(
-            ctx.statement_id,
-            OPERATION,
-            updates=written.updates + state.updates + advances,
-            requirements=(written.requirements + state.requirements if changed else ()) + frontiers,
-            row_counts=tuple(c for c in (written.counts, state.counts) if c.table_id >= 0),
-        )
+    state_write, state_updates = state
+    writes = [written] if state_write is None else [written, state_write]
+    request = write_request(
+        ctx.statement_id,
+        OPERATION,
+        writes,
+        updates=(*state_updates, *advances),
+        requirements=frontiers,
     )
-    made = result.version_of(target.info.table_id)
-    counts = written.counts
+    made = ctx.commit(request).version_of(target.info.table_id)
     return StatementResult(
         statement_id=ctx.statement_id,
         operation=OPERATION,
         object=target.info.name,
         version=made,
-        rows_inserted=counts.inserted,
-        rows_updated=counts.updated,
-        rows_deleted=counts.deleted,
+        rows_inserted=written.inserted,
+        rows_updated=written.updated,
+        rows_deleted=written.deleted,
         message=outcome(ctx, made),
     )

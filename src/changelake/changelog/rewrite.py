@@ -4,30 +4,19 @@ Phase 1 is the caller's DataFrame ``found``: one row per target row to change (i
 or to insert (address NULL), with ``_cl_action`` (U update, R replace, D delete, I insert) and
 the new values under ``new(physical)``. Phase 2 reads the matched rows once: they get DV entries
 (with before-images), updated rows are written again keeping their identity, inserted rows are
-written new. The result is the updates and requirements of one table, for a commit request the
-caller makes (an apply changes two tables in one commit).
+written new. The result is one table's write, for a commit the caller makes (an apply changes two
+tables in one commit).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from dataclasses import dataclass
 from typing import TypeVar
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from changelake.catalog.requests import (
-    AddDeletes,
-    AddFiles,
-    FilesUntouched,
-    RemoveFiles,
-    Requirement,
-    RowCounts,
-    SchemaUnchanged,
-    TableLive,
-    Update,
-)
+from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import find_matches, full_rows, inserted_rows, new, persisted
 from changelake.storage.snapshot import RID
@@ -39,19 +28,6 @@ ACTION = "_cl_action"
 # U: update, keeping the old value of ``keep_old`` columns whose new value is NULL; R: update
 # with the new values only; D: delete; I: insert; N: nothing (a row only ``also`` reads).
 UPDATE, REPLACE, REMOVE, INSERT, NOTHING = "U", "R", "D", "I", "N"
-
-
-@dataclass(frozen=True)
-class TableWrite:
-    """One table's part of a commit request."""
-
-    updates: tuple[Update, ...]
-    requirements: tuple[Requirement, ...]
-    counts: RowCounts
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.updates)
 
 
 def rewrite(
@@ -107,25 +83,17 @@ def rewrite(
                 rows=updated + counts[INSERT],
             )
         extra = also(matches.rows) if also is not None else None
-    table_id = target.info.table_id
-    updates: list[Update] = []
-    if files:
-        updates.append(AddFiles(table_id, tuple(files)))
-    if removed:
-        updates.append(RemoveFiles(table_id, removed))
-    if deletes:
-        updates.append(AddDeletes(table_id, deletes))
-    touched = removed + tuple(d.file_path for d in deletes)
-    requirements: list[Requirement] = [
-        TableLive(table_id, name),
-        SchemaUnchanged(table_id, name, target.state.version),
-    ]
-    if touched:
-        requirements.append(FilesUntouched(table_id, name, touched, target.state.version))
     write = TableWrite(
-        tuple(updates),
-        tuple(requirements),
-        RowCounts(table_id, counts[INSERT], updated, counts[REMOVE]),
+        target.info.table_id,
+        name,
+        target.state.version,
+        WriteKind.CHANGE,
+        added=tuple(files),
+        removed=removed,
+        deletes=deletes,
+        inserted=counts[INSERT],
+        updated=updated,
+        deleted=counts[REMOVE],
     )
     return write, extra
 

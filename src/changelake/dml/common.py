@@ -5,25 +5,14 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame
 
 from changelake.catalog.internal import check_user_may_change
 from changelake.catalog.model import DataFile, NewDeletes, TableInfo
-from changelake.catalog.requests import (
-    AddDeletes,
-    AddFiles,
-    AdvanceStream,
-    CommitRequest,
-    FilesUntouched,
-    FrontierAt,
-    RemoveFiles,
-    Requirement,
-    RowCounts,
-    SchemaUnchanged,
-    TableLive,
-    Update,
-)
+from changelake.catalog.requests import AdvanceStream, FrontierAt
+from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.dml.result import StatementResult
 from changelake.schema import TableSchema
 from changelake.storage.snapshot import RID, file_name
@@ -55,6 +44,10 @@ class Target:
         info = ctx.table(name)
         check_user_may_change(ctx.catalog, info, action="change")
         return Target(info, ctx.schema_state(info))
+
+    def write(self, kind: WriteKind, **written: Any) -> TableWrite:
+        """A write to this table as read (``written``: ``TableWrite``'s files and counts)."""
+        return TableWrite(self.info.table_id, self.info.name, self.state.version, kind, **written)
 
 
 def record_deletes(
@@ -109,56 +102,28 @@ def stream_consumption(
     return tuple(r.advance for r in reads), tuple(r.requirement for r in reads)
 
 
-def commit_one(
+def commit_write(
     ctx: StatementContext,
-    target: Target,
-    *,
     operation: str,
-    added: tuple[DataFile, ...] = (),
-    removed_paths: tuple[str, ...] = (),
-    deletes: tuple[NewDeletes, ...] = (),
-    rows_inserted: int = 0,
-    rows_updated: int = 0,
-    rows_deleted: int = 0,
+    write: TableWrite,
+    *,
     stream_reads: Iterable[StreamRead] = (),
 ) -> StatementResult:
-    """Commit (or stage, inside a transaction) one statement's change to one table, consuming
+    """Commit (or stage, inside a transaction) one statement's write to one table, consuming
     the streams it read."""
-    table_id, name = target.info.table_id, target.info.name
-    updates: list[Update] = []
-    if added:
-        updates.append(AddFiles(table_id, added))
-    if removed_paths:
-        updates.append(RemoveFiles(table_id, removed_paths))
-    if deletes:
-        updates.append(AddDeletes(table_id, deletes))
-    touched = removed_paths + tuple(d.file_path for d in deletes)
-    requirements: list[Requirement] = (
-        [TableLive(table_id, name), SchemaUnchanged(table_id, name, target.state.version)]
-        if updates
-        else []
-    )
-    if touched:
-        requirements.append(FilesUntouched(table_id, name, touched, target.state.version))
     advances, frontiers = stream_consumption(stream_reads)
-    result = ctx.commit(
-        CommitRequest(
-            ctx.statement_id,
-            operation,
-            updates=tuple(updates) + advances,
-            requirements=tuple(requirements) + frontiers,
-            row_counts=(RowCounts(table_id, rows_inserted, rows_updated, rows_deleted),),
-        )
+    request = write_request(
+        ctx.statement_id, operation, [write], updates=advances, requirements=frontiers
     )
-    made = result.version_of(table_id)
+    made = ctx.commit(request).version_of(write.table_id)
     return StatementResult(
         statement_id=ctx.statement_id,
         operation=operation,
-        object=name,
+        object=write.name,
         version=made,
-        rows_inserted=rows_inserted,
-        rows_updated=rows_updated,
-        rows_deleted=rows_deleted,
+        rows_inserted=write.inserted,
+        rows_updated=write.updated,
+        rows_deleted=write.deleted,
         message=outcome(ctx, made),
     )
 
@@ -196,10 +161,6 @@ def write_rows(
 
 def remove_all_rows(ctx: StatementContext, target: Target, *, operation: str) -> StatementResult:
     """Remove every file of ``target`` (TRUNCATE, DELETE without a condition): no Spark job."""
-    return commit_one(
-        ctx,
-        target,
-        operation=operation,
-        removed_paths=tuple(f.file.path for f in target.state.files),
-        rows_deleted=target.state.live_rows,
-    )
+    removed = tuple(f.file.path for f in target.state.files)
+    write = target.write(WriteKind.CHANGE, removed=removed, deleted=target.state.live_rows)
+    return commit_write(ctx, operation, write)

@@ -12,7 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.dml.common import Target, commit_one
+from changelake.catalog.writes import WriteKind
+from changelake.dml.common import Target, commit_write
 from changelake.dml.result import StatementResult
 from changelake.errors import (
     InvalidStatementError,
@@ -99,16 +100,15 @@ def insert(
             directory=warehouse.data_dir(ctx.statement_id),
         )
     removed = tuple(f.file.path for f in target.state.files) if overwrite else ()
-    return commit_one(
-        ctx,
-        target,
-        operation="INSERT OVERWRITE" if overwrite else "INSERT",
+    write = target.write(
+        WriteKind.CHANGE if overwrite else WriteKind.APPEND,
         added=tuple(files),
-        removed_paths=removed,
-        rows_inserted=sum(f.row_count for f in files),
-        rows_deleted=target.state.live_rows if overwrite else 0,
-        stream_reads=binder.stream_reads.values(),
+        removed=removed,
+        inserted=sum(f.row_count for f in files),
+        deleted=target.state.live_rows if overwrite else 0,
     )
+    operation = "INSERT OVERWRITE" if overwrite else "INSERT"
+    return commit_write(ctx, operation, write, stream_reads=binder.stream_reads.values())
 
 
 def append_dataframe(
@@ -130,13 +130,9 @@ def append_dataframe(
         table=name,
         directory=warehouse.data_dir(ctx.statement_id),
     )
-    return commit_one(
-        ctx,
-        target,
-        operation="INSERT",
-        added=tuple(files),
-        rows_inserted=sum(f.row_count for f in files),
-    )
+    inserted = sum(f.row_count for f in files)
+    write = target.write(WriteKind.APPEND, added=tuple(files), inserted=inserted)
+    return commit_write(ctx, "INSERT", write)
 
 
 # -- literal rows: written by the driver, which already holds them in the statement text ------

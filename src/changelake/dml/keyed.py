@@ -14,22 +14,11 @@ table's key column, and full rows are read only from the files that hold one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.catalog.model import DataFile, NewDeletes
-from changelake.catalog.requests import (
-    AddDeletes,
-    AddFiles,
-    FilesUntouched,
-    RemoveFiles,
-    Requirement,
-    SchemaUnchanged,
-    TableLive,
-    Update,
-)
+from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.changes.scan import ACTION, ISUPDATE, PAIR_EVENTS, ROW_ID
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import BROADCAST_MATCHES, find_matches, full_rows, persisted
@@ -44,45 +33,6 @@ _KEY = "_cl_dkey"
 STORED = (*ADDRESS, *IDENTITY)
 
 
-@dataclass(frozen=True)
-class Applied:
-    """What applying a delta wrote (not yet committed) and what it did to rows."""
-
-    added: tuple[DataFile, ...] = ()
-    removed: tuple[str, ...] = ()
-    deletes: tuple[NewDeletes, ...] = ()
-    inserted: int = 0
-    updated: int = 0
-    deleted: int = 0
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.added or self.removed or self.deletes)
-
-    def updates(self, table_id: int) -> list[Update]:
-        """The catalog updates that commit what was written."""
-        updates: list[Update] = []
-        if self.added:
-            updates.append(AddFiles(table_id, self.added))
-        if self.removed:
-            updates.append(RemoveFiles(table_id, self.removed))
-        if self.deletes:
-            updates.append(AddDeletes(table_id, self.deletes))
-        return updates
-
-    def requirements(self, table_id: int, name: str, since: int) -> list[Requirement]:
-        """What the commit requires: the table, its schema and the files it changed as they
-        were at version ``since``, which the delta was applied to."""
-        required: list[Requirement] = [
-            TableLive(table_id, name),
-            SchemaUnchanged(table_id, name, since),
-        ]
-        touched = self.removed + tuple(d.file_path for d in self.deletes)
-        if touched:
-            required.append(FilesUntouched(table_id, name, touched, since))
-        return required
-
-
 def apply_delta(
     spark: SparkSession,
     warehouse: Warehouse,
@@ -90,7 +40,7 @@ def apply_delta(
     delta: DataFrame,
     *,
     statement_id: str,
-) -> Applied:
+) -> TableWrite:
     """Write what turns ``target``'s rows into the rows ``delta`` leads to (files, DV files).
 
     A delta computed against the stored rows themselves (a maintained aggregate, a FULL
@@ -108,7 +58,7 @@ def apply_delta(
         deleting = by_kind.get(("DELETE", True), 0) + by_kind.get(("DELETE", False), 0)
         inserting = by_kind.get(("INSERT", True), 0) + by_kind.get(("INSERT", False), 0)
         if not deleting and not inserting:
-            return Applied()
+            return _written(target)
         removed: tuple[str, ...] = ()
         deletes: tuple[NewDeletes, ...] = ()
         old = None
@@ -141,12 +91,12 @@ def apply_delta(
         finally:
             if old is not None:
                 old.unpersist()
-    return _applied(by_kind, added, removed, deletes, inserting, deleting)
+    return _written(target, by_kind, added, removed, deletes, inserting, deleting)
 
 
 def _apply_addressed(
     warehouse: Warehouse, target: Target, delta: DataFrame, *, statement_id: str
-) -> Applied:
+) -> TableWrite:
     name, schema = target.info.name, target.state.schema
     with persisted(delta) as changes:
         counts = run_checked(
@@ -164,7 +114,7 @@ def _apply_addressed(
         deleting = sum(per_file.values())
         inserting = by_kind.get(("INSERT", True), 0) + by_kind.get(("INSERT", False), 0)
         if not deleting and not inserting:
-            return Applied()
+            return _written(target)
         removed: tuple[str, ...] = ()
         deletes: tuple[NewDeletes, ...] = ()
         if deleting:
@@ -179,7 +129,7 @@ def _apply_addressed(
         # an update's new row keeps the identity (RID) of the row it replaces
         rows = changes.where(F.col(ACTION) == "INSERT")
         added = _write_inserts(warehouse, target, rows, inserting, statement_id=statement_id)
-    return _applied(by_kind, added, removed, deletes, inserting, deleting)
+    return _written(target, by_kind, added, removed, deletes, inserting, deleting)
 
 
 def _not_held(target: Target, found: str) -> ConflictError:
@@ -220,17 +170,24 @@ def _write_inserts(
     )
 
 
-def _applied(
-    by_kind: dict[tuple[str, bool], int],
-    added: list[DataFile],
-    removed: tuple[str, ...],
-    deletes: tuple[NewDeletes, ...],
-    inserting: int,
-    deleting: int,
-) -> Applied:
+def _written(
+    target: Target,
+    by_kind: dict[tuple[str, bool], int] | None = None,
+    added: list[DataFile] | None = None,
+    removed: tuple[str, ...] = (),
+    deletes: tuple[NewDeletes, ...] = (),
+    inserting: int = 0,
+    deleting: int = 0,
+) -> TableWrite:
+    """The write of a delta (``by_kind``: its events counted by action and ISUPDATE)."""
+    by_kind = by_kind or {}
     updated = by_kind.get(("INSERT", True), 0)
-    return Applied(
-        added=tuple(added),
+    return TableWrite(
+        target.info.table_id,
+        target.info.name,
+        target.state.version,
+        WriteKind.CHANGE,
+        added=tuple(added or ()),
         removed=removed,
         deletes=deletes,
         inserted=inserting - updated,

@@ -14,7 +14,8 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.dml.common import Target, commit_one, record_deletes, write_rows
+from changelake.catalog.writes import WriteKind
+from changelake.dml.common import Target, commit_write, record_deletes, write_rows
 from changelake.dml.matches import address, find_matches, full_rows, inserted_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
@@ -175,18 +176,16 @@ def merge(
                 directory=warehouse.data_dir(ctx.statement_id),
                 rows=by_kind[UPDATE] + by_kind[INSERT],
             )
-    return commit_one(
-        ctx,
-        target,
-        operation="MERGE",
-        stream_reads=binder.stream_reads.values(),
+    write = target.write(
+        WriteKind.CHANGE,
         added=tuple(files),
-        removed_paths=removed,
+        removed=removed,
         deletes=deletes,
-        rows_inserted=by_kind[INSERT],
-        rows_updated=by_kind[UPDATE],
-        rows_deleted=by_kind[DELETE],
+        inserted=by_kind[INSERT],
+        updated=by_kind[UPDATE],
+        deleted=by_kind[DELETE],
     )
+    return commit_write(ctx, "MERGE", write, stream_reads=binder.stream_reads.values())
 
 
 def _updated(clauses: list[Clause], schema: TableSchema) -> list[SparkColumn]:

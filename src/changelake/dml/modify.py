@@ -13,8 +13,9 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.catalog.model import LiveFile
+from changelake.catalog.writes import WriteKind
 from changelake.dml import strategy
-from changelake.dml.common import Target, commit_one, record_deletes, remove_all_rows
+from changelake.dml.common import Target, commit_write, record_deletes, remove_all_rows
 from changelake.dml.matches import address, find_matches, full_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.dml.strategy import TWO_PHASES, Strategy, choose, referenced
@@ -162,15 +163,8 @@ def delete(
         removed, deletes, count = record_deletes(
             warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
         )
-    return commit_one(
-        ctx,
-        target,
-        operation="DELETE",
-        removed_paths=removed,
-        deletes=deletes,
-        rows_deleted=count,
-        stream_reads=planned.binder.stream_reads.values(),
-    )
+    write = target.write(WriteKind.CHANGE, removed=removed, deletes=deletes, deleted=count)
+    return commit_write(ctx, "DELETE", write, stream_reads=planned.binder.stream_reads.values())
 
 
 def plan_update(
@@ -269,16 +263,10 @@ def update(
                     row_id=RID,
                     partitions=partitions_for(count),
                 )
-    return commit_one(
-        ctx,
-        target,
-        operation="UPDATE",
-        added=tuple(files),
-        removed_paths=removed,
-        deletes=deletes,
-        rows_updated=count,
-        stream_reads=planned.binder.stream_reads.values(),
+    write = target.write(
+        WriteKind.CHANGE, added=tuple(files), removed=removed, deletes=deletes, updated=count
     )
+    return commit_write(ctx, "UPDATE", write, stream_reads=planned.binder.stream_reads.values())
 
 
 def explain_write(planned: Planned, operation: str) -> list[str]:

@@ -27,16 +27,16 @@ from pyspark.sql import functions as F
 from changelake.catalog.model import DynamicTableInfo, RefreshRecord, TableInfo
 from changelake.catalog.requests import (
     AlterDynamicTable,
-    CommitRequest,
     RecordRefresh,
     RefreshedFrom,
     Requirement,
-    RowCounts,
+    Update,
 )
+from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.changes.plan import Information
 from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
 from changelake.dml.common import Target
-from changelake.dml.keyed import STORED, Applied, apply_delta, diff
+from changelake.dml.keyed import STORED, apply_delta, diff
 from changelake.dynamic.definition import Definition
 from changelake.dynamic.evaluate import query_rows
 from changelake.dynamic.maintain import (
@@ -194,7 +194,8 @@ def run_refresh(
     None, a scheduled refresh, gets an id of its own."""
     dyn = plan.dt
     write_id = new_statement_id()  # the files' directories: one statement may run several
-    applied, jobs, since = Applied(), 0, dyn.info.current_version
+    table_id, name, since = dyn.table_id, dyn.name, dyn.info.current_version
+    applied, jobs = TableWrite(table_id, name, since, WriteKind.CHANGE), 0
     if plan.action != "NO_DATA":  # which writes nothing, so needs none of the stored files
         target = Target(dyn.info, ctx.state(dyn.info, since))
         with (
@@ -215,29 +216,18 @@ def run_refresh(
         rows_updated=applied.updated,
         spark_jobs=jobs,
     )
-    table_id, name = dyn.table_id, dyn.name
-    updates = applied.updates(table_id)
+    updates: list[Update] = []
     if plan.definition.fingerprint != dyn.definition.fingerprint:
         updates.append(AlterDynamicTable(table_id, (("fingerprint", plan.definition.fingerprint),)))
-    required = [
-        *requirements,
-        RefreshedFrom(table_id, name, dyn.frontiers),
-        *applied.requirements(table_id, name, since),
-    ]
-    result = ctx.catalog.commit(
-        [
-            CommitRequest(
-                statement_id or write_id,
-                f"REFRESH {plan.action}",
-                updates=(*updates, RecordRefresh(table_id, record)),
-                requirements=tuple(required),
-                row_counts=(
-                    RowCounts(table_id, applied.inserted, applied.updated, applied.deleted),
-                ),
-            )
-        ],
-        clock=ctx.clock,
+    updates.append(RecordRefresh(table_id, record))
+    request = write_request(
+        statement_id or write_id,
+        f"REFRESH {plan.action}",
+        [applied],
+        updates=updates,
+        requirements=(*requirements, RefreshedFrom(table_id, name, dyn.frontiers)),
     )
+    result = ctx.catalog.commit([request], clock=ctx.clock)
     return Outcome(table_id, name, record, result.version_of(table_id) or since)
 
 

@@ -27,19 +27,16 @@ from changelake.catalog.model import (
     ExternalTableInfo,
 )
 from changelake.catalog.requests import (
-    AddFiles,
     AlterExternalTable,
     CommitRequest,
     FollowedFrom,
     IfExists,
     RegisterFiles,
     Requirement,
-    RowCounts,
-    SchemaUnchanged,
-    TableLive,
     Update,
 )
 from changelake.catalog.store import Catalog
+from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.clock import Clock
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, SourceError, UnsupportedError
@@ -263,31 +260,23 @@ def refresh(
     )
     position = str(len(registered) + len(new))
     inserted = sum(f.row_count for f in files)
+    write = TableWrite(
+        table_id, name, version, WriteKind.APPEND, added=tuple(files), inserted=inserted
+    )
     updates: list[Update] = []
-    if files:
-        updates.append(AddFiles(table_id, tuple(files)))
     if new:
         updates.append(RegisterFiles(table_id, tuple(listed[p] for p in new)))
         fields.append(("position", position))
     fields.append(("followed_at", clock.now()))
     updates.append(AlterExternalTable(table_id, tuple(fields)))
-    result = catalog.commit(
-        [
-            CommitRequest(
-                statement_id,
-                REFRESH,
-                updates=tuple(updates),
-                requirements=(
-                    *requirements,
-                    FollowedFrom(table_id, name, ext.position, ext.scope),
-                    TableLive(table_id, name),
-                    SchemaUnchanged(table_id, name, version),
-                ),
-                row_counts=(RowCounts(table_id, inserted, 0, 0),),
-            )
-        ],
-        clock=clock,
+    request = write_request(
+        statement_id,
+        REFRESH,
+        [write],
+        updates=updates,
+        requirements=(*requirements, FollowedFrom(table_id, name, ext.position, ext.scope)),
     )
+    result = catalog.commit([request], clock=clock)
     return Followed(
         changes=len(new),
         inserted=inserted,

@@ -30,13 +30,13 @@ from changelake.catalog.requests import (
     CommitRequest,
     FollowedFrom,
     Requirement,
-    RowCounts,
 )
 from changelake.catalog.store import Catalog
+from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
 from changelake.clock import Clock
 from changelake.dml.common import Target
-from changelake.dml.keyed import STORED, Applied, apply_delta, diff
+from changelake.dml.keyed import STORED, apply_delta, diff
 from changelake.errors import SourceChangedError, SourceError
 from changelake.external import postgres, replication
 from changelake.external.pgoutput import (
@@ -141,37 +141,23 @@ def follow(
         folded = fold(ext, transactions)
         statement_id = new_statement_id()
         state = table_state(catalog, ext)
-        applied, jobs = Applied(), 0
+        table_id, name = ext.table_id, ext.name
+        applied, jobs = TableWrite(table_id, name, state.version, WriteKind.CHANGE), 0
         if folded.rows or folded.truncated:
             with counted_jobs(spark, f"follow of external table {ext.name}") as count:
                 applied = apply_folded(
                     spark, warehouse, ext, state, folded, statement_id, keep=ext.scope
                 )
                 jobs = count()
-        table_id, name = ext.table_id, ext.name
-        result = catalog.commit(
-            [
-                CommitRequest(
-                    statement_id,
-                    OPERATION,
-                    updates=(
-                        *applied.updates(table_id),
-                        AlterExternalTable(
-                            table_id, (("position", end), ("followed_at", clock.now()))
-                        ),
-                    ),
-                    requirements=(
-                        *requirements,
-                        FollowedFrom(table_id, name, ext.position, ext.scope),
-                        *applied.requirements(table_id, name, state.version),
-                    ),
-                    row_counts=(
-                        RowCounts(table_id, applied.inserted, applied.updated, applied.deleted),
-                    ),
-                )
-            ],
-            clock=clock,
+        moved = AlterExternalTable(table_id, (("position", end), ("followed_at", clock.now())))
+        request = write_request(
+            statement_id,
+            OPERATION,
+            [applied],
+            updates=(moved,),
+            requirements=(*requirements, FollowedFrom(table_id, name, ext.position, ext.scope)),
         )
+        result = catalog.commit([request], clock=clock)
         if transactions:
             replication.advance(conn, d.slot, end)
     return Followed(
@@ -336,7 +322,7 @@ def apply_folded(
     keep: str | None,
     base: DataFrame | None = None,
     stored: str | None = None,
-) -> Applied:
+) -> TableWrite:
     """Write what turns the stored rows into the folded rows that satisfy ``keep`` (None:
     all), matched by row key. The stored rows compared are those of the folded keys (all, after
     a TRUNCATE) and those that satisfy ``stored``; ``base`` (rows of the table's columns) is

@@ -33,6 +33,7 @@ from sqlglot import exp
 from changelake.catalog.model import ExternalTableInfo
 from changelake.catalog.requests import AlterExternalTable, CommitRequest, FollowedFrom
 from changelake.catalog.store import Catalog
+from changelake.catalog.writes import write_request
 from changelake.clock import Clock
 from changelake.dialect import parse_one
 from changelake.errors import (
@@ -258,20 +259,14 @@ def _commit(
             ("position", format_lsn(end)),
             ("bootstrap", None),
         )
-        result = catalog.commit(
-            [
-                CommitRequest(
-                    statement_id,
-                    "RESCOPE",
-                    updates=(*applied.updates(table_id), AlterExternalTable(table_id, fields)),
-                    requirements=(
-                        FollowedFrom(table_id, name, ext.position, old, rescoping=True),
-                        *applied.requirements(table_id, name, state.version),
-                    ),
-                )
-            ],
-            clock=clock,
+        request = write_request(
+            statement_id,
+            "RESCOPE",
+            [applied],
+            updates=(AlterExternalTable(table_id, fields),),
+            requirements=(FollowedFrom(table_id, name, ext.position, old, rescoping=True),),
         )
+        result = catalog.commit([request], clock=clock)
     except BaseException:
         _unfence(catalog, clock, table_id, prior)
         raise

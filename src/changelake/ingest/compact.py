@@ -16,14 +16,7 @@ import pyarrow.parquet as pq
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import LiveFile
-from changelake.catalog.requests import (
-    AddFiles,
-    CommitRequest,
-    FilesUntouched,
-    RemoveFiles,
-    SchemaUnchanged,
-    TableLive,
-)
+from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.clock import Clock
 from changelake.ingest.files import new_directory, write_file
 from changelake.ingest.validate import RowValidator
@@ -90,22 +83,15 @@ def compact(
         part=0,
         identity=(merged[ROW_ID], merged[ROW_VERSION]),
     )
-    removed = tuple(f.file.path for f in chosen)
+    write = TableWrite(
+        table_id,
+        info.name,
+        info.current_version,
+        WriteKind.COMPACT,
+        added=(added,),
+        removed=tuple(f.file.path for f in chosen),
+    )
     catalog.commit(
-        [
-            CommitRequest(
-                f"ingest-compact-{uuid.uuid4().hex}",
-                "COMPACT",
-                updates=(AddFiles(table_id, (added,)), RemoveFiles(table_id, removed)),
-                requirements=(
-                    TableLive(table_id, info.name),
-                    SchemaUnchanged(table_id, info.name, info.current_version),
-                    FilesUntouched(
-                        table_id, info.name, removed, since_version=info.current_version
-                    ),
-                ),
-            )
-        ],
-        clock=clock,
+        [write_request(f"ingest-compact-{uuid.uuid4().hex}", "COMPACT", [write])], clock=clock
     )
     return len(chosen)

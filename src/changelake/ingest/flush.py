@@ -19,21 +19,21 @@ from collections.abc import Callable, Sequence
 import pyarrow as pa
 
 from changelake.catalog import Catalog
+from changelake.catalog.model import DataFile
 from changelake.catalog.requests import (
-    AddFiles,
     AdvanceChannel,
     ChannelHeld,
-    ColumnsWritable,
-    CommitRequest,
-    RowCounts,
+    Requirement,
     TableLive,
     Update,
 )
+from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.clock import Clock
 from changelake.errors import ChangelakeError, ChannelFencedError
 from changelake.ingest.channel import Channel, Chunk
 from changelake.ingest.compact import compact
 from changelake.ingest.files import delete_files, new_directory, write_file
+from changelake.schema import Column
 from changelake.storage.warehouse import Warehouse
 
 _TICK_SECONDS = 0.02
@@ -172,36 +172,27 @@ class Flusher:
     def _commit(self, taken: list[tuple[Channel, Chunk]]) -> float:
         channel = taken[0][0]
         table_id = channel.table_id
-        files = tuple(f for _, chunk in taken for f in chunk.files)
-        updates: list[Update] = [AddFiles(table_id, files)] if files else []
-        requirements: list = [TableLive(table_id, channel.table)]
-        counts = [RowCounts(table_id, inserted=sum(f.row_count for f in files))]
-        rejected: dict[int, list] = defaultdict(list)
+        # the table stays required when no chunk has rows: its channels' tokens still move
+        writes: list[TableWrite] = []
+        updates: list[Update] = []
+        requirements: list[Requirement] = [TableLive(table_id, channel.table)]
         for c, chunk in taken:
-            if chunk.files:
-                requirements.append(ColumnsWritable(table_id, c.table, c.columns))
+            writes.append(_appended(c.table_id, c.table, chunk.files, c.columns))
+            if chunk.reject_files and c._rejects is not None:
+                r = c._rejects
+                writes.append(_appended(r.table_id, r.table, chunk.reject_files, r.columns))
             updates.append(AdvanceChannel(table_id, c.name, chunk.token))
             requirements.append(
                 ChannelHeld(table_id, c.table, c.name, c.epoch, chunk.previous_token)
             )
-            if chunk.reject_files and c._rejects is not None:
-                rejected[c._rejects.table_id] += chunk.reject_files
-                requirements.append(TableLive(c._rejects.table_id, c._rejects.table))
-        for reject_table, reject_files in rejected.items():
-            updates.append(AddFiles(reject_table, tuple(reject_files)))
-            counts.append(RowCounts(reject_table, inserted=sum(f.row_count for f in reject_files)))
-        result = self._catalog.commit(
-            [
-                CommitRequest(
-                    f"ingest-{uuid.uuid4().hex}",
-                    "INGEST",
-                    updates=tuple(updates),
-                    requirements=tuple(requirements),
-                    row_counts=tuple(counts),
-                )
-            ],
-            clock=self._clock,
+        request = write_request(
+            f"ingest-{uuid.uuid4().hex}",
+            "INGEST",
+            writes,
+            updates=updates,
+            requirements=requirements,
         )
+        result = self._catalog.commit([request], clock=self._clock)
         assert result.commit is not None
         return result.commit.committed_at
 
@@ -242,3 +233,19 @@ class Flusher:
     def _discard(self, channel: Channel, chunk: Chunk, message: str) -> None:
         delete_files(self._warehouse, chunk.files + chunk.reject_files)
         self._released(channel._fence(message))
+
+
+def _appended(
+    table_id: int, table: str, files: Sequence[DataFile], columns: tuple[Column, ...]
+) -> TableWrite:
+    """A channel's append of ``files`` (holding ``columns``) to a table."""
+    inserted = sum(f.row_count for f in files)
+    return TableWrite(
+        table_id,
+        table,
+        None,
+        WriteKind.CHANNEL,
+        added=tuple(files),
+        inserted=inserted,
+        columns=columns,
+    )

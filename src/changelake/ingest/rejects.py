@@ -59,6 +59,8 @@ class Rejects:
         self.table = info.name
         self.table_id = info.table_id
         self.info = info
+        # the columns its rows hold: what the commit requires the table still to have
+        self.columns = tuple(schema.column(name, table=info.name) for name, _ in ERROR_COLUMNS)
         self._source = source_table
         self._schema = pa.schema(
             [

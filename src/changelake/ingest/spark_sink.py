@@ -19,17 +19,8 @@ from pyspark.sql import functions as F
 from changelake.catalog import Catalog
 from changelake.catalog.internal import check_user_may_change
 from changelake.catalog.model import ChannelInfo, DataFile
-from changelake.catalog.requests import (
-    AddFiles,
-    AdvanceChannel,
-    ChannelHeld,
-    CommitRequest,
-    OpenChannel,
-    RowCounts,
-    SchemaUnchanged,
-    TableLive,
-    Update,
-)
+from changelake.catalog.requests import AdvanceChannel, ChannelHeld, CommitRequest, OpenChannel
+from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.clock import Clock
 from changelake.errors import (
     ChangelakeError,
@@ -137,18 +128,23 @@ class SparkSink:
         held: ChannelInfo,
         read_version: int,
     ) -> None:
-        updates: list[Update] = [AddFiles(self.table_id, tuple(files))] if files else []
-        updates.append(AdvanceChannel(self.table_id, self.channel, str(batch_id)))
-        request = CommitRequest(
+        inserted = sum(f.row_count for f in files)
+        write = TableWrite(
+            self.table_id,
+            self.table,
+            read_version,
+            WriteKind.APPEND,
+            added=tuple(files),
+            inserted=inserted,
+        )
+        request = write_request(
             statement_id,
             OPERATION,
-            updates=tuple(updates),
+            [write],
+            updates=(AdvanceChannel(self.table_id, self.channel, str(batch_id)),),
             requirements=(
-                TableLive(self.table_id, self.table),
-                SchemaUnchanged(self.table_id, self.table, read_version),
                 ChannelHeld(self.table_id, self.table, self.channel, self.epoch, held.offset_token),
             ),
-            row_counts=(RowCounts(self.table_id, inserted=sum(f.row_count for f in files)),),
         )
         try:
             self._catalog.commit([request], clock=self._clock)

@@ -15,11 +15,9 @@ from changelake.catalog.requests import (
     DropView,
     IfExists,
     RenameTable,
-    SchemaUnchanged,
     SetProperties,
-    SetSchema,
-    TableLive,
 )
+from changelake.catalog.writes import WriteKind, write_request
 from changelake.dialect import to_spark
 from changelake.dml.common import Target, remove_all_rows, stream_consumption
 from changelake.dml.result import StatementResult
@@ -232,19 +230,9 @@ def drop(ctx: StatementContext, stmt: s.Drop) -> StatementResult:
 def _set_schema(
     ctx: StatementContext, target: Target, schema: TableSchema, *, operation: str
 ) -> int | None:
-    info = target.info
-    result = ctx.commit(
-        CommitRequest(
-            ctx.statement_id,
-            operation,
-            (SetSchema(info.table_id, schema),),
-            (
-                TableLive(info.table_id, info.name),
-                SchemaUnchanged(info.table_id, info.name, target.state.version),
-            ),
-        )
-    )
-    return result.version_of(info.table_id)
+    write = target.write(WriteKind.SCHEMA, schema=schema)
+    result = ctx.commit(write_request(ctx.statement_id, operation, [write]))
+    return result.version_of(write.table_id)
 
 
 def alter(ctx: StatementContext, stmt: s.AlterTable) -> StatementResult:

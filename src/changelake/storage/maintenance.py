@@ -9,15 +9,8 @@ import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
 from changelake.catalog import Catalog
-from changelake.catalog.requests import (
-    AddFiles,
-    CommitRequest,
-    FilesUntouched,
-    ForgetFiles,
-    RemoveFiles,
-    SchemaUnchanged,
-    TableLive,
-)
+from changelake.catalog.requests import CommitRequest, ForgetFiles
+from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.storage.snapshot import RID, VER, read_state
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, write_data
@@ -64,19 +57,15 @@ def optimize(
             partitions=partitions_for(rows),
         )
     # Compaction removes whole files: a concurrent DELETE or UPDATE of any of them conflicts.
-    removed = tuple(f.file.path for f in candidates)
-    result = ctx.commit(
-        CommitRequest(
-            ctx.statement_id,
-            "OPTIMIZE",
-            updates=(AddFiles(info.table_id, tuple(added)), RemoveFiles(info.table_id, removed)),
-            requirements=(
-                TableLive(info.table_id, info.name),
-                SchemaUnchanged(info.table_id, info.name, state.version),
-                FilesUntouched(info.table_id, info.name, removed, since_version=state.version),
-            ),
-        )
+    write = TableWrite(
+        info.table_id,
+        info.name,
+        state.version,
+        WriteKind.COMPACT,
+        added=tuple(added),
+        removed=tuple(f.file.path for f in candidates),
     )
+    result = ctx.commit(write_request(ctx.statement_id, "OPTIMIZE", [write]))
     return OptimizeResult(result.version_of(info.table_id), len(candidates), len(added), rows)
 
 
