@@ -8,10 +8,10 @@ import sqlalchemy as sa
 from catalog.test_catalog import SCHEMA, create, data_file
 
 from changelake.catalog import Catalog
+from changelake.catalog.alters import AlterExternalTable
 from changelake.catalog.model import ExternalDefinition
 from changelake.catalog.requests import (
     AddFiles,
-    AlterExternalTable,
     CommitRequest,
     CreateTable,
     DefineExternalTable,
@@ -48,7 +48,7 @@ def _history(catalog: Catalog) -> int:
 
 
 def _scope(table_id: int, scope: str) -> AlterExternalTable:
-    return AlterExternalTable(table_id, (("scope", scope),))
+    return AlterExternalTable(table_id, scope=scope)
 
 
 def _scopes(catalog: Catalog, table_id: int) -> list[str | None]:

@@ -5,6 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from changelake.catalog.alters import (
+    AlterDynamicTable,
+    AlterExternalTable,
+    AlterTask,
+    FinishTaskRun,
+    set_fields,
+)
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.catalog.requests import (
     AddDeletes,
@@ -116,3 +123,27 @@ def test_one_request_of_a_statements_writes_and_its_own_updates_and_requirements
         FilesUntouched(2, "u", ("x",), 7),
     )
     assert request.row_counts == (RowCounts(1, inserted=5), RowCounts(2, deleted=5))
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: AlterExternalTable(1), "sets nothing"),
+        (lambda: AlterExternalTable(1, state="RUNNING"), "state = 'RUNNING'"),
+        (lambda: AlterExternalTable(1, follow_lag=0), "follow_lag = 0"),
+        (lambda: AlterDynamicTable(1, target_lag=-5.0), "target_lag"),
+        (lambda: AlterDynamicTable(1, refresh_mode="SOMETIMES"), "refresh_mode"),
+        (lambda: AlterTask(1, failures=-1), "failures"),
+        (lambda: FinishTaskRun(1, "DONE"), "state = 'DONE'"),
+    ],
+)
+def test_typed_updates_are_checked_when_built(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_a_typed_update_sets_only_what_it_names():
+    update = AlterExternalTable(3, scope=None, position="0/16")
+    assert set_fields(update) == {"scope": None, "position": "0/16"}
+    assert set_fields(AlterDynamicTable(2, target_lag=None)) == {"target_lag": None}
+    assert set_fields(FinishTaskRun(5, "FAILED", error="x")) == {"state": "FAILED", "error": "x"}

@@ -12,8 +12,12 @@ import pytest
 from tests.conftest import rows
 from tests.dynamic.test_scheduler import session_resources
 
+from changelake.catalog.alters import FinishTaskRun
 from changelake.catalog.model import RunClaim, TaskRun
-from changelake.catalog.requests import CommitRequest, FinishTaskRun, TaskRunExecuting
+from changelake.catalog.requests import (
+    CommitRequest,
+    TaskRunExecuting,
+)
 from changelake.dialect import parse_one, split_statements
 from changelake.dynamic.scheduler import Resources, Scheduler, SchedulerSettings
 from changelake.errors import (
@@ -338,7 +342,7 @@ def test_a_run_left_executing_by_a_dead_scheduler_is_ended_and_cannot_commit(bas
     zombie = CommitRequest(
         "z",
         "TASK RUN",
-        updates=(FinishTaskRun(run_id, (("state", "SUCCEEDED"),)),),
+        updates=(FinishTaskRun(run_id, "SUCCEEDED"),),
         requirements=(TaskRunExecuting(run_id, "t1"),),
     )
     with pytest.raises(ConflictError, match="nothing it did was written"):

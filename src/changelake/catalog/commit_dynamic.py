@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from changelake.catalog import dynamic_repo, lease_repo
+from changelake.catalog.alters import AlterDynamicTable, set_fields
 from changelake.catalog.commit_state import CommitState
 from changelake.catalog.requests import (
-    AlterDynamicTable,
     DefineDynamicTable,
     LeaseHeld,
     RecordRefresh,
@@ -29,7 +29,7 @@ def _record(state: CommitState, u: RecordRefresh) -> None:
 
 
 def _alter(state: CommitState, u: AlterDynamicTable) -> None:
-    dynamic_repo.set_fields(state.conn, u.table_id, dict(u.fields))
+    dynamic_repo.set_fields(state.conn, u.table_id, set_fields(u))
 
 
 def record_history(state: CommitState) -> None:

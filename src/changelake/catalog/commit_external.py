@@ -7,9 +7,9 @@ from dataclasses import replace
 from typing import Any
 
 from changelake.catalog import external_repo
+from changelake.catalog.alters import AlterExternalTable, Unset, set_fields
 from changelake.catalog.commit_state import CommitState
 from changelake.catalog.requests import (
-    AlterExternalTable,
     CreateConnection,
     DefineExternalTable,
     DropConnection,
@@ -61,12 +61,9 @@ def _define(state: CommitState, u: DefineExternalTable) -> None:
 
 def _alter(state: CommitState, u: AlterExternalTable) -> None:
     state.lock(u.table_id)
-    fields = dict(u.fields)
-    external_repo.set_fields(state.conn, u.table_id, fields)
-    if "scope" in fields:
-        scope = fields["scope"]
-        assert scope is None or isinstance(scope, str)
-        state.scopes[u.table_id] = scope
+    external_repo.set_fields(state.conn, u.table_id, set_fields(u))
+    if not isinstance(u.scope, Unset):
+        state.scopes[u.table_id] = u.scope
 
 
 def _register(state: CommitState, u: RegisterFiles) -> None:

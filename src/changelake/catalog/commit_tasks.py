@@ -7,12 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from changelake.catalog import task_repo
+from changelake.catalog.alters import AlterTask, FinishTaskRun, set_fields
 from changelake.catalog.commit_state import CommitState
+from changelake.catalog.model import TaskDefinition
 from changelake.catalog.requests import (
-    AlterTask,
     DefineTask,
     DropTask,
-    FinishTaskRun,
     IfExists,
     TaskRunExecuting,
 )
@@ -47,9 +47,12 @@ def _define(state: CommitState, u: DefineTask) -> None:
 
 
 def _alter(state: CommitState, u: AlterTask) -> None:
-    fields = dict(u.fields)
+    fields = set_fields(u)
+    definition = fields.pop("definition", None)
+    if isinstance(definition, TaskDefinition):
+        fields.update(task_repo.definition_fields(definition))
     task_repo.set_fields(state.conn, u.task_id, fields)
-    if "after" in fields:
+    if definition is not None:
         _check_acyclic(state, u.task_id)
 
 
@@ -88,7 +91,7 @@ def _check_acyclic(state: CommitState, changed: int) -> None:
 
 
 def _finish(state: CommitState, u: FinishTaskRun) -> None:
-    state.finished_runs.append((u.run_id, dict(u.fields)))  # stamped at the end
+    state.finished_runs.append((u.run_id, set_fields(u)))  # stamped at the end
 
 
 def record_runs(state: CommitState) -> None:

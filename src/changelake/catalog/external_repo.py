@@ -171,16 +171,8 @@ def insert(
     )
 
 
-# what ``set_fields`` may change
-SETTABLE = frozenset(
-    {"scope", "state", "error", "follow_lag", "followed_at", "position", "bootstrap"}
-)
-
-
 def set_fields(conn: Connection, table_id: int, fields: dict[str, Any]) -> None:
-    unknown = set(fields) - SETTABLE
-    if unknown:
-        raise ValueError(f"external table fields {sorted(unknown)} cannot be changed")
+    """Set columns of the table's row (the fields an ``AlterExternalTable`` sets)."""
     conn.execute(update(t.external_tables).where(_E.table_id == table_id).values(**fields))
 
 

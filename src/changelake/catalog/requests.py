@@ -12,6 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from changelake.catalog.alters import (
+    AlterDynamicTable,
+    AlterExternalTable,
+    AlterTask,
+    FinishTaskRun,
+)
 from changelake.catalog.model import (
     ChannelInfo,
     ConnectionInfo,
@@ -207,15 +213,6 @@ class RecordRefresh:
 
 
 @dataclass(frozen=True)
-class AlterDynamicTable:
-    """Set fields of a dynamic table's definition or scheduling state (ALTER DYNAMIC TABLE, a
-    suspension after failures)."""
-
-    table_id: int
-    fields: tuple[tuple[str, object], ...]
-
-
-@dataclass(frozen=True)
 class DefineTask:
     """Create task ``name`` (suspended); OR REPLACE keeps its id (tasks that run after it still
     do) and suspends it. A cycle in AFTER is refused (InvalidStatementError)."""
@@ -226,28 +223,10 @@ class DefineTask:
 
 
 @dataclass(frozen=True)
-class AlterTask:
-    """Set columns of a task (its definition, state, schedule, failures); AFTER is checked for
-    cycles as at CREATE."""
-
-    task_id: int
-    fields: tuple[tuple[str, object], ...]
-
-
-@dataclass(frozen=True)
 class DropTask:
     """Drop a task; the tasks that ran after it no longer wait for it."""
 
     task_id: int
-
-
-@dataclass(frozen=True)
-class FinishTaskRun:
-    """End an EXECUTING task run with this commit (its completion time and commit are the
-    commit's): what its statement wrote and its SUCCEEDED row commit together, once."""
-
-    run_id: int
-    fields: tuple[tuple[str, object], ...]
 
 
 @dataclass(frozen=True)
@@ -275,14 +254,6 @@ class DefineExternalTable:
     scope: str | None
     position: str | None
     files: tuple[ExternalFile, ...] = ()
-
-
-@dataclass(frozen=True)
-class AlterExternalTable:
-    """Set fields of an external table: its scope, follow state, error, lag."""
-
-    table_id: int
-    fields: tuple[tuple[str, object], ...]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from changelake.catalog import (
 )
 from changelake.catalog import commit as commit_path
 from changelake.catalog import tables as t
+from changelake.catalog.alters import FinishTaskRun, set_fields
 from changelake.catalog.db import engine_for, migrate, reading, retrying, writing
 from changelake.catalog.model import (
     ChannelInfo,
@@ -42,7 +43,10 @@ from changelake.catalog.model import (
     TrackedFile,
     VersionInfo,
 )
-from changelake.catalog.requests import CommitRequest, CommitResult
+from changelake.catalog.requests import (
+    CommitRequest,
+    CommitResult,
+)
 from changelake.clock import Clock
 from changelake.errors import StreamNotFoundError, TableNotFoundError, did_you_mean
 from changelake.schema import TableSchema
@@ -301,13 +305,14 @@ class Catalog:
 
         return retrying(attempt)
 
-    def end_task_run(self, run_id: int, fields: dict[str, object]) -> bool:
+    def end_task_run(self, ending: FinishTaskRun, *, completed_at: float) -> bool:
         """End an EXECUTING run that committed nothing (FAILED, CANCELLED): False if it had
         ended already."""
+        fields = {**set_fields(ending), "completed_at": completed_at}
 
         def attempt() -> bool:
             with writing(self.engine) as conn:
-                return task_repo.finish(conn, run_id, fields)
+                return task_repo.finish(conn, ending.run_id, fields)
 
         return retrying(attempt)
 

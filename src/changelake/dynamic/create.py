@@ -10,14 +10,15 @@ fails creates nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from changelake.catalog.alters import AlterDynamicTable
 from changelake.catalog.internal import check_user_name
 from changelake.catalog.model import DYNAMIC_PROPERTY, DynamicDefinition, RefreshRecord
 from changelake.catalog.requests import (
-    AlterDynamicTable,
     CommitRequest,
     CreateTable,
     DefineDynamicTable,
@@ -247,31 +248,27 @@ def change_dynamic_table(
     """ALTER DYNAMIC TABLE name SUSPEND | RESUME | SET ... (catalog only)."""
     about = f"ALTER DYNAMIC TABLE {name}"
     dyn = dynamic_table(ctx, name)
-    fields: list[tuple[str, object]] = []
+    fields: dict[str, Any] = {}
     updates: list[Update] = []
     if action == "SUSPEND":
-        fields = [("scheduling_state", "SUSPENDED"), ("suspended_reason", "suspended by ALTER")]
+        fields = dict(scheduling_state="SUSPENDED", suspended_reason="suspended by ALTER")
     elif action == "RESUME":
-        fields = [("scheduling_state", "ACTIVE"), ("suspended_reason", ""), ("failures", 0)]
+        fields = dict(scheduling_state="ACTIVE", suspended_reason="", failures=0)
     else:
         if "TARGET_LAG" in options:
-            fields.append(("target_lag", target_lag(options["TARGET_LAG"], about=about)))
+            fields["target_lag"] = target_lag(options["TARGET_LAG"], about=about)
         if "REFRESH_MODE" in options:
             mode = choice(
                 options["REFRESH_MODE"], REFRESH_MODES, option="REFRESH_MODE", about=about
             )
             definition = define(ctx, dyn.definition.sql, about)
             effective, reason = effective_mode(mode, definition, about)
-            fields += [
-                ("refresh_mode", mode),
-                ("effective_mode", effective),
-                ("mode_reason", reason),
-            ]
+            fields.update(refresh_mode=mode, effective_mode=effective, mode_reason=reason)
         properties = dict(table_properties(options, about=about))
         if properties:
             updates.append(SetProperties(dyn.table_id, tuple(sorted(properties.items()))))
     if fields:
-        updates.append(AlterDynamicTable(dyn.table_id, tuple(fields)))
+        updates.append(AlterDynamicTable(dyn.table_id, **fields))
     ctx.commit(CommitRequest(ctx.statement_id, f"ALTER DYNAMIC TABLE {action}", tuple(updates)))
     return StatementResult(
         ctx.statement_id, f"ALTER DYNAMIC TABLE {action}", dyn.name, message=f"{dyn.name} altered."

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from pyspark.sql import SparkSession
 
+from changelake.catalog.alters import AlterDynamicTable
 from changelake.catalog.model import DynamicTableInfo, RefreshRecord
 from changelake.catalog.requests import (
-    AlterDynamicTable,
     CommitRequest,
     RecordRefresh,
     Requirement,
@@ -249,11 +249,17 @@ def _record(
     updates: list[Update] = []
     if state == "FAILED":
         failures = dyn.failures + 1
-        fields: list[tuple[str, object]] = [("failures", failures)]
         if suspend_after is not None and failures >= suspend_after:
             reason = f"suspended after {failures} failed refreshes in a row; the last: {error}"
-            fields += [("scheduling_state", "SUSPENDED"), ("suspended_reason", reason)]
-        updates.append(AlterDynamicTable(dyn.table_id, tuple(fields)))
+            update = AlterDynamicTable(
+                dyn.table_id,
+                failures=failures,
+                scheduling_state="SUSPENDED",
+                suspended_reason=reason,
+            )
+        else:
+            update = AlterDynamicTable(dyn.table_id, failures=failures)
+        updates.append(update)
     record = RefreshRecord(
         action=action,
         state=state,

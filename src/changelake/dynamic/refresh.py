@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from changelake.catalog.alters import AlterDynamicTable
 from changelake.catalog.model import DynamicTableInfo, RefreshRecord, TableInfo
 from changelake.catalog.requests import (
-    AlterDynamicTable,
     RecordRefresh,
     RefreshedFrom,
     Requirement,
@@ -218,7 +218,7 @@ def run_refresh(
     )
     updates: list[Update] = []
     if plan.definition.fingerprint != dyn.definition.fingerprint:
-        updates.append(AlterDynamicTable(table_id, (("fingerprint", plan.definition.fingerprint),)))
+        updates.append(AlterDynamicTable(table_id, fingerprint=plan.definition.fingerprint))
     updates.append(RecordRefresh(table_id, record))
     request = write_request(
         statement_id or write_id,

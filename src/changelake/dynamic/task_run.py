@@ -13,15 +13,14 @@ failure of its root, which SUSPEND_TASK_AFTER_NUM_FAILURES failures in a row sus
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import SparkSession
 
+from changelake.catalog.alters import AlterTask, FinishTaskRun
 from changelake.catalog.model import RunClaim, TaskInfo, TaskRun
 from changelake.catalog.requests import (
-    AlterTask,
     CommitRequest,
-    FinishTaskRun,
     LeaseHeld,
     Requirement,
     TaskRunExecuting,
@@ -195,15 +194,13 @@ def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> tuple[str, bool]:
     with counted_jobs(runner.spark, f"task {t.name}") as jobs:
 
         def finish(statement_id: str) -> CommitRequest:
-            fields = (
-                ("state", "SUCCEEDED"),
-                ("statement_id", statement_id),
-                ("spark_jobs", jobs()),
+            finished = FinishTaskRun(
+                run_id, "SUCCEEDED", statement_id=statement_id, spark_jobs=jobs()
             )
             return CommitRequest(
                 new_statement_id(),
                 "TASK RUN",
-                updates=(FinishTaskRun(run_id, fields),),
+                updates=(finished,),
                 requirements=(TaskRunExecuting(run_id, t.name), *runner.requirements),
             )
 
@@ -220,14 +217,14 @@ def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> tuple[str, bool]:
                     if cancelled
                     else ""
                 )
-                fields = {
-                    "state": state,
-                    "reason": reason,
-                    "error": error.splitlines()[0] if error else "",
-                    "spark_jobs": jobs(),
-                    "completed_at": runner.ctx.now(),
-                }
-                ended = runner.ctx.catalog.end_task_run(run_id, fields)
+                ending = FinishTaskRun(
+                    run_id,
+                    state,
+                    reason=reason,
+                    error=error.splitlines()[0] if error else "",
+                    spark_jobs=jobs(),
+                )
+                ended = runner.ctx.catalog.end_task_run(ending, completed_at=runner.ctx.now())
                 return state, ended and not cancelled and not isinstance(e, ConflictError)
 
 
@@ -239,10 +236,11 @@ def _count_failure(runner: Runner, root: TaskInfo, done: GraphRun) -> None:
     failures = current.failures + 1 if done.failed else 0
     if failures == current.failures:
         return
-    fields: dict[str, object] = {"failures": failures}
+    update = AlterTask(root.task_id, failures=failures)
     limit = current.definition.options.suspend_after_failures
     if done.failed and limit and failures >= limit:
-        fields.update(
+        update = replace(
+            update,
             state="suspended",
             next_at=None,
             suspended_reason=f"suspended after {failures} failed runs in a row"
@@ -253,7 +251,7 @@ def _count_failure(runner: Runner, root: TaskInfo, done: GraphRun) -> None:
             CommitRequest(
                 new_statement_id(),
                 "TASK RUN",
-                updates=(AlterTask(root.task_id, tuple(fields.items())),),
+                updates=(update,),
                 requirements=runner.requirements,
             )
         ],

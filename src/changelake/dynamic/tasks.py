@@ -10,16 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
+from changelake.catalog.alters import AlterTask
 from changelake.catalog.model import TaskDefinition, TaskInfo
 from changelake.catalog.requests import (
-    AlterTask,
     CommitRequest,
     DefineTask,
     DropTask,
     IfExists,
 )
-from changelake.catalog.task_repo import definition_fields
 from changelake.dynamic import task_spec
 from changelake.errors import InvalidStatementError, ObjectNotFoundError, did_you_mean
 from changelake.txn.context import StatementContext
@@ -108,10 +108,9 @@ def alter_task(ctx: StatementContext, name: str, action: str, args: Mapping[str,
     t = task(ctx, name)
     about = f"ALTER TASK {t.name} {action}"
     d = t.definition
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}
     if action == "RESUME":
-        fields = {"state": "started", "suspended_reason": "", "failures": 0}
-        fields["next_at"] = _first_run(ctx, t)
+        fields = dict(state="started", suspended_reason="", failures=0, next_at=_first_run(ctx, t))
         if is_root(t) and d.schedule is None and d.condition is None:
             raise InvalidStatementError(
                 f"{about}: task {t.name} has neither a SCHEDULE, a WHEN condition nor AFTER,"
@@ -119,7 +118,7 @@ def alter_task(ctx: StatementContext, name: str, action: str, args: Mapping[str,
                 " or run it with EXECUTE TASK."
             )
     elif action == "SUSPEND":
-        fields = {"state": "suspended", "next_at": None}
+        fields = dict(state="suspended", next_at=None)
     elif action in ("SET", "UNSET"):
         d = _set(d, args, about, unset=action == "UNSET")
     elif action in ("ADD AFTER", "REMOVE AFTER"):
@@ -146,11 +145,11 @@ def alter_task(ctx: StatementContext, name: str, action: str, args: Mapping[str,
     elif action == "REMOVE WHEN":
         d = replace(d, condition=None)
     if d != t.definition:
-        fields.update(definition_fields(d))
+        fields["definition"] = d
         when = (d.schedule, d.after) != (t.definition.schedule, t.definition.after)
         if t.state == "started" and when:
             fields["next_at"] = _first_run(ctx, replace(t, definition=d))
-    _commit(ctx, f"ALTER TASK {action}", AlterTask(t.task_id, tuple(fields.items())))
+    _commit(ctx, f"ALTER TASK {action}", AlterTask(t.task_id, **fields))
 
 
 def _set(

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
+from changelake.catalog.alters import AlterExternalTable
 from changelake.catalog.model import (
     DataFile,
     ExternalDefinition,
@@ -27,7 +29,6 @@ from changelake.catalog.model import (
     ExternalTableInfo,
 )
 from changelake.catalog.requests import (
-    AlterExternalTable,
     CommitRequest,
     FollowedFrom,
     IfExists,
@@ -237,11 +238,11 @@ def refresh(
     listed = stage.files(spec["pattern"])
     registered = {f.path: f for f in catalog.external_files(ext.table_id)}
     new = sorted(p for p in listed if p not in registered)
-    fields: list[tuple[str, object]] = []
+    changed: dict[str, Any] = {}
     report = _report(ext, registered, listed)
     if ext.state != "FAILED" and report != ext.error:  # a FAILED table keeps its error
-        fields.append(("error", report))
-    if not new and not fields:
+        changed["error"] = report
+    if not new and not changed:
         return Followed(position=ext.position)
     table_id, name, version = ext.table_id, ext.name, ext.info.current_version
     schema = catalog.schema_at(table_id, version)
@@ -266,9 +267,8 @@ def refresh(
     updates: list[Update] = []
     if new:
         updates.append(RegisterFiles(table_id, tuple(listed[p] for p in new)))
-        fields.append(("position", position))
-    fields.append(("followed_at", clock.now()))
-    updates.append(AlterExternalTable(table_id, tuple(fields)))
+        changed["position"] = position
+    updates.append(AlterExternalTable(table_id, followed_at=clock.now(), **changed))
     request = write_request(
         statement_id,
         REFRESH,

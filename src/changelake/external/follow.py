@@ -24,9 +24,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from changelake.catalog.alters import AlterExternalTable
 from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
 from changelake.catalog.requests import (
-    AlterExternalTable,
     CommitRequest,
     FollowedFrom,
     Requirement,
@@ -149,7 +149,7 @@ def follow(
                     spark, warehouse, ext, state, folded, statement_id, keep=ext.scope
                 )
                 jobs = count()
-        moved = AlterExternalTable(table_id, (("position", end), ("followed_at", clock.now())))
+        moved = AlterExternalTable(table_id, position=end, followed_at=clock.now())
         request = write_request(
             statement_id,
             OPERATION,
@@ -452,6 +452,5 @@ def _delta(
 
 def mark_failed(catalog: Catalog, clock: Clock, ext: ExternalTableInfo, error: str) -> None:
     """Stop following ``ext`` until it is resumed, with ``error`` for SHOW and DESCRIBE."""
-    fields = (("state", "FAILED"), ("error", error))
-    update = AlterExternalTable(ext.table_id, fields)
+    update = AlterExternalTable(ext.table_id, state="FAILED", error=error)
     catalog.commit([CommitRequest(new_statement_id(), "FOLLOW FAILED", (update,))], clock=clock)

@@ -10,9 +10,9 @@ from collections.abc import Sequence
 import psycopg
 from pyspark.sql import SparkSession
 
+from changelake.catalog.alters import AlterExternalTable
 from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
 from changelake.catalog.requests import (
-    AlterExternalTable,
     CommitRequest,
     CreateConnection,
     DropConnection,
@@ -99,22 +99,19 @@ def drop_external_table(ctx: StatementContext, name: str, *, if_exists: bool) ->
 def set_state(ctx: StatementContext, name: str, action: str) -> StatementResult:
     """ALTER EXTERNAL TABLE … SUSPEND | RESUME: whether the service follows it."""
     ext = external_table(ctx, name)
-    fields: tuple[tuple[str, object], ...] = (
-        ("state", "SUSPENDED" if action == "SUSPEND" else "ACTIVE"),
-    )
     if action == "RESUME":
-        fields += (("error", ""),)
+        update = AlterExternalTable(ext.table_id, state="ACTIVE", error="")
+    else:
+        update = AlterExternalTable(ext.table_id, state="SUSPENDED")
     operation = f"ALTER EXTERNAL TABLE {action}"
-    ctx.commit(
-        CommitRequest(ctx.statement_id, operation, (AlterExternalTable(ext.table_id, fields),))
-    )
+    ctx.commit(CommitRequest(ctx.statement_id, operation, (update,)))
     return StatementResult(ctx.statement_id, operation, ext.name, message=f"{ext.name}: {action}.")
 
 
-def set_options(ctx: StatementContext, name: str, fields: dict[str, object]) -> StatementResult:
+def set_options(ctx: StatementContext, name: str, follow_lag: float) -> StatementResult:
     ext = external_table(ctx, name)
     operation = "ALTER EXTERNAL TABLE SET"
-    update = AlterExternalTable(ext.table_id, tuple(sorted(fields.items())))
+    update = AlterExternalTable(ext.table_id, follow_lag=follow_lag)
     ctx.commit(CommitRequest(ctx.statement_id, operation, (update,)))
     return StatementResult(ctx.statement_id, operation, ext.name, message="set")
 

@@ -30,8 +30,12 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from changelake.catalog.alters import AlterExternalTable
 from changelake.catalog.model import ExternalTableInfo
-from changelake.catalog.requests import AlterExternalTable, CommitRequest, FollowedFrom
+from changelake.catalog.requests import (
+    CommitRequest,
+    FollowedFrom,
+)
 from changelake.catalog.store import Catalog
 from changelake.catalog.writes import write_request
 from changelake.clock import Clock
@@ -253,17 +257,14 @@ def _commit(
                 stored=removed,
             )
             jobs = count()
-        fields = (
-            ("scope", new),
-            ("state", prior),
-            ("position", format_lsn(end)),
-            ("bootstrap", None),
+        rescoped = AlterExternalTable(
+            table_id, scope=new, state=prior, position=format_lsn(end), bootstrap=None
         )
         request = write_request(
             statement_id,
             "RESCOPE",
             [applied],
-            updates=(AlterExternalTable(table_id, fields),),
+            updates=(rescoped,),
             requirements=(FollowedFrom(table_id, name, ext.position, old, rescoping=True),),
         )
         result = catalog.commit([request], clock=clock)
@@ -326,7 +327,7 @@ def _current(catalog: Catalog, ext: ExternalTableInfo) -> ExternalTableInfo:
 def _fence(catalog: Catalog, clock: Clock, ext: ExternalTableInfo) -> ExternalTableInfo:
     """Mark ``ext`` RESCOPING at its current position: from then on no other follow commits."""
     for _ in range(_ATTEMPTS):
-        update = AlterExternalTable(ext.table_id, (("state", "RESCOPING"),))
+        update = AlterExternalTable(ext.table_id, state="RESCOPING")
         fence = FollowedFrom(ext.table_id, ext.name, ext.position, ext.scope)
         try:
             catalog.commit(
@@ -345,7 +346,7 @@ def _fence(catalog: Catalog, clock: Clock, ext: ExternalTableInfo) -> ExternalTa
 
 def _progress(catalog: Catalog, clock: Clock, table_id: int, text: str | None) -> None:
     """Say (DESCRIBE EXTERNAL TABLE's ``bootstrap``) that a widening is under way, or no more."""
-    update = AlterExternalTable(table_id, (("bootstrap", text),))
+    update = AlterExternalTable(table_id, bootstrap=text)
     with contextlib.suppress(ChangelakeError):
         catalog.commit([CommitRequest(new_statement_id(), "BOOTSTRAP", (update,))], clock=clock)
 
@@ -355,7 +356,7 @@ def _now(clock: Clock) -> str:
 
 
 def _unfence(catalog: Catalog, clock: Clock, table_id: int, state: str) -> None:
-    update = AlterExternalTable(table_id, (("state", state),))
+    update = AlterExternalTable(table_id, state=state)
     with contextlib.suppress(ChangelakeError):
         catalog.commit(
             [CommitRequest(new_statement_id(), "RESCOPE FAILED", (update,))], clock=clock

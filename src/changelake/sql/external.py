@@ -199,13 +199,13 @@ def alter_external_table(
         return objects.refresh(ctx, spark, warehouse, st.name)
     if st.action in ("SUSPEND", "RESUME"):
         return objects.set_state(ctx, st.name, st.action)
-    fields: dict[str, object] = {}
     about = f"ALTER EXTERNAL TABLE {st.name} SET"
-    if "FOLLOW_LAG" in st.options:
-        fields["follow_lag"] = _follow_lag(st.options["FOLLOW_LAG"], about=about)
     if "COMMENT" in st.options:
         raise UnsupportedError(f"{about}: COMMENT is fixed at CREATE for now.")
-    return objects.set_options(ctx, st.name, fields)
+    if "FOLLOW_LAG" not in st.options:
+        raise InvalidStatementError(f"{about}: give FOLLOW_LAG = '<interval>'.")
+    follow_lag = _follow_lag(st.options["FOLLOW_LAG"], about=about)
+    return objects.set_options(ctx, st.name, follow_lag)
 
 
 def _ts(epoch: float | None) -> dt.datetime | None:

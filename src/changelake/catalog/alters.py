@@ -1,0 +1,164 @@
+"""Updates that set properties of a dynamic table, a task, a task run or an external table: one
+typed field per settable property (``UNSET``: left as it is), each checked when the update is
+built, so that no untyped bag of column names reaches the catalog."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from changelake.catalog.model import TaskDefinition
+
+
+class Unset(Enum):
+    """The value of a field an ``Alter…`` update leaves as it is."""
+
+    UNSET = "UNSET"
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = Unset.UNSET
+
+
+def set_fields(update: object) -> dict[str, object]:
+    """The fields an ``Alter…`` update sets (those not UNSET), by name; its first field, the
+    object's id, left out."""
+    named = dataclasses.fields(update)  # type: ignore[arg-type]
+    return {
+        f.name: getattr(update, f.name) for f in named[1:] if getattr(update, f.name) is not UNSET
+    }
+
+
+def _check(update: object, **rules: Callable[[Any], bool]) -> None:
+    """Refuse an update that sets nothing, or sets a field to a value its rule refuses."""
+    found = set_fields(update)
+    name = type(update).__name__
+    if not found:
+        raise ValueError(f"{name} sets nothing")
+    for field_name, ok in rules.items():
+        if field_name in found and not ok(found[field_name]):
+            raise ValueError(f"{name}: {field_name} = {found[field_name]!r} is not allowed")
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and value >= 0
+
+
+def _seconds(value: Any) -> bool:
+    return isinstance(value, int | float) and value > 0
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _text_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+@dataclass(frozen=True)
+class AlterDynamicTable:
+    """Set properties of a dynamic table's definition or scheduling state (ALTER DYNAMIC TABLE,
+    a suspension after failures, a refresh of a changed definition); UNSET: left as it is."""
+
+    table_id: int
+    fingerprint: str | Unset = UNSET
+    target_lag: float | None | Unset = UNSET  # seconds; None: DOWNSTREAM
+    refresh_mode: str | Unset = UNSET  # AUTO | FULL | INCREMENTAL
+    effective_mode: str | Unset = UNSET  # FULL | INCREMENTAL
+    mode_reason: str | Unset = UNSET
+    scheduling_state: str | Unset = UNSET  # ACTIVE | SUSPENDED
+    suspended_reason: str | Unset = UNSET
+    failures: int | Unset = UNSET
+
+    def __post_init__(self) -> None:
+        _check(
+            self,
+            fingerprint=_text,
+            target_lag=lambda v: v is None or _seconds(v),
+            refresh_mode=lambda v: v in ("AUTO", "FULL", "INCREMENTAL"),
+            effective_mode=lambda v: v in ("FULL", "INCREMENTAL"),
+            mode_reason=_text,
+            scheduling_state=lambda v: v in ("ACTIVE", "SUSPENDED"),
+            suspended_reason=_text,
+            failures=_count,
+        )
+
+
+@dataclass(frozen=True)
+class AlterTask:
+    """Set properties of a task (its definition, state, next run, failures); a new definition's
+    AFTER is checked for cycles as at CREATE. UNSET: left as it is."""
+
+    task_id: int
+    definition: TaskDefinition | Unset = UNSET
+    state: str | Unset = UNSET  # started | suspended
+    suspended_reason: str | Unset = UNSET
+    failures: int | Unset = UNSET
+    next_at: float | None | Unset = UNSET  # when it runs next; None: not scheduled
+
+    def __post_init__(self) -> None:
+        _check(
+            self,
+            definition=lambda v: isinstance(v, TaskDefinition),
+            state=lambda v: v in ("started", "suspended"),
+            suspended_reason=_text,
+            failures=_count,
+            next_at=lambda v: v is None or isinstance(v, int | float),
+        )
+
+
+@dataclass(frozen=True)
+class FinishTaskRun:
+    """End an EXECUTING task run: in a commit, with that commit's time and number (what its
+    statement wrote and its SUCCEEDED row commit together, once); or on its own, when it
+    committed nothing (``Catalog.end_task_run``: FAILED, CANCELLED)."""
+
+    run_id: int
+    state: str  # SUCCEEDED | FAILED | CANCELLED
+    statement_id: str | Unset = UNSET  # the statement whose commit it was
+    spark_jobs: int | Unset = UNSET
+    reason: str | Unset = UNSET
+    error: str | Unset = UNSET
+
+    def __post_init__(self) -> None:
+        _check(
+            self,
+            state=lambda v: v in ("SUCCEEDED", "FAILED", "CANCELLED"),
+            statement_id=_text,
+            spark_jobs=_count,
+            reason=_text,
+            error=_text,
+        )
+
+
+@dataclass(frozen=True)
+class AlterExternalTable:
+    """Set properties of an external table: its scope, follow state, error, lag, source
+    position; UNSET: left as it is."""
+
+    table_id: int
+    scope: str | None | Unset = UNSET  # SCOPE = DEPENDENTS: the OR of predicates; None: all
+    state: str | Unset = UNSET  # ACTIVE | SUSPENDED | FAILED | RESCOPING
+    error: str | None | Unset = UNSET
+    follow_lag: float | Unset = UNSET  # seconds
+    followed_at: float | Unset = UNSET
+    position: str | None | Unset = UNSET  # where in the source the rows are: an LSN, a count
+    bootstrap: str | None | Unset = UNSET  # a rescope in progress
+
+    def __post_init__(self) -> None:
+        _check(
+            self,
+            scope=_text_or_none,
+            state=lambda v: v in ("ACTIVE", "SUSPENDED", "FAILED", "RESCOPING"),
+            error=_text_or_none,
+            follow_lag=_seconds,
+            followed_at=lambda v: isinstance(v, int | float),
+            position=_text_or_none,
+            bootstrap=_text_or_none,
+        )
