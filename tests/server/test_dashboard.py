@@ -86,6 +86,28 @@ def test_names_cannot_inject_into_the_graph_or_the_page(dashboard, session):
     assert "x&quot; [url=&quot;javascript:alert(1)&quot;] &quot;y&lt;b&gt;" in svg.lower()
 
 
+def test_names_with_markup_are_text_on_every_page(dashboard, session):
+    table, dynamic = '<script>alert(1)</script>"', '<img src=x onerror="alert(2)">'
+    session.sql(f"CREATE TABLE `{table}` (id INT)")
+    session.sql(
+        f"CREATE DYNAMIC TABLE `{dynamic}` TARGET_LAG = '1 minute' AS SELECT * FROM `{table}`"
+    )
+    base = dashboard().base
+    overview = _get(base + "/")[1]
+    link = re.search(r'<a href="(/ui/dynamic-tables/[^"]+)">', overview)
+    assert link is not None and "%3Cimg%20src%3Dx" in link.group(1)  # percent-encoded
+    table_page = "/ui/tables/" + link.group(1).rpartition("/")[2]
+    answers = [_get(base + path) for path in (link.group(1), table_page)]
+    assert [status for status, _, _ in answers] == [200, 200]
+    pages = {"/": overview, "dynamic table": answers[0][1], "table": answers[1][1]}
+    pages["fragment"] = _get(base + link.group(1) + "?fragment=1")[1]
+    for page in pages.values():
+        assert "<script>alert" not in page and "<img" not in page
+        assert "&lt;img src=x onerror=" in page  # the name, as text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in overview.split("<h2>Tables</h2>")[1]
+    assert "SELECT * FROM `&lt;script&gt;alert(1)&lt;/script&gt;" in pages["fragment"]
+
+
 def test_the_overview_lists_every_object_and_draws_the_pipeline(pipeline, dashboard):
     http = dashboard()
     status, page, headers = _get(http.base + "/")
