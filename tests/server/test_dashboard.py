@@ -8,12 +8,14 @@ import time
 import urllib.request
 
 import pytest
+from fastapi import FastAPI
 from test_http import Http, _serve
 
 from changelake.dynamic.scheduler import Resources
 from changelake.ingest import Client
 from changelake.server import create_app
-from changelake.sql.dashboard import DashboardData
+from changelake.server.dashboard import dashboard_routes
+from changelake.sql.dashboard import SECTIONS, DashboardData
 
 
 @pytest.fixture
@@ -106,6 +108,37 @@ def test_names_with_markup_are_text_on_every_page(dashboard, session):
         assert "&lt;img src=x onerror=" in page  # the name, as text
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in overview.split("<h2>Tables</h2>")[1]
     assert "SELECT * FROM `&lt;script&gt;alert(1)&lt;/script&gt;" in pages["fragment"]
+
+
+class _Figures:
+    """A dashboard source of fixed figures (no Spark): a table named with markup, read by a view."""
+
+    name = "<script>alert(1)</script>"
+
+    def overview(self) -> dict:
+        sections = {key: [] for key in SECTIONS} | {"task_runs": []}
+        return sections | {
+            "tables": [{"name": self.name, "version": 0, "retention_days": 1}],
+            "nodes": [
+                {"name": self.name, "kind": "table", "row": {}},
+                {"name": "v", "kind": "view", "row": {}},
+            ],
+            "edges": [{"from": self.name, "to": "v"}],
+        }
+
+
+def test_without_graphviz_the_overview_lists_the_edges_as_text(monkeypatch):
+    monkeypatch.setenv("PATH", "")  # no dot
+    app = FastAPI()
+    app.include_router(dashboard_routes(_Figures(), None, "pipeline"))
+    serving = _serve(app)
+    try:
+        page = _get(next(serving) + "/")[1]
+    finally:
+        next(serving, None)
+    assert "Install Graphviz" in page and "<svg" not in page and "<script>alert" not in page
+    assert "<li>&lt;script&gt;alert(1)&lt;/script&gt; → v</li>" in page
+    assert '<a href="/ui/tables/%3Cscript%3Ealert%281%29%3C%2Fscript%3E">' in page
 
 
 def test_the_overview_lists_every_object_and_draws_the_pipeline(pipeline, dashboard):

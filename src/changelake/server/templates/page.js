@@ -1,4 +1,5 @@
-// Draws the page's charts, and every data-poll-ms fetches the page's content again and swaps it in.
+// Draws the page's charts; every data-poll-ms milliseconds (on main) fetches the page's content
+// again (?fragment=1) and swaps it in.
 const main = document.getElementById("main");
 
 function drawCharts() {
