@@ -51,6 +51,14 @@ def test_split_statements_reports_an_unterminated_string() -> None:
         split_statements("SELECT 'abc")
 
 
+def test_serve_help_describes_all_the_service_does(tmp_path: Path) -> None:
+    shown = " ".join(_ok(_invoke(tmp_path / "wh", "serve", "--help")).split())
+    for part in ("ingest", "SQL", "sessions", "dynamic tables", "tasks", "dashboard"):
+        assert part in shown, part
+    assert "runs tasks and follows external tables" in shown  # the scheduler
+    assert "Serve the ingest channels" not in shown
+
+
 def test_create_insert_select_tables_history_describe(tmp_path: Path) -> None:
     wh = tmp_path / "wh"
     _ok(_invoke(wh, "sql", "CREATE TABLE people (id INT, name STRING)"))

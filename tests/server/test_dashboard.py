@@ -8,12 +8,14 @@ import time
 import urllib.request
 
 import pytest
+from fastapi import FastAPI
 from test_http import Http, _serve
 
 from changelake.dynamic.scheduler import Resources
 from changelake.ingest import Client
 from changelake.server import create_app
-from changelake.sql.dashboard import DashboardData
+from changelake.server.dashboard import dashboard_routes
+from changelake.sql.dashboard import SECTIONS, DashboardData
 
 
 @pytest.fixture
@@ -84,6 +86,59 @@ def test_names_cannot_inject_into_the_graph_or_the_page(dashboard, session):
     svg = page[page.index("<svg") : page.index("</svg>")]
     assert len(re.findall(r'class="node"', svg)) == 2 and len(re.findall(r'class="edge"', svg)) == 1
     assert "x&quot; [url=&quot;javascript:alert(1)&quot;] &quot;y&lt;b&gt;" in svg.lower()
+
+
+def test_names_with_markup_are_text_on_every_page(dashboard, session):
+    table, dynamic = '<script>alert(1)</script>"', '<img src=x onerror="alert(2)">'
+    session.sql(f"CREATE TABLE `{table}` (id INT)")
+    session.sql(
+        f"CREATE DYNAMIC TABLE `{dynamic}` TARGET_LAG = '1 minute' AS SELECT * FROM `{table}`"
+    )
+    base = dashboard().base
+    overview = _get(base + "/")[1]
+    link = re.search(r'<a href="(/ui/dynamic-tables/[^"]+)">', overview)
+    assert link is not None and "%3Cimg%20src%3Dx" in link.group(1)  # percent-encoded
+    table_page = "/ui/tables/" + link.group(1).rpartition("/")[2]
+    answers = [_get(base + path) for path in (link.group(1), table_page)]
+    assert [status for status, _, _ in answers] == [200, 200]
+    pages = {"/": overview, "dynamic table": answers[0][1], "table": answers[1][1]}
+    pages["fragment"] = _get(base + link.group(1) + "?fragment=1")[1]
+    for page in pages.values():
+        assert "<script>alert" not in page and "<img" not in page
+        assert "&lt;img src=x onerror=" in page  # the name, as text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in overview.split("<h2>Tables</h2>")[1]
+    assert "SELECT * FROM `&lt;script&gt;alert(1)&lt;/script&gt;" in pages["fragment"]
+
+
+class _Figures:
+    """A dashboard source of fixed figures (no Spark): a table named with markup, read by a view."""
+
+    name = "<script>alert(1)</script>"
+
+    def overview(self) -> dict:
+        sections = {key: [] for key in SECTIONS} | {"task_runs": []}
+        return sections | {
+            "tables": [{"name": self.name, "version": 0, "retention_days": 1}],
+            "nodes": [
+                {"name": self.name, "kind": "table", "row": {}},
+                {"name": "v", "kind": "view", "row": {}},
+            ],
+            "edges": [{"from": self.name, "to": "v"}],
+        }
+
+
+def test_without_graphviz_the_overview_lists_the_edges_as_text(monkeypatch):
+    monkeypatch.setenv("PATH", "")  # no dot
+    app = FastAPI()
+    app.include_router(dashboard_routes(_Figures(), None, "pipeline"))
+    serving = _serve(app)
+    try:
+        page = _get(next(serving) + "/")[1]
+    finally:
+        next(serving, None)
+    assert "Install Graphviz" in page and "<svg" not in page and "<script>alert" not in page
+    assert "<li>&lt;script&gt;alert(1)&lt;/script&gt; → v</li>" in page
+    assert '<a href="/ui/tables/%3Cscript%3Ealert%281%29%3C%2Fscript%3E">' in page
 
 
 def test_the_overview_lists_every_object_and_draws_the_pipeline(pipeline, dashboard):

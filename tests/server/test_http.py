@@ -399,6 +399,17 @@ def test_close_and_drop(service):
     assert (gone.status, gone.body["error"]["type"]) == (404, "ChannelNotFoundError")
 
 
+def test_openapi_names_the_service_by_what_it_serves(session):
+    client = Client(session.warehouse.root, max_client_lag=60.0)
+    serving = _serve(create_app(client, token=None))
+    try:
+        info = Http(next(serving)).call("GET", "/openapi.json").body["info"]
+    finally:
+        next(serving, None)
+    assert info["title"] == "changelake serve"
+    assert "ingest channels" in info["description"] and "SQL" not in info["description"]
+
+
 def test_openapi_describes_the_routes(service):
     http = service(token="t0k")
     spec = Http(http.base).call("GET", "/openapi.json").body

@@ -1,5 +1,6 @@
-"""``changelake serve``: the service (ingest channels, SQL over HTTP, the scheduler) of one
-warehouse. Loaded only when the command runs: it brings Spark and the web framework."""
+"""``changelake serve``: the service of one warehouse (ingest channels, SQL over HTTP with
+sessions, dynamic tables and tasks, the web dashboard, and the scheduler of dynamic tables, tasks
+and external tables). Loaded only when the command runs: it brings Spark and the web framework."""
 
 from __future__ import annotations
 
@@ -66,8 +67,8 @@ from changelake.sql.service import StatementService
 @click.option(
     "--no-scheduler",
     is_flag=True,
-    help="Do not refresh dynamic tables nor run tasks (another serve does; ALTER ... REFRESH"
-    " and EXECUTE TASK work without one).",
+    help="Do not refresh dynamic tables, run tasks nor follow external tables (another serve"
+    " does; ALTER ... REFRESH and EXECUTE TASK work without one).",
 )
 @click.option(
     "--scheduler-lease",
@@ -89,11 +90,20 @@ def serve(
     no_scheduler: bool,
     scheduler_lease: float,
 ) -> None:
-    """Serve the ingest channels of WAREHOUSE over HTTP until Ctrl-C or SIGTERM; buffered rows
-    are committed before it exits. The API is described at /openapi.json. Unless
-    --no-scheduler, it also keeps the warehouse's dynamic tables within their target lags and runs
-    its tasks (one
-    serve per warehouse does: the others wait to take over)."""
+    """Serve WAREHOUSE over HTTP until Ctrl-C or SIGTERM:
+
+    \b
+    - ingest: rows streamed into tables through channels with offset
+      tokens; buffered rows are committed before it exits;
+    - SQL: POST /v1/sql, with sessions (/v1/sessions) that hold a
+      transaction across requests; `changelake sql` uses it;
+    - dynamic tables and tasks: list, refresh or execute, suspend, resume;
+    - the dashboard: a read-only web view of the warehouse at /;
+    - the scheduler, unless --no-scheduler: keeps dynamic tables within
+      their target lags, runs tasks and follows external tables (one
+      serve per warehouse schedules: the others wait to take over).
+
+    The API is described at /openapi.json."""
     err = Console(stderr=True, soft_wrap=True)
     catalog = catalog_url or target.catalog
 

@@ -1,5 +1,6 @@
-"""The HTTP API of ``changelake serve``: ingest channels of one ``changelake.ingest.Client``, for
-producers that are not Python processes on this machine.
+"""The HTTP API of ``changelake serve``: the ingest channels of one ``changelake.ingest.Client``,
+and the routes of what the caller hands in: SQL with sessions, dynamic tables, tasks and the
+web dashboard.
 
 Every call of the SDK that may block (catalog queries, flushes, waiting for a commit, validating a
 request's rows) runs in a worker thread, so the event loop keeps serving other requests.
@@ -94,10 +95,19 @@ def create_app(
         finally:
             await run_in_threadpool(client.close)
 
+    served = (
+        ("stream rows into tables through ingest channels with offset tokens", True),
+        ("run SQL, in sessions that hold a transaction across requests", statements is not None),
+        ("list, refresh, suspend and resume dynamic tables", dynamic_tables is not None),
+        ("list, execute, suspend and resume tasks", tasks is not None),
+        ("browse the warehouse in the read-only web dashboard at `/`", dashboard is not None),
+    )
     app = FastAPI(
-        title="changelake ingest",
+        title="changelake serve",
         version=importlib.metadata.version("changelake"),
-        description="Stream rows into changelake tables through channels with offset tokens.",
+        description="A changelake warehouse over HTTP: "
+        + "; ".join(what for what, here in served if here)
+        + ".",
         lifespan=lifespan,
     )
     problems.install(app, retry_after_seconds=client.max_client_lag)

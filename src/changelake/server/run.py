@@ -1,4 +1,5 @@
-"""Running the service: one ingest client, the app around it, and uvicorn listening for it."""
+"""Running the service: one ingest client, the app around it (with the SQL, dynamic table, task
+and dashboard routes handed in), its background work (the scheduler) and uvicorn listening."""
 
 from __future__ import annotations
 
@@ -76,12 +77,13 @@ def serve(
     dashboard: Dashboard | None = None,
     verbose: bool = False,
 ) -> None:
-    """Serve the ingest channels of ``warehouse`` over HTTP until SIGINT or SIGTERM; then close
-    the client, which commits every buffered row. ``announce`` receives the URL once the service
+    """Serve ``warehouse`` over HTTP until SIGINT or SIGTERM: its ingest channels, and the routes
+    of ``statements`` (SQL with sessions), ``dynamic_tables``, ``tasks`` and ``dashboard`` when
+    given; then close the client, which commits every buffered row. ``announce`` receives the URL once the service
     accepts connections (by default it is printed to stderr).
 
     Without ``token`` the service only listens on a loopback address. ``background`` services
-    (the scheduler of dynamic tables and tasks) run while it serves. The web server logs
+    (the scheduler of dynamic tables, tasks and external tables) run while it serves. The web server logs
     warnings only, unless ``verbose`` (then every request too)."""
     check_exposure(host, token)
     if max_request_bytes <= 0:
