@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from changelake.arrow_types import arrow_type
 from changelake.dml.common import Target, commit_one
 from changelake.dml.result import StatementResult
 from changelake.errors import (
@@ -26,15 +27,9 @@ from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
 from changelake.txn.context import StatementContext
 
-_ARROW_TYPES = {
-    "int": pa.int32(),
-    "bigint": pa.int64(),
-    "double": pa.float64(),
-    "boolean": pa.bool_(),
-    "string": pa.string(),
-    "date": pa.date32(),
-    "binary": pa.binary(),
-}
+# The column types whose literals ``_coerce`` converts (and DECIMAL); a row with any other type of
+# column (TIMESTAMP) goes through Spark.
+_LITERAL_TYPES = frozenset({"int", "bigint", "double", "boolean", "string", "date", "binary"})
 
 
 def target_columns(schema: TableSchema, listed: list[str] | None, *, table: str) -> list[Column]:
@@ -164,11 +159,8 @@ def _literal_value(node: exp.Expression) -> tuple[bool, Any]:
     return False, None
 
 
-def _arrow_type(column: Column) -> pa.DataType | None:
-    if column.type.startswith("decimal"):
-        precision, scale = column.type[8:-1].split(",")
-        return pa.decimal128(int(precision), int(scale))
-    return _ARROW_TYPES.get(column.type)
+def _takes_literals(column: Column) -> bool:
+    return column.type in _LITERAL_TYPES or column.type.startswith("decimal")
 
 
 def _write_literal_rows(
@@ -181,7 +173,7 @@ def _write_literal_rows(
     statement_id: str,
 ) -> list | None:
     """Write VALUES made only of literals straight to Parquet; None to fall back to Spark."""
-    if any(_arrow_type(c) is None for c in schema.columns):
+    if not all(_takes_literals(c) for c in schema.columns):
         return None
     rows = []
     for row in values.expressions:
@@ -198,22 +190,22 @@ def _write_literal_rows(
     given = {c.column_id: i for i, c in enumerate(chosen)}
     arrays, fields = [], []
     for c in schema.columns:
-        arrow_type = _arrow_type(c)
+        kind = arrow_type(c.type)
         raw = [r[given[c.column_id]] for r in rows] if c.column_id in given else [None] * len(rows)
         if not c.nullable and any(v is None for v in raw):
             raise NotNullViolationError(
                 f"NULL value for NOT NULL column {table}.{c.name}; nothing was written."
                 " Provide a value or make the column nullable."
             )
-        arrays.append(_to_arrow(raw, arrow_type, column=c, table=table))
-        fields.append(pa.field(c.physical, arrow_type))
+        arrays.append(_to_arrow(raw, kind, column=c, table=table))
+        fields.append(pa.field(c.physical, kind))
     arrays += [pa.nulls(len(rows), pa.int64()), pa.nulls(len(rows), pa.int64())]
     fields += [pa.field(ROW_ID, pa.int64()), pa.field(ROW_VERSION, pa.int64())]
     data = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     return write_arrow(warehouse, data, statement_id=statement_id)
 
 
-def _to_arrow(raw: list[Any], arrow_type: pa.DataType, *, column: Column, table: str) -> pa.Array:
+def _to_arrow(raw: list[Any], kind: pa.DataType, *, column: Column, table: str) -> pa.Array:
     def mismatch(value: Any) -> TypeMismatchError:
         return TypeMismatchError(
             f"Type mismatch for column {table}.{column.name} ({column.type.upper()}): value"
@@ -230,7 +222,7 @@ def _to_arrow(raw: list[Any], arrow_type: pa.DataType, *, column: Column, table:
         except (ValueError, TypeError, decimal.InvalidOperation, ArithmeticError):
             raise mismatch(v) from None  # the message says it all; Python's adds nothing
     try:
-        return pa.array(out, type=arrow_type)
+        return pa.array(out, type=kind)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         bad = next((v for v in raw if v is not None), None)
         raise mismatch(bad) from None

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from changelake.arrow_types import arrow_type
 from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
 from changelake.catalog.requests import (
     AlterExternalTable,
@@ -303,28 +304,6 @@ def _positions(ext: ExternalTableInfo, relation: Relation, names: list[str]) -> 
     return {n: found[n] for n in names}
 
 
-_ARROW = {
-    "smallint": pa.int16(),
-    "int": pa.int32(),
-    "bigint": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "boolean": pa.bool_(),
-    "string": pa.string(),
-    "binary": pa.binary(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-}
-
-
-def _arrow_type(type_: str) -> pa.DataType:
-    if type_.startswith("decimal("):
-        precision, scale = type_[len("decimal(") : -1].split(",")
-        return pa.decimal128(int(precision), int(scale))
-    return _ARROW[type_]
-
-
 def apply_folded(
     spark: SparkSession,
     warehouse: Warehouse,
@@ -361,11 +340,11 @@ def _stage(warehouse: Warehouse, ext: ExternalTableInfo, folded: Folded, stateme
     ]
     gone = [e is None for e in folded.rows.values()]
     types = dict(columns)
-    arrays = [pa.array([e[0].get(n) for e in entries], _arrow_type(t)) for n, t in columns]
+    arrays = [pa.array([e[0].get(n) for e in entries], arrow_type(t)) for n, t in columns]
     arrays.append(pa.array(gone, pa.bool_()))
     arrays.append(pa.array([",".join(sorted(e[1])) or None for e in entries], pa.string()))
     arrays += [
-        pa.array([e[2][i] for e in entries], _arrow_type(types[k])) for i, k in enumerate(keys)
+        pa.array([e[2][i] for e in entries], arrow_type(types[k])) for i, k in enumerate(keys)
     ]
     names = [*(n for n, _ in columns), _GONE, _KEEP, *(_FROM + k for k in keys)]
     if not entries:  # a TRUNCATE alone: the schema, no rows
