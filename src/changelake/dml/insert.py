@@ -21,7 +21,7 @@ from changelake.errors import (
     TypeMismatchError,
 )
 from changelake.plan.bind import Binder
-from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema
+from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema
 from changelake.storage.footers import describe_files, trusted_statistics
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
@@ -42,7 +42,9 @@ def target_columns(schema: TableSchema, listed: list[str] | None, *, table: str)
     return chosen
 
 
-def full_rows(df: DataFrame, schema: TableSchema, chosen: list[Column], *, table: str) -> DataFrame:
+def widened_to_table(
+    df: DataFrame, schema: TableSchema, chosen: list[Column], *, table: str
+) -> DataFrame:
     """``df`` (one column per chosen column) widened to every table column, NULL where missing."""
     if len(df.columns) != len(chosen):
         raise InvalidStatementError(
@@ -85,7 +87,7 @@ def insert(
             warehouse, source, schema, chosen, table=name, statement_id=ctx.statement_id
         )
     if files is None:
-        df = full_rows(binder.query(source), schema, chosen, table=name)
+        df = widened_to_table(binder.query(source), schema, chosen, table=name)
         files = write_data(
             warehouse,
             df,
@@ -117,7 +119,7 @@ def append_dataframe(
         schema.column(unknown[0], table=name)  # raises with a suggestion
     chosen = [c for c in schema.columns if c.name.lower() in by_lower]
     df = df.select(*[F.col(f"`{by_lower[c.name.lower()]}`") for c in chosen])
-    df = full_rows(df, schema, chosen, table=name)
+    df = widened_to_table(df, schema, chosen, table=name)
     files = write_data(
         warehouse,
         df,
@@ -200,7 +202,7 @@ def _write_literal_rows(
         arrays.append(_to_arrow(raw, kind, column=c, table=table))
         fields.append(pa.field(c.physical, kind))
     arrays += [pa.nulls(len(rows), pa.int64()), pa.nulls(len(rows), pa.int64())]
-    fields += [pa.field(ROW_ID, pa.int64()), pa.field(ROW_VERSION, pa.int64())]
+    fields += [pa.field(STORED_ROW_ID, pa.int64()), pa.field(ROW_VERSION, pa.int64())]
     data = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     return write_arrow(warehouse, data, statement_id=statement_id)
 

@@ -33,15 +33,15 @@ from changelake.catalog.requests import (
     Requirement,
     RowCounts,
 )
+from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.changes.plan import Information
-from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, Applied, apply_delta, diff
 from changelake.dynamic.definition import Definition
 from changelake.dynamic.evaluate import query_rows
 from changelake.dynamic.maintain import (
+    aggregated_rows,
     explain_lines,
-    full_rows,
     input_rows,
     maintained,
     maintained_delta,
@@ -272,13 +272,13 @@ def _delta(
             plan.versions,
             information=Information.DEFAULT,
         )
-        yield _renamed(df, names, (ACTION, ISUPDATE, ROW_ID))
+        yield _renamed(df, names, (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID))
         return
     if state is not None:
-        rows = full_rows(state, input_rows(ctx, spark, warehouse, state, ends), names)
+        rows = aggregated_rows(state, input_rows(ctx, spark, warehouse, state, ends), names)
     else:
         rows = query_rows(ctx, spark, warehouse, plan.definition, ends, plan.data_timestamp)
-        rows = _renamed(rows, names, (ROW_ID,))
+        rows = _renamed(rows, names, (METADATA_ROW_ID,))
         # state columns the query no longer maintains are left NULL
         rows = rows.select("*", *[F.lit(None).cast(c.type).alias(c.name) for c in schema.state])
     stored_rows = read_state(spark, warehouse, target.state, identity=True)

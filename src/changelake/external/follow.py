@@ -34,7 +34,7 @@ from changelake.catalog.requests import (
     RowCounts,
 )
 from changelake.catalog.store import Catalog
-from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
+from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.clock import Clock
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, Applied, apply_delta, diff
@@ -405,9 +405,9 @@ def _delta(
             unfolded = unfolded.where(F.coalesce(F.expr(keep), F.lit(False)))
         inserts = unfolded.select(
             *[F.col(quoted(n)) for n in names],
-            F.lit("INSERT").alias(ACTION),
-            F.lit(False).alias(ISUPDATE),
-            F.col(ROW_KEY).alias(ROW_ID),
+            F.lit("INSERT").alias(METADATA_ACTION),
+            F.lit(False).alias(METADATA_ISUPDATE),
+            F.col(ROW_KEY).alias(METADATA_ROW_ID),
             *[F.lit(None).cast(every.schema[c].dataType).alias(c) for c in STORED],
         )
     keeps = any(e is not None and e[1] for e in folded.rows.values())
@@ -438,7 +438,7 @@ def _delta(
     rows = new.where(~F.col(_GONE))
     if keep is not None:
         rows = rows.where(F.coalesce(F.expr(keep), F.lit(False)))
-    rows = rows.select(*[F.col(quoted(n)) for n in names], F.col(ROW_KEY).alias(ROW_ID))
+    rows = rows.select(*[F.col(quoted(n)) for n in names], F.col(ROW_KEY).alias(METADATA_ROW_ID))
     delta = diff(stored, rows, names, carried=STORED)
     return delta if inserts is None else delta.unionByName(inserts)
 
