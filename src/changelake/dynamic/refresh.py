@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from changelake.catalog.model import DynamicTableInfo, RefreshRecord, TableInfo
+from changelake.catalog.model import (
+    DynamicTableInfo,
+    RefreshAction,
+    RefreshMode,
+    RefreshRecord,
+    TableInfo,
+)
 from changelake.catalog.requests import (
     AlterDynamicTable,
     CommitRequest,
@@ -172,7 +178,7 @@ def _action(
             )
     if all(ends[t] == start for t, start in frontiers.items()) and definition.tables:
         return "NO_DATA", "no table it reads changed since its last refresh"
-    if dyn.definition.effective_mode == "FULL":
+    if dyn.definition.effective_mode == RefreshMode.FULL:
         return "FULL", dyn.definition.mode_reason
     return "INCREMENTAL", "its query's changes since the last refresh"
 
@@ -195,7 +201,9 @@ def run_refresh(
     dyn = plan.dt
     write_id = new_statement_id()  # the files' directories: one statement may run several
     applied, jobs, since = Applied(), 0, dyn.info.current_version
-    if plan.action != "NO_DATA":  # which writes nothing, so needs none of the stored files
+    if (
+        plan.action != RefreshAction.NO_DATA
+    ):  # which writes nothing, so needs none of the stored files
         target = Target(dyn.info, ctx.state(dyn.info, since))
         with (
             counted_jobs(spark, f"refresh of dynamic table {dyn.name}") as count,
@@ -258,11 +266,11 @@ def _delta(
     ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
     found = maintained(ctx, spark, warehouse, plan.definition, ends)
     state = stored_state(found, schema)
-    if plan.action == "INCREMENTAL" and state is not None:
+    if plan.action == RefreshAction.INCREMENTAL and state is not None:
         with maintained_delta(ctx, spark, warehouse, state, plan.versions, target) as delta:
             yield delta
         return
-    if plan.action == "INCREMENTAL" and tree is not None:
+    if plan.action == RefreshAction.INCREMENTAL and tree is not None:
         df, _ = changes_over(
             ctx,
             spark,
@@ -316,7 +324,7 @@ def explain_refresh(
         plan = plan_refresh(ctx, dyn, definitions[dyn.table_id], data_timestamp, explain=True)
         lines += plan.lines()
         tree = plan.definition.tree
-        if plan.action == "INCREMENTAL" and tree is not None:
+        if plan.action == RefreshAction.INCREMENTAL and tree is not None:
             _, view_plan = changes_over(
                 ctx,
                 spark,

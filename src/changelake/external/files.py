@@ -25,6 +25,7 @@ from changelake.catalog.model import (
     ExternalDefinition,
     ExternalFile,
     ExternalTableInfo,
+    ExternalTableState,
 )
 from changelake.catalog.requests import (
     AddFiles,
@@ -241,7 +242,9 @@ def refresh(
     new = sorted(p for p in listed if p not in registered)
     fields: list[tuple[str, object]] = []
     report = _report(ext, registered, listed)
-    if ext.state != "FAILED" and report != ext.error:  # a FAILED table keeps its error
+    if (
+        ext.state != ExternalTableState.FAILED and report != ext.error
+    ):  # a FAILED table keeps its error
         fields.append(("error", report))
     if not new and not fields:
         return Followed(files_registered=int(ext.position or 0))
