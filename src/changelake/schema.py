@@ -13,7 +13,7 @@ from functools import cached_property
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
 
 HIDDEN_PREFIX = "_cl_"
-ROW_ID = "_cl_row_id"
+STORED_ROW_ID = "_cl_row_id"
 ROW_VERSION = "_cl_row_version"
 # A dynamic table's column holding each row's ROW_ID in its defining query: stored as a column of
 # the table (so writes, deletion-vector images and compaction keep it), never shown to users.

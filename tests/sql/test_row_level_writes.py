@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 
 from changelake.dml import strategy
 from changelake.dml.common import Target
-from changelake.dml.matches import Matches, full_rows
+from changelake.dml.matches import Matches, matched_rows
 from changelake.dml.strategy import ONE_PASS, POSITIONS, TWO_PHASES, choose
 from changelake.errors import InvalidStatementError
 from changelake.storage import native
@@ -52,7 +52,7 @@ def test_phase_two_reads_only_the_files_that_have_a_match(session):
     found = found.withColumn(KEY, F.expr(address_key(str(size), POS)))
     matches = Matches(rows=found, per_file={name: 2}, per_kind={})
 
-    df = full_rows(session.spark, session.warehouse, Target(info, state), matches)
+    df = matched_rows(session.spark, session.warehouse, Target(info, state), matches)
 
     assert [os.path.basename(p) for p in df.inputFiles()] == [name]
     # rows 3 and 7 of the third file, i.e. ids 103 and 107, with their identity

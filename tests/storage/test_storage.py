@@ -14,7 +14,7 @@ from conftest import rows, state_of
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.errors import TimeTravelError
-from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema
+from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema
 from changelake.storage.pruning import Comparison, prune
 from changelake.storage.snapshot import POS, RID, VER, read_state
 
@@ -384,7 +384,7 @@ def test_fresh_rows_have_identity_base_row_id_plus_position(session):
     # Inserted rows cost no storage: the identity columns in their files are all NULL.
     for f in files:
         data = pq.read_table(Path(session.warehouse.root) / f.file.path)
-        assert data.column(ROW_ID).null_count == len(data)
+        assert data.column(STORED_ROW_ID).null_count == len(data)
         assert data.column(ROW_VERSION).null_count == len(data)
     assert session.sql("SELECT * FROM r").columns == ["id", "name", "n"]
 
@@ -399,7 +399,7 @@ def test_update_materializes_identity_and_last_changed_version(session):
     assert after[1] == (before[1][0], 2)
     (new,) = [f for f in _files(session, "r") if f.file.begin_version == 2]
     data = pq.read_table(Path(session.warehouse.root) / new.file.path).to_pylist()
-    assert [(d[ROW_ID], d[ROW_VERSION]) for d in data] == [(before[1][0], None)]
+    assert [(d[STORED_ROW_ID], d[ROW_VERSION]) for d in data] == [(before[1][0], None)]
     # Updating it again (to the same value) keeps the identity again.
     session.sql("UPDATE r SET n = n WHERE id = 1")
     assert _identity(session, "r")[1] == (before[1][0], 3)

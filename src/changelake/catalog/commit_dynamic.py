@@ -8,6 +8,7 @@ from typing import Any
 from changelake.catalog import dynamic_repo, lease_repo
 from changelake.catalog.alters import AlterDynamicTable, set_fields
 from changelake.catalog.commit_state import CommitState
+from changelake.catalog.model import RefreshState
 from changelake.catalog.requests import (
     DefineDynamicTable,
     LeaseHeld,
@@ -22,7 +23,7 @@ def _define(state: CommitState, u: DefineDynamicTable) -> None:
 
 def _record(state: CommitState, u: RecordRefresh) -> None:
     table_id = u.table if isinstance(u.table, int) else state.tables[u.table.lower()]
-    if u.refresh.state == "SUCCEEDED":
+    if u.refresh.state == RefreshState.SUCCEEDED:
         dynamic_repo.reached(state.conn, table_id, u.refresh)
     # written once the commit is stamped: the history row names the commit and the version
     state.refreshes.append((table_id, u.refresh))

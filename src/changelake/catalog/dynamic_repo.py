@@ -13,6 +13,7 @@ from changelake.catalog.model import (
     DynamicTableInfo,
     RefreshInfo,
     RefreshRecord,
+    RefreshState,
 )
 from changelake.catalog.table_repo import table_info
 from changelake.errors import ConflictError
@@ -78,7 +79,7 @@ def version_at(conn: Connection, table_id: int, data_timestamp: float) -> int | 
         select(_R.version)
         .where(
             _R.table_id == table_id,
-            _R.state == "SUCCEEDED",
+            _R.state == RefreshState.SUCCEEDED,
             _R.data_timestamp == data_timestamp,
         )
         .order_by(_R.refresh_id.desc())

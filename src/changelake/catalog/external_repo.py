@@ -14,6 +14,7 @@ from changelake.catalog.model import (
     ExternalDefinition,
     ExternalFile,
     ExternalTableInfo,
+    ExternalTableState,
     ScopeRecord,
 )
 from changelake.catalog.table_repo import table_info
@@ -117,7 +118,7 @@ def check_position(
     found = conn.execute(
         select(_E.position, _E.scope, _E.state).where(_E.table_id == table_id)
     ).first()
-    if found is not None and (found.state == "RESCOPING") != rescoping:
+    if found is not None and (found.state == ExternalTableState.RESCOPING) != rescoping:
         raise ConflictError(
             f"External table {name} is having its scope changed (a dependent was created or"
             " dropped); its follow waits for that and goes on after it."

@@ -3,11 +3,64 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 Stats = dict[str, dict[str, Any]]  # physical column -> {"min": v, "max": v, "nulls": n}
 DYNAMIC_PROPERTY = "dynamic"  # "true" in a dynamic table's properties
 EXTERNAL_PROPERTY = "external"  # an external table's source kind: POSTGRES | FILES
+
+
+# The states and modes the catalog stores, as text equal to their names. A member is a str, but
+# PySpark's schema inference recurses without end on one: a value bound for a DataFrame row is
+# passed as ``.value``.
+class RefreshMode(StrEnum):
+    """A dynamic table's REFRESH_MODE as asked (AUTO) or as chosen (FULL | INCREMENTAL)."""
+
+    AUTO = "AUTO"
+    FULL = "FULL"
+    INCREMENTAL = "INCREMENTAL"
+
+
+class RefreshAction(StrEnum):
+    """What one refresh of a dynamic table did."""
+
+    NO_DATA = "NO_DATA"
+    INCREMENTAL = "INCREMENTAL"
+    FULL = "FULL"
+    REINITIALIZE = "REINITIALIZE"
+
+
+class RefreshState(StrEnum):
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+
+
+class SchedulingState(StrEnum):
+    """Whether the scheduler refreshes a dynamic table."""
+
+    ACTIVE = "ACTIVE"
+    SUSPENDED = "SUSPENDED"
+
+
+class TaskRunState(StrEnum):
+    SCHEDULED = "SCHEDULED"
+    EXECUTING = "EXECUTING"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    CANCELLED = "CANCELLED"
+
+
+class ExternalTableState(StrEnum):
+    """Whether an external table follows its source (RESCOPING: while its scope changes)."""
+
+    ACTIVE = "ACTIVE"
+    SUSPENDED = "SUSPENDED"
+    FAILED = "FAILED"
+    RESCOPING = "RESCOPING"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,14 @@ from sqlalchemy import Connection, select
 
 from changelake.catalog import lease_repo
 from changelake.catalog import tables as t
-from changelake.catalog.model import RunClaim, TaskDefinition, TaskInfo, TaskOptions, TaskRun
+from changelake.catalog.model import (
+    RunClaim,
+    TaskDefinition,
+    TaskInfo,
+    TaskOptions,
+    TaskRun,
+    TaskRunState,
+)
 from changelake.errors import ConflictError
 
 _T, _R = t.tasks.c, t.task_runs.c
@@ -146,9 +153,11 @@ def claim_and_add(
                 return None  # another scheduler took the slot
         if not claim.overlap and claim.graph:
             busy = conn.execute(
-                select(_R.run_id).where(_R.state == "EXECUTING", _R.task_id.in_(claim.graph))
+                select(_R.run_id).where(
+                    _R.state == TaskRunState.EXECUTING, _R.task_id.in_(claim.graph)
+                )
             ).first()
-            if busy is not None and run.state == "EXECUTING":
+            if busy is not None and run.state == TaskRunState.EXECUTING:
                 run = dataclasses.replace(
                     run,
                     state="SKIPPED",
@@ -162,7 +171,9 @@ def claim_and_add(
 def finish(conn: Connection, run_id: int, fields: dict[str, Any]) -> bool:
     """End an EXECUTING run with ``fields`` (state, completed_at, ...): False if it had ended."""
     done = conn.execute(
-        t.task_runs.update().where(_R.run_id == run_id, _R.state == "EXECUTING").values(**fields)
+        t.task_runs.update()
+        .where(_R.run_id == run_id, _R.state == TaskRunState.EXECUTING)
+        .values(**fields)
     )
     return done.rowcount == 1
 
@@ -170,7 +181,7 @@ def finish(conn: Connection, run_id: int, fields: dict[str, Any]) -> bool:
 def check_executing(conn: Connection, run_id: int, task: str) -> None:
     """Refuse to commit the statement of a run that is no longer EXECUTING."""
     state = conn.execute(select(_R.state).where(_R.run_id == run_id)).scalar()
-    if state != "EXECUTING":
+    if state != TaskRunState.EXECUTING:
         raise ConflictError(
             f"Task {task}'s run {run_id} was ended ({state}) by another process while it ran"
             " (it was taken for dead); nothing it did was written."

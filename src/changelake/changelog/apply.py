@@ -24,10 +24,10 @@ from changelake.catalog.writes import TableWrite, write_request
 from changelake.changelog import scd1, scd2
 from changelake.changelog.events import DELETE, HASH, SEQ, checked, chosen_columns, normalize
 from changelake.changelog.rewrite import (
-    ACTION,
     INSERT,
     REMOVE,
     REPLACE,
+    WRITE_ACTION,
     found_columns,
     rewrite,
 )
@@ -275,12 +275,16 @@ def _write_state(
     for c in HISTORY_COLUMNS:
         same = same & values[c].eqNullSafe(F.col(f"_s{c}"))
     action = F.when(F.col(FILE).isNull(), F.lit(INSERT)).when(~same, F.lit(REPLACE))
-    changed = joined.select(action.alias(ACTION), *ADDRESS, *found_columns(state.target, values))
+    changed = joined.select(
+        action.alias(WRITE_ACTION), *ADDRESS, *found_columns(state.target, values)
+    )
     gone = state_df.where(expired).join(
         greatest.select(*[F.col(quoted(k)).alias(k) for k in keys]), keys, "left_anti"
     )
-    purged = gone.select(F.lit(REMOVE).alias(ACTION), *ADDRESS, *found_columns(state.target, {}))
-    found = changed.unionByName(purged).where(F.col(ACTION).isNotNull())
+    purged = gone.select(
+        F.lit(REMOVE).alias(WRITE_ACTION), *ADDRESS, *found_columns(state.target, {})
+    )
+    found = changed.unionByName(purged).where(F.col(WRITE_ACTION).isNotNull())
     write, _ = rewrite(ctx, spark, warehouse, state.target, found, part="-state")
     return write, state.moves
 

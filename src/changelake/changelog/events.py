@@ -34,6 +34,7 @@ from pyspark.sql.types import (
 
 from changelake.changelog.json_values import decoded
 from changelake.changelog.spec import ApplySpec, OpFormat
+from changelake.changes.columns import METADATA_ISUPDATE
 from changelake.dialect import to_spark
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
 from changelake.schema import TableSchema, quoted
@@ -237,7 +238,7 @@ def _kind(
         lower = F.lower(op)
         upsert, delete, ignored = lower.isin("c", "u", "r"), lower == "d", F.lit(False)
     else:
-        name = next((c for c in source.columns if c.upper() == "METADATA$ISUPDATE"), None)
+        name = next((c for c in source.columns if c.upper() == METADATA_ISUPDATE), None)
         if name is None:
             raise InvalidStatementError(
                 f"{where}: FORMAT SNOWFLAKE reads METADATA$ISUPDATE beside the op column"

@@ -18,13 +18,13 @@ from pyspark.sql import functions as F
 
 from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.dml.common import Target, record_deletes, write_rows
-from changelake.dml.matches import find_matches, full_rows, inserted_rows, new, persisted
+from changelake.dml.matches import find_matches, inserted_rows, matched_rows, new, persisted
 from changelake.storage.snapshot import RID
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
 T = TypeVar("T")
-ACTION = "_cl_action"
+WRITE_ACTION = "_cl_action"
 # U: update, keeping the old value of ``keep_old`` columns whose new value is NULL; R: update
 # with the new values only; D: delete; I: insert; N: nothing (a row only ``also`` reads).
 UPDATE, REPLACE, REMOVE, INSERT, NOTHING = "U", "R", "D", "I", "N"
@@ -46,7 +46,7 @@ def rewrite(
     while they are still persisted, after the target's files are written; its result is
     returned beside the table write."""
     schema, name = target.state.schema, target.info.name
-    kind = F.col(ACTION)
+    kind = F.col(WRITE_ACTION)
     kept = {c.lower() for c in keep_old}
     with find_matches(
         found, target=target, operation="APPLY CHANGES", kind=kind, kinds=(UPDATE, REPLACE, REMOVE, INSERT)
@@ -54,7 +54,7 @@ def rewrite(
         counts = matches.per_kind
         updated = counts[UPDATE] + counts[REPLACE]
         removed, deletes, files, written = (), (), [], []
-        with persisted(full_rows(spark, warehouse, target, matches)) as rows:
+        with persisted(matched_rows(spark, warehouse, target, matches)) as rows:
             if matches.matched:
                 removed, deletes, _ = record_deletes(
                     warehouse,

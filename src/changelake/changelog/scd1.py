@@ -16,12 +16,12 @@ from pyspark.sql import functions as F
 
 from changelake.changelog.events import DELETE, HASH, SEQ, Events
 from changelake.changelog.rewrite import (
-    ACTION,
     INSERT,
     NOTHING,
     REMOVE,
     REPLACE,
     UPDATE,
+    WRITE_ACTION,
     found_columns,
 )
 from changelake.changelog.state import HISTORY_COLUMNS, STATE_DELETED, STATE_HASH, STATE_SEQ
@@ -127,7 +127,7 @@ def target_found(events: Events, won: DataFrame, target: DataFrame, into: Target
     )
     values = {c: F.col(quoted(c)) for c in (*events.keys, *events.values)}
     return joined.select(
-        action.alias(ACTION), *ADDRESS, *found_columns(into, values), SEQ, DELETE, HASH
+        action.alias(WRITE_ACTION), *ADDRESS, *found_columns(into, values), SEQ, DELETE, HASH
     )
 
 

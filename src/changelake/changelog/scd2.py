@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType
 
 from changelake.changelog.events import DELETE, HASH, SEQ, Events, value_hash
-from changelake.changelog.rewrite import ACTION, INSERT, REMOVE, REPLACE, found_columns
+from changelake.changelog.rewrite import INSERT, REMOVE, REPLACE, WRITE_ACTION, found_columns
 from changelake.changelog.state import (
     HISTORY_COLUMNS,
     STATE_DELETED,
@@ -237,8 +237,8 @@ def target_found(
         F.when(~is_new, F.lit(REMOVE)).when(~matched, F.lit(INSERT)).when(~same, F.lit(REPLACE))
     )
     values = {c: F.col(quoted(c)) for c in names}
-    return joined.select(action.alias(ACTION), *ADDRESS, *found_columns(into, values)).where(
-        F.col(ACTION).isNotNull()
+    return joined.select(action.alias(WRITE_ACTION), *ADDRESS, *found_columns(into, values)).where(
+        F.col(WRITE_ACTION).isNotNull()
     )
 
 

@@ -44,13 +44,25 @@ from pyspark.sql.types import (
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
-from changelake.changes.scan import ACTION, COMMIT_TIMESTAMP, COMMIT_VERSION, ISUPDATE, ROW_ID
+from changelake.changes.columns import (
+    METADATA_ACTION,
+    METADATA_COMMIT_TIMESTAMP,
+    METADATA_COMMIT_VERSION,
+    METADATA_ISUPDATE,
+    METADATA_ROW_ID,
+)
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
 from changelake.schema import quoted
 
 OFFSET = "offset"
 OP = "op"
-META = (ACTION, ISUPDATE, ROW_ID, COMMIT_VERSION, COMMIT_TIMESTAMP)
+META = (
+    METADATA_ACTION,
+    METADATA_ISUPDATE,
+    METADATA_ROW_ID,
+    METADATA_COMMIT_VERSION,
+    METADATA_COMMIT_TIMESTAMP,
+)
 
 # ODF op values.
 APPEND, RETRACT, CORRECT_FROM, CORRECT_TO = 0, 1, 2, 3
@@ -154,9 +166,9 @@ def rendered_schema(fmt: Format, row: StructType) -> StructType:
     else:
         op = [StructField(OP, IntegerType())]
     trailer = [
-        StructField(COMMIT_VERSION, LongType()),
-        StructField(COMMIT_TIMESTAMP, TimestampType()),
-        StructField(ROW_ID, StringType()),
+        StructField(METADATA_COMMIT_VERSION, LongType()),
+        StructField(METADATA_COMMIT_TIMESTAMP, TimestampType()),
+        StructField(METADATA_ROW_ID, StringType()),
     ]
     return StructType([StructField(OFFSET, LongType()), *op, *row.fields, *trailer])
 
@@ -181,28 +193,34 @@ def _column(key: str, columns: list[str], source: str) -> str:
 def _stamped(df: DataFrame, commit: Commit, keys: list[str]) -> DataFrame:
     """``df`` with the hidden columns above. With ``keys``, a row is identified by its key:
     a key deleted and inserted by one commit is a correction, whatever the ROW_IDs."""
-    version = F.col(COMMIT_VERSION) if COMMIT_VERSION in df.columns else F.lit(commit.version)
+    version = (
+        F.col(METADATA_COMMIT_VERSION)
+        if METADATA_COMMIT_VERSION in df.columns
+        else F.lit(commit.version)
+    )
     at = (
-        F.col(COMMIT_TIMESTAMP)
-        if COMMIT_TIMESTAMP in df.columns
+        F.col(METADATA_COMMIT_TIMESTAMP)
+        if METADATA_COMMIT_TIMESTAMP in df.columns
         else F.lit(commit.committed_at).cast("timestamp")
     )
     staged = df.select(
         "*",
         version.cast("bigint").alias(_V),
         at.cast("timestamp").alias(_TS),
-        (F.struct(*[F.col(quoted(k)) for k in keys]) if keys else F.col(ROW_ID)).alias(_ID),
-        F.when(F.col(ACTION) == "DELETE", 0).otherwise(1).alias(_RANK),
+        (F.struct(*[F.col(quoted(k)) for k in keys]) if keys else F.col(METADATA_ROW_ID)).alias(
+            _ID
+        ),
+        F.when(F.col(METADATA_ACTION) == "DELETE", 0).otherwise(1).alias(_RANK),
     )
     if not keys:
-        return staged.withColumn(_UPDATE, F.col(ISUPDATE))
+        return staged.withColumn(_UPDATE, F.col(METADATA_ISUPDATE))
     same_key = Window.partitionBy(_V, _ID)
-    both = F.size(F.collect_set(ACTION).over(same_key)) == 2
+    both = F.size(F.collect_set(METADATA_ACTION).over(same_key)) == 2
     return staged.withColumn(_UPDATE, both)
 
 
 def _order() -> list[Column]:
-    return [F.col(_V).asc_nulls_first(), F.col(_ID), F.col(_RANK), F.col(ROW_ID)]
+    return [F.col(_V).asc_nulls_first(), F.col(_ID), F.col(_RANK), F.col(METADATA_ROW_ID)]
 
 
 def _numbered(df: DataFrame) -> DataFrame:
@@ -212,28 +230,30 @@ def _numbered(df: DataFrame) -> DataFrame:
 
 def _trailer() -> list[Column]:
     return [
-        F.col(_V).alias(COMMIT_VERSION),
-        F.col(_TS).alias(COMMIT_TIMESTAMP),
-        F.col(ROW_ID),
+        F.col(_V).alias(METADATA_COMMIT_VERSION),
+        F.col(_TS).alias(METADATA_COMMIT_TIMESTAMP),
+        F.col(METADATA_ROW_ID),
     ]
 
 
 def _is(action: str, *, update: bool) -> Column:
-    return (F.col(ACTION) == action) & (F.col(_UPDATE) == F.lit(update))
+    return (F.col(METADATA_ACTION) == action) & (F.col(_UPDATE) == F.lit(update))
 
 
 def _odf_op() -> list[Column]:
     op = (
         F.when(_is("DELETE", update=True), CORRECT_FROM)
         .when(_is("INSERT", update=True), CORRECT_TO)
-        .when(F.col(ACTION) == "DELETE", RETRACT)
+        .when(F.col(METADATA_ACTION) == "DELETE", RETRACT)
         .otherwise(APPEND)
     )
     return [op.cast("int").alias(OP)]
 
 
 def _retract_op() -> list[Column]:
-    return [F.when(F.col(ACTION) == "DELETE", RETRACT).otherwise(APPEND).cast("int").alias(OP)]
+    return [
+        F.when(F.col(METADATA_ACTION) == "DELETE", RETRACT).otherwise(APPEND).cast("int").alias(OP)
+    ]
 
 
 def _flink_op() -> list[Column]:
@@ -244,7 +264,7 @@ def _flink_op() -> list[Column]:
     conditions = [
         (_is("DELETE", update=True), kind("UPDATE_BEFORE")),
         (_is("INSERT", update=True), kind("UPDATE_AFTER")),
-        (F.col(ACTION) == "DELETE", kind("DELETE")),
+        (F.col(METADATA_ACTION) == "DELETE", kind("DELETE")),
     ]
     short, code = kind("INSERT")
     for condition, (s, c) in reversed(conditions):
@@ -262,7 +282,7 @@ _OPS = {
 
 def _upserts(df: DataFrame) -> DataFrame:
     """Per commit and key, the last new image, else (only deletes) one retraction."""
-    last = Window.partitionBy(_V, _ID).orderBy(F.col(_RANK).desc(), F.col(ROW_ID).desc())
+    last = Window.partitionBy(_V, _ID).orderBy(F.col(_RANK).desc(), F.col(METADATA_ROW_ID).desc())
     kept = df.withColumn("_cl_n", F.row_number().over(last)).where(F.col("_cl_n") == 1)
     return kept.drop("_cl_n")
 
@@ -271,12 +291,14 @@ def _debezium(df: DataFrame, columns: list[str], commit: Commit) -> DataFrame:
     image = F.struct(*[F.col(quoted(c)) for c in columns])
 
     def half(action: str, value: Column) -> Column:
-        return F.first(F.when(F.col(ACTION) == action, value), ignorenulls=True)
+        return F.first(F.when(F.col(METADATA_ACTION) == action, value), ignorenulls=True)
 
     changes = df.groupBy(_V, _ID).agg(
         half("DELETE", image).alias("before"),
         half("INSERT", image).alias("after"),
-        F.coalesce(half("INSERT", F.col(ROW_ID)), half("DELETE", F.col(ROW_ID))).alias(ROW_ID),
+        F.coalesce(
+            half("INSERT", F.col(METADATA_ROW_ID)), half("DELETE", F.col(METADATA_ROW_ID))
+        ).alias(METADATA_ROW_ID),
         F.max(_TS).alias(_TS),
     )
     created = "r" if commit.initial_rows else "c"
@@ -287,7 +309,7 @@ def _debezium(df: DataFrame, columns: list[str], commit: Commit) -> DataFrame:
         F.lit(commit.source).alias("table"),
         F.col(_V).alias("version"),
         ts_ms.alias("ts_ms"),
-        F.col(ROW_ID).alias("row_id"),
+        F.col(METADATA_ROW_ID).alias("row_id"),
         F.col(OFFSET).cast("bigint").alias(OFFSET),
     )
     return numbered.select(

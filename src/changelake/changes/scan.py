@@ -17,9 +17,15 @@ from pyspark.sql.types import (
 )
 
 from changelake.catalog import Catalog
+from changelake.changes.columns import (
+    METADATA_ACTION,
+    METADATA_COMMIT_TIMESTAMP,
+    METADATA_COMMIT_VERSION,
+    METADATA_ISUPDATE,
+    METADATA_ROW_ID,
+)
 from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information
-from changelake.schema import ROW_ID as ROW_ID_COLUMN
-from changelake.schema import TableSchema, quoted
+from changelake.schema import STORED_ROW_ID, TableSchema, quoted
 from changelake.storage import native
 from changelake.storage.deletion import (
     DV_FILE,
@@ -40,12 +46,6 @@ from changelake.storage.snapshot import (
     scan_files,
 )
 from changelake.storage.warehouse import Warehouse
-
-ACTION = "METADATA$ACTION"
-ISUPDATE = "METADATA$ISUPDATE"
-ROW_ID = "METADATA$ROW_ID"
-COMMIT_VERSION = "METADATA$COMMIT_VERSION"
-COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
 
 
 def row_id(table_id: int, rid: str) -> str:
@@ -98,7 +98,7 @@ def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRow
         tags=part.tags,
     )
     if part.inserted_only:
-        df = df.where(f"{ROW_ID_COLUMN} IS NULL")
+        df = df.where(f"{STORED_ROW_ID} IS NULL")
     return native.select(df, _columns(schema, "_i_tag"))
 
 
@@ -115,7 +115,7 @@ def _deleted(
     frames = []
     if imaged:
         images = read_registered(spark, wh, image_schema(physical), imaged)
-        frames.append(native.select(images, _columns(schema, TAG, rid=ROW_ID_COLUMN)))
+        frames.append(native.select(images, _columns(schema, TAG, rid=STORED_ROW_ID)))
     if plain:
         files = list({data.path: data for _, data, _ in plain}.values())
         df = scan_files(spark, wh, physical, files, positions=True, identity=True)
@@ -199,9 +199,9 @@ def _labelled(
         df,
         [quoted(c.name) for c in schema.columns]
         + [
-            f"'{action}' AS {quoted(ACTION)}",
-            f"false AS {quoted(ISUPDATE)}",
-            f"{row_id(table_id, RID)} AS {quoted(ROW_ID)}",
+            f"'{action}' AS {quoted(METADATA_ACTION)}",
+            f"false AS {quoted(METADATA_ISUPDATE)}",
+            f"{row_id(table_id, RID)} AS {quoted(METADATA_ROW_ID)}",
             TAG,
         ],
     )
@@ -249,9 +249,9 @@ def _minimize(
         events.where("_e IS NOT NULL"),
         [f"_e.v.{quoted(c.name)} AS {quoted(c.name)}" for c in schema.columns]
         + [
-            f"_e.a AS {quoted(ACTION)}",
-            f"_e.u AS {quoted(ISUPDATE)}",
-            f"{shown} AS {quoted(ROW_ID)}",
+            f"_e.a AS {quoted(METADATA_ACTION)}",
+            f"_e.u AS {quoted(METADATA_ISUPDATE)}",
+            f"{shown} AS {quoted(METADATA_ROW_ID)}",
             TAG,
         ],
     )
@@ -271,14 +271,14 @@ PAIR_EVENTS = (
 def output_schema(schema: TableSchema, information: Information) -> StructType:
     shown = {c.name for c in schema.visible}
     fields = [f for f in logical_schema(schema).fields if f.name in shown] + [
-        StructField(ACTION, StringType(), False),
-        StructField(ISUPDATE, BooleanType(), False),
-        StructField(ROW_ID, StringType(), False),
+        StructField(METADATA_ACTION, StringType(), False),
+        StructField(METADATA_ISUPDATE, BooleanType(), False),
+        StructField(METADATA_ROW_ID, StringType(), False),
     ]
     if information is Information.REDO:
         fields += [
-            StructField(COMMIT_VERSION, LongType(), False),
-            StructField(COMMIT_TIMESTAMP, TimestampType(), False),
+            StructField(METADATA_COMMIT_VERSION, LongType(), False),
+            StructField(METADATA_COMMIT_TIMESTAMP, TimestampType(), False),
         ]
     return StructType(fields)
 
@@ -324,7 +324,7 @@ def execute_plan(
     if plan.information is Information.REDO:
         return _with_commit_info(spark, catalog, plan, df)
     if ordered and not spread:
-        df = df.orderBy(ROW_ID, ACTION)  # DELETE before INSERT
+        df = df.orderBy(METADATA_ROW_ID, METADATA_ACTION)  # DELETE before INSERT
     return df.drop(TAG)
 
 
@@ -334,7 +334,7 @@ def _keyed(df: DataFrame, schema: TableSchema) -> DataFrame:
     key = schema.row_key
     if key is None:
         return df
-    keyed = df.withColumn(ROW_ID, F.col(quoted(key.name)))
+    keyed = df.withColumn(METADATA_ROW_ID, F.col(quoted(key.name)))
     return keyed.drop(key.name, *[c.name for c in schema.state])
 
 
@@ -347,11 +347,11 @@ def _with_commit_info(
     commits = local_dataframe(
         spark,
         [(v.version, dt.datetime.fromtimestamp(v.committed_at)) for v in versions],
-        [(TAG, "bigint"), (COMMIT_TIMESTAMP, "timestamp")],
+        [(TAG, "bigint"), (METADATA_COMMIT_TIMESTAMP, "timestamp")],
     )
     out = df.join(F.broadcast(commits), TAG, "left")
     return out.select(
         *[c for c in df.columns if c != TAG],
-        F.col(TAG).alias(COMMIT_VERSION),
-        F.col(COMMIT_TIMESTAMP),
-    ).orderBy(COMMIT_VERSION, ROW_ID, ACTION)
+        F.col(TAG).alias(METADATA_COMMIT_VERSION),
+        F.col(METADATA_COMMIT_TIMESTAMP),
+    ).orderBy(METADATA_COMMIT_VERSION, METADATA_ROW_ID, METADATA_ACTION)

@@ -6,14 +6,13 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.pandas.types import to_arrow_type
 
+from changelake.arrow_types import arrow_type
 from changelake.dml.common import Target
 from changelake.dml.insert import append_dataframe
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
 from changelake.schema import TableSchema
-from changelake.storage.snapshot import spark_type
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
@@ -50,13 +49,8 @@ def _without_null_columns(data: pa.Table, schema: TableSchema) -> pa.Table:
     for i, field in enumerate(data.schema):
         column = schema.find(field.name)
         if pa.types.is_null(field.type) and column is not None:
-            arrow_type = _arrow_type_of(column.type)
-            data = data.set_column(i, field.name, pa.nulls(len(data), arrow_type))
+            data = data.set_column(i, field.name, pa.nulls(len(data), arrow_type(column.type)))
     return data
-
-
-def _arrow_type_of(type_name: str) -> pa.DataType:
-    return to_arrow_type(spark_type(type_name))
 
 
 def _is_pandas(data: Any) -> bool:

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from changelake.arrow_types import arrow_type
 from changelake.catalog.writes import WriteKind
 from changelake.dml.common import Target, commit_write
 from changelake.dml.result import StatementResult
@@ -21,21 +22,15 @@ from changelake.errors import (
     TypeMismatchError,
 )
 from changelake.plan.bind import Binder
-from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema
+from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema
 from changelake.storage.footers import describe_files, trusted_statistics
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
 from changelake.txn.context import StatementContext
 
-_ARROW_TYPES = {
-    "int": pa.int32(),
-    "bigint": pa.int64(),
-    "double": pa.float64(),
-    "boolean": pa.bool_(),
-    "string": pa.string(),
-    "date": pa.date32(),
-    "binary": pa.binary(),
-}
+# The column types whose literals ``_coerce`` converts (and DECIMAL); a row with any other type of
+# column (TIMESTAMP) goes through Spark.
+_LITERAL_TYPES = frozenset({"int", "bigint", "double", "boolean", "string", "date", "binary"})
 
 
 def target_columns(schema: TableSchema, listed: list[str] | None, *, table: str) -> list[Column]:
@@ -48,7 +43,9 @@ def target_columns(schema: TableSchema, listed: list[str] | None, *, table: str)
     return chosen
 
 
-def full_rows(df: DataFrame, schema: TableSchema, chosen: list[Column], *, table: str) -> DataFrame:
+def widened_to_table(
+    df: DataFrame, schema: TableSchema, chosen: list[Column], *, table: str
+) -> DataFrame:
     """``df`` (one column per chosen column) widened to every table column, NULL where missing."""
     if len(df.columns) != len(chosen):
         raise InvalidStatementError(
@@ -91,7 +88,7 @@ def insert(
             warehouse, source, schema, chosen, table=name, statement_id=ctx.statement_id
         )
     if files is None:
-        df = full_rows(binder.query(source), schema, chosen, table=name)
+        df = widened_to_table(binder.query(source), schema, chosen, table=name)
         files = write_data(
             warehouse,
             df,
@@ -122,7 +119,7 @@ def append_dataframe(
         schema.column(unknown[0], table=name)  # raises with a suggestion
     chosen = [c for c in schema.columns if c.name.lower() in by_lower]
     df = df.select(*[F.col(f"`{by_lower[c.name.lower()]}`") for c in chosen])
-    df = full_rows(df, schema, chosen, table=name)
+    df = widened_to_table(df, schema, chosen, table=name)
     files = write_data(
         warehouse,
         df,
@@ -160,11 +157,8 @@ def _literal_value(node: exp.Expression) -> tuple[bool, Any]:
     return False, None
 
 
-def _arrow_type(column: Column) -> pa.DataType | None:
-    if column.type.startswith("decimal"):
-        precision, scale = column.type[8:-1].split(",")
-        return pa.decimal128(int(precision), int(scale))
-    return _ARROW_TYPES.get(column.type)
+def _takes_literals(column: Column) -> bool:
+    return column.type in _LITERAL_TYPES or column.type.startswith("decimal")
 
 
 def _write_literal_rows(
@@ -177,7 +171,7 @@ def _write_literal_rows(
     statement_id: str,
 ) -> list | None:
     """Write VALUES made only of literals straight to Parquet; None to fall back to Spark."""
-    if any(_arrow_type(c) is None for c in schema.columns):
+    if not all(_takes_literals(c) for c in schema.columns):
         return None
     rows = []
     for row in values.expressions:
@@ -194,22 +188,22 @@ def _write_literal_rows(
     given = {c.column_id: i for i, c in enumerate(chosen)}
     arrays, fields = [], []
     for c in schema.columns:
-        arrow_type = _arrow_type(c)
+        kind = arrow_type(c.type)
         raw = [r[given[c.column_id]] for r in rows] if c.column_id in given else [None] * len(rows)
         if not c.nullable and any(v is None for v in raw):
             raise NotNullViolationError(
                 f"NULL value for NOT NULL column {table}.{c.name}; nothing was written."
                 " Provide a value or make the column nullable."
             )
-        arrays.append(_to_arrow(raw, arrow_type, column=c, table=table))
-        fields.append(pa.field(c.physical, arrow_type))
+        arrays.append(_to_arrow(raw, kind, column=c, table=table))
+        fields.append(pa.field(c.physical, kind))
     arrays += [pa.nulls(len(rows), pa.int64()), pa.nulls(len(rows), pa.int64())]
-    fields += [pa.field(ROW_ID, pa.int64()), pa.field(ROW_VERSION, pa.int64())]
+    fields += [pa.field(STORED_ROW_ID, pa.int64()), pa.field(ROW_VERSION, pa.int64())]
     data = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
     return write_arrow(warehouse, data, statement_id=statement_id)
 
 
-def _to_arrow(raw: list[Any], arrow_type: pa.DataType, *, column: Column, table: str) -> pa.Array:
+def _to_arrow(raw: list[Any], kind: pa.DataType, *, column: Column, table: str) -> pa.Array:
     def mismatch(value: Any) -> TypeMismatchError:
         return TypeMismatchError(
             f"Type mismatch for column {table}.{column.name} ({column.type.upper()}): value"
@@ -226,7 +220,7 @@ def _to_arrow(raw: list[Any], arrow_type: pa.DataType, *, column: Column, table:
         except (ValueError, TypeError, decimal.InvalidOperation, ArithmeticError):
             raise mismatch(v) from None  # the message says it all; Python's adds nothing
     try:
-        return pa.array(out, type=arrow_type)
+        return pa.array(out, type=kind)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         bad = next((v for v in raw if v is not None), None)
         raise mismatch(bad) from None

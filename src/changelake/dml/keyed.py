@@ -19,9 +19,10 @@ from pyspark.sql import functions as F
 
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.catalog.writes import TableWrite, WriteKind
-from changelake.changes.scan import ACTION, ISUPDATE, PAIR_EVENTS, ROW_ID
+from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
+from changelake.changes.scan import PAIR_EVENTS
 from changelake.dml.common import Target, record_deletes, write_rows
-from changelake.dml.matches import BROADCAST_MATCHES, find_matches, full_rows, persisted
+from changelake.dml.matches import BROADCAST_MATCHES, find_matches, matched_rows, persisted
 from changelake.errors import ConflictError
 from changelake.schema import ROW_KEY, quoted
 from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, read_state
@@ -52,9 +53,10 @@ def apply_delta(
     name = target.info.name
     with persisted(delta) as changes:
         counts = run_checked(
-            lambda: changes.groupBy(ACTION, ISUPDATE).count().collect(), table=name
+            lambda: changes.groupBy(METADATA_ACTION, METADATA_ISUPDATE).count().collect(),
+            table=name,
         )
-        by_kind = {(r[ACTION], r[ISUPDATE]): r["count"] for r in counts}
+        by_kind = {(r[METADATA_ACTION], r[METADATA_ISUPDATE]): r["count"] for r in counts}
         deleting = by_kind.get(("DELETE", True), 0) + by_kind.get(("DELETE", False), 0)
         inserting = by_kind.get(("INSERT", True), 0) + by_kind.get(("INSERT", False), 0)
         if not deleting and not inserting:
@@ -63,7 +65,9 @@ def apply_delta(
         deletes: tuple[NewDeletes, ...] = ()
         old = None
         if deleting:
-            keys = changes.where(F.col(ACTION) == "DELETE").select(F.col(ROW_ID).alias(_KEY))
+            keys = changes.where(F.col(METADATA_ACTION) == "DELETE").select(
+                F.col(METADATA_ROW_ID).alias(_KEY)
+            )
             stored = read_state(spark, warehouse, target.state, address=True)
             if deleting <= BROADCAST_MATCHES:
                 keys = F.broadcast(keys)
@@ -72,7 +76,7 @@ def apply_delta(
             with find_matches(found, target=target, operation="REFRESH") as matches:
                 if matches.matched != deleting:
                     raise _not_held(target, f"{deleting} to delete, {matches.matched} found")
-                old = full_rows(spark, warehouse, target, matches).persist()
+                old = matched_rows(spark, warehouse, target, matches).persist()
                 removed, deletes, _ = record_deletes(
                     warehouse,
                     target,
@@ -81,12 +85,12 @@ def apply_delta(
                     statement_id=statement_id,
                 )
         try:
-            rows = changes.where(F.col(ACTION) == "INSERT")
+            rows = changes.where(F.col(METADATA_ACTION) == "INSERT")
             if old is None:
                 rows = rows.withColumn(RID, F.lit(None))
             else:
                 kept = old.select(F.col(quoted(ROW_KEY)).alias(_KEY), F.col(RID))
-                rows = rows.join(kept, rows[ROW_ID] == kept[_KEY], "left")
+                rows = rows.join(kept, rows[METADATA_ROW_ID] == kept[_KEY], "left")
             added = _write_inserts(warehouse, target, rows, inserting, statement_id=statement_id)
         finally:
             if old is not None:
@@ -100,14 +104,15 @@ def _apply_addressed(
     name, schema = target.info.name, target.state.schema
     with persisted(delta) as changes:
         counts = run_checked(
-            lambda: changes.groupBy(ACTION, ISUPDATE, FILE).count().collect(), table=name
+            lambda: changes.groupBy(METADATA_ACTION, METADATA_ISUPDATE, FILE).count().collect(),
+            table=name,
         )
         by_kind: dict[tuple[str, bool], int] = {}
         per_file: dict[str, int] = {}
         for r in counts:
-            kind = (r[ACTION], r[ISUPDATE])
+            kind = (r[METADATA_ACTION], r[METADATA_ISUPDATE])
             by_kind[kind] = by_kind.get(kind, 0) + r["count"]
-            if r[ACTION] == "DELETE":
+            if r[METADATA_ACTION] == "DELETE":
                 if r[FILE] is None:
                     raise _not_held(target, f"{r['count']} to delete were not found")
                 per_file[r[FILE]] = per_file.get(r[FILE], 0) + r["count"]
@@ -118,16 +123,16 @@ def _apply_addressed(
         removed: tuple[str, ...] = ()
         deletes: tuple[NewDeletes, ...] = ()
         if deleting:
-            deleted = changes.where(F.col(ACTION) == "DELETE").select(
+            deleted = changes.where(F.col(METADATA_ACTION) == "DELETE").select(
                 *[F.col(quoted(c.name)) for c in schema.stored],
-                F.col(ROW_ID).alias(ROW_KEY),
+                F.col(METADATA_ROW_ID).alias(ROW_KEY),
                 *[F.col(c) for c in STORED],
             )
             removed, deletes, _ = record_deletes(
                 warehouse, target, deleted, counts=per_file, statement_id=statement_id
             )
         # an update's new row keeps the identity (RID) of the row it replaces
-        rows = changes.where(F.col(ACTION) == "INSERT")
+        rows = changes.where(F.col(METADATA_ACTION) == "INSERT")
         added = _write_inserts(warehouse, target, rows, inserting, statement_id=statement_id)
     return _written(target, by_kind, added, removed, deletes, inserting, deleting)
 
@@ -159,7 +164,7 @@ def _write_inserts(
         F.col(quoted(c.name)) if c.name in rows.columns else F.lit(None).cast(c.type)
         for c in schema.stored
     ]
-    new = rows.select(*values, F.col(ROW_ID).alias(ROW_KEY), F.col(RID))
+    new = rows.select(*values, F.col(METADATA_ROW_ID).alias(ROW_KEY), F.col(RID))
     return write_rows(
         warehouse,
         [new] if count else [],
@@ -205,14 +210,14 @@ def diff(
     a new key has them NULL."""
     values = [F.col(quoted(n)) for n in names]
     old = stored.select(F.col(quoted(ROW_KEY)).alias("_k"), F.struct(*values).alias("_b"), *carried)
-    new = rows.select(F.col(ROW_ID).alias("_k"), F.struct(*values).alias("_a"))
+    new = rows.select(F.col(METADATA_ROW_ID).alias("_k"), F.struct(*values).alias("_a"))
     changed = old.join(new, "_k", "full_outer").where(~F.col("_b").eqNullSafe(F.col("_a")))
     events = changed.select(F.col("_k"), F.expr(PAIR_EVENTS).alias("_e"), *carried)
     events = events.where(F.col("_e").isNotNull())
     return events.select(
         *[F.col("_e").getField("v").getField(n).alias(n) for n in names],
-        F.col("_e").getField("a").alias(ACTION),
-        F.col("_e").getField("u").alias(ISUPDATE),
-        F.col("_k").alias(ROW_ID),
+        F.col("_e").getField("a").alias(METADATA_ACTION),
+        F.col("_e").getField("u").alias(METADATA_ISUPDATE),
+        F.col("_k").alias(METADATA_ROW_ID),
         *carried,
     )

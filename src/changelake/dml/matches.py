@@ -123,7 +123,7 @@ def address(alias: str) -> list[exp.Column]:
     return [exp.column(c, table=alias) for c in ADDRESS]
 
 
-def full_rows(
+def matched_rows(
     spark: SparkSession, warehouse: Warehouse, target: Target, matches: Matches
 ) -> DataFrame:
     """Phase 2: the target's rows at the matched positions, with every column (logical names:

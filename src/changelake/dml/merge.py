@@ -16,7 +16,14 @@ from sqlglot import exp
 
 from changelake.catalog.writes import WriteKind
 from changelake.dml.common import Target, commit_write, record_deletes, write_rows
-from changelake.dml.matches import address, find_matches, full_rows, inserted_rows, new, persisted
+from changelake.dml.matches import (
+    address,
+    find_matches,
+    inserted_rows,
+    matched_rows,
+    new,
+    persisted,
+)
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
@@ -25,7 +32,7 @@ from changelake.storage.snapshot import POS, RID
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
-ACTION = "_cl_action"
+MERGE_ACTION = "_cl_action"
 UPDATE, DELETE, INSERT = "U", "D", "I"
 
 
@@ -136,7 +143,7 @@ def merge(
     # Phase 1 computes only what clauses assign; an UPDATE clause keeps the columns it does not
     # name, which phase 2 reads from the matched rows.
     projection = [
-        exp.alias_(action, ACTION),
+        exp.alias_(action, MERGE_ACTION),
         *address(alias),
     ]
     for column in schema.columns:
@@ -151,15 +158,15 @@ def merge(
         this=exp.to_identifier(placeholder), alias=exp.TableAlias(this=exp.to_identifier(alias))
     )
     select = exp.select(*projection).from_(source).join(target_ref, on=on, join_type="left")
-    joined = binder.run(select).where(F.col(ACTION).isNotNull())
-    kind = F.substring(F.col(ACTION), 1, 1)
+    joined = binder.run(select).where(F.col(MERGE_ACTION).isNotNull())
+    kind = F.substring(F.col(MERGE_ACTION), 1, 1)
     with find_matches(
         joined, target=target, operation="MERGE", kind=kind, kinds=(UPDATE, DELETE, INSERT)
     ) as matches:
         by_kind = matches.per_kind
         removed, deletes, files, written = (), (), [], []
         # Persisted lazily: read once only if matched rows feed both the DV and the new rows.
-        with persisted(full_rows(spark, warehouse, target, matches)) as rows:
+        with persisted(matched_rows(spark, warehouse, target, matches)) as rows:
             if matches.matched:
                 removed, deletes, _ = record_deletes(
                     warehouse, target, rows, counts=matches.per_file, statement_id=ctx.statement_id
@@ -200,7 +207,7 @@ def _updated(clauses: list[Clause], schema: TableSchema) -> list[SparkColumn]:
         if len(keeps) == sum(c.kind == UPDATE for c in clauses):
             value = F.col(f"`{column.name}`")
         elif keeps:
-            value = F.when(F.col(ACTION).isin(*keeps), F.col(f"`{column.name}`")).otherwise(
+            value = F.when(F.col(MERGE_ACTION).isin(*keeps), F.col(f"`{column.name}`")).otherwise(
                 F.col(new(column.physical))
             )
         else:

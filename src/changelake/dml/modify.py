@@ -16,7 +16,7 @@ from changelake.catalog.model import LiveFile
 from changelake.catalog.writes import WriteKind
 from changelake.dml import strategy
 from changelake.dml.common import Target, commit_write, record_deletes, remove_all_rows
-from changelake.dml.matches import address, find_matches, full_rows, new, persisted
+from changelake.dml.matches import address, find_matches, matched_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.dml.strategy import TWO_PHASES, Strategy, choose, referenced
 from changelake.errors import InvalidStatementError, SqlSyntaxError
@@ -159,7 +159,7 @@ def delete(
     with find_matches(planned.found, target=target, operation="DELETE", joined=False) as matches:
         deleted = matches.rows
         if matches.matched and planned.strategy.how == TWO_PHASES:
-            deleted = full_rows(spark, warehouse, target, matches)
+            deleted = matched_rows(spark, warehouse, target, matches)
         removed, deletes, count = record_deletes(
             warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
         )
@@ -244,7 +244,7 @@ def update(
         if planned.strategy.one_pass:
             full = matches.rows
         else:
-            full = full_rows(spark, warehouse, target, matches)
+            full = matched_rows(spark, warehouse, target, matches)
         with persisted(full) as rows:
             if matches.matched:
                 removed, deletes, count = record_deletes(

@@ -28,12 +28,12 @@ from changelake.catalog.requests import (
     SetProperties,
     Update,
 )
-from changelake.changes.scan import ROW_ID
+from changelake.changes.columns import METADATA_ROW_ID
 from changelake.dml.result import StatementResult
 from changelake.dynamic.dag import dynamic_table, refresh_round, refresh_with_upstreams
 from changelake.dynamic.definition import Definition, define, effective_mode
 from changelake.dynamic.evaluate import query_rows
-from changelake.dynamic.maintain import full_rows, input_rows, maintained
+from changelake.dynamic.maintain import aggregated_rows, input_rows, maintained
 from changelake.dynamic.refresh import data_timestamp_now, version_at
 from changelake.dynamic.spec import REFRESH_MODES, DynamicSpec, choice, table_properties, target_lag
 from changelake.errors import ConflictError, InvalidStatementError, ObjectExistsError
@@ -93,8 +93,8 @@ def create_dynamic_table(
         rows = query_rows(ctx, spark, warehouse, definition, versions, data_timestamp)
     else:
         input_ = input_rows(ctx, spark, warehouse, state, versions)
-        rows = full_rows(state, input_, [c.name for c in state.columns])
-    hidden = [ROW_ID, *(state.state if state is not None else ())]
+        rows = aggregated_rows(state, input_, [c.name for c in state.columns])
+    hidden = [METADATA_ROW_ID, *(state.state if state is not None else ())]
     rows = _named(rows, new.columns, about, hidden)
     visible = schema_of_dataframe(rows.drop(*hidden), about=about)
     kept = [f for f in rows.schema.fields if f.name in hidden[1:]]
@@ -112,7 +112,9 @@ def create_dynamic_table(
         with counted_jobs(spark, f"creation of dynamic table {name}") as count:
             files = write_data(
                 warehouse,
-                rows.select(*[F.col(quoted(c.name)) for c in schema.stored], F.col(ROW_ID)),
+                rows.select(
+                    *[F.col(quoted(c.name)) for c in schema.stored], F.col(METADATA_ROW_ID)
+                ),
                 schema=schema,
                 table=name,
                 directory=warehouse.data_dir(statement_id),

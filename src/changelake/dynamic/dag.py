@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from changelake.catalog.alters import AlterDynamicTable
-from changelake.catalog.model import DynamicTableInfo, RefreshRecord
+from changelake.catalog.model import DynamicTableInfo, RefreshRecord, RefreshState, SchedulingState
 from changelake.catalog.requests import (
     CommitRequest,
     RecordRefresh,
@@ -122,7 +122,7 @@ def refresh_round(
             else:
                 done.lost.append(dyn.table_id)
             continue
-        if skip_suspended and current.scheduling_state == "SUSPENDED":
+        if skip_suspended and current.scheduling_state == SchedulingState.SUSPENDED:
             done.failed[dyn.table_id] = DynamicTableError(
                 f"dynamic table {current.name} is suspended ({current.suspended_reason})"
             )
@@ -247,7 +247,7 @@ def _record(
     """Record a refresh that did not happen (FAILED: counted; ``suspend_after`` consecutive
     failures suspend the table with the error as the reason; SKIPPED)."""
     updates: list[Update] = []
-    if state == "FAILED":
+    if state == RefreshState.FAILED:
         failures = dyn.failures + 1
         if suspend_after is not None and failures >= suspend_after:
             reason = f"suspended after {failures} failed refreshes in a row; the last: {error}"

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from changelake.catalog.model import TableInfo
+from changelake.catalog.model import RefreshMode, TableInfo
 from changelake.dialect import parse_one
 from changelake.errors import InvalidStatementError, TableNotFoundError, UnsupportedError
 from changelake.plan.definition import query_definition, view_tree
@@ -73,15 +73,15 @@ def _tables(ctx: StatementContext, named: tuple[str, ...]) -> dict[int, TableInf
 
 def effective_mode(requested: str, definition: Definition, about: str) -> tuple[str, str]:
     """The refresh mode a definition gets for REFRESH_MODE = ``requested``, and why."""
-    if requested == "FULL":
+    if requested == RefreshMode.FULL:
         return "FULL", "REFRESH_MODE = FULL"
     if definition.tree is None:
-        if requested == "INCREMENTAL":
+        if requested == RefreshMode.INCREMENTAL:
             raise InvalidStatementError(
                 f"{about}: REFRESH_MODE = INCREMENTAL, but the query cannot be refreshed"
                 f" incrementally: {definition.refusal} Use REFRESH_MODE = FULL or AUTO."
             )
         return "FULL", f"the query does not differentiate: {definition.refusal}"
-    if requested == "INCREMENTAL":
+    if requested == RefreshMode.INCREMENTAL:
         return "INCREMENTAL", "REFRESH_MODE = INCREMENTAL"
     return "INCREMENTAL", "every operator of the query differentiates"

@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.catalog.model import TableInfo
-from changelake.changes.scan import ROW_ID
+from changelake.changes.columns import METADATA_ROW_ID
 from changelake.dialect import parse_one
 from changelake.dynamic.definition import Definition
 from changelake.plan.bind import Binder
@@ -60,4 +60,4 @@ def _rows_by_value(
     df = Binder(ctx, spark, warehouse).query(tree)
     value = F.md5(F.to_json(F.struct(*[F.col(quoted(c)) for c in df.columns])))
     rank = F.row_number().over(Window.partitionBy(value).orderBy(value))
-    return df.select("*", F.concat(value, F.lit("#"), rank.cast("string")).alias(ROW_ID))
+    return df.select("*", F.concat(value, F.lit("#"), rank.cast("string")).alias(METADATA_ROW_ID))

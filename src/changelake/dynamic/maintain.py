@@ -21,8 +21,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from changelake.catalog.model import TableInfo
-from changelake.changes.scan import ACTION as EVENT
-from changelake.changes.scan import ISUPDATE, PAIR_EVENTS, ROW_ID
+from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
+from changelake.changes.scan import PAIR_EVENTS
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, diff
 from changelake.dml.matches import persisted
@@ -37,7 +37,7 @@ from changelake.dynamic.measures import (
     shape_of,
     state_names,
 )
-from changelake.plan.compile import ACTION, RID, group_row_id
+from changelake.plan.compile import VIEW_ACTION, VIEW_ROW_ID, group_row_id
 from changelake.plan.delta import formula
 from changelake.plan.ir import Col
 from changelake.plan.ir import describe as ir_describe
@@ -107,7 +107,7 @@ def stored_state(m: Maintained | None, schema: TableSchema) -> Maintained | None
     return m
 
 
-def full_rows(m: Maintained, rows: DataFrame, names: list[str]) -> DataFrame:
+def aggregated_rows(m: Maintained, rows: DataFrame, names: list[str]) -> DataFrame:
     """The query's rows over the aggregate's input ``rows``, its visible columns named
     ``names``, with the state columns and METADATA$ROW_ID."""
     return _output(m, _grouped(m, rows), names)
@@ -133,7 +133,7 @@ def _grouped(m: Maintained, rows: DataFrame) -> DataFrame:
     keys = _keys(m)
     out = rows.groupBy(*keys).agg(*measures) if keys else rows.agg(*measures)
     rid = group_row_id([F.col(c.id) for c in agg.keys])
-    return out.select(*[F.col(c.id) for c in agg.columns], *m.state, rid.alias(RID))
+    return out.select(*[F.col(c.id) for c in agg.columns], *m.state, rid.alias(VIEW_ROW_ID))
 
 
 def _output(
@@ -145,9 +145,9 @@ def _output(
         outputs = [
             F.expr(e).alias(c.id) for c, e in zip(project.outputs, project.expressions, strict=True)
         ]
-        df = df.select(*outputs, *m.state, RID, *passed)
+        df = df.select(*outputs, *m.state, VIEW_ROW_ID, *passed)
     shown = [F.col(c.id).alias(n) for c, n in zip(m.columns, names, strict=True)]
-    return df.select(*shown, *m.state, F.col(RID).alias(ROW_ID), *passed)
+    return df.select(*shown, *m.state, F.col(VIEW_ROW_ID).alias(METADATA_ROW_ID), *passed)
 
 
 @contextmanager
@@ -169,24 +169,24 @@ def maintained_delta(
     found = input_changes(ctx, spark, warehouse, agg.child, versions)
     if found is None:  # no table it reads changed: no group changes
         nothing = node_rows(ctx, spark, warehouse, agg.child, ends).limit(0)
-        found = nothing.withColumn(ACTION, F.lit("INSERT")), agg.child
+        found = nothing.withColumn(VIEW_ACTION, F.lit("INSERT")), agg.child
     changes, _ = found
     keys = _keys(m)
     summed = delta_state(m.shape, m.types)
     partial = changes.groupBy(*keys).agg(*summed) if keys else changes.agg(*summed)
-    partial = partial.withColumn(RID, group_row_id([F.col(c.id) for c in agg.keys]))
+    partial = partial.withColumn(VIEW_ROW_ID, group_row_id([F.col(c.id) for c in agg.keys]))
     stored = read_state(spark, warehouse, target.state, identity=True).select(
         F.col(quoted(ROW_KEY)).alias(_OLD + ROW_KEY),
         *[F.col(quoted(n)).alias(_OLD + n) for n in stored_names],
         *[F.col(c).alias(_OLD + c) for c in STORED],
     )
-    joined = partial.join(stored, F.col(RID) == F.col(_OLD + ROW_KEY), "left")
+    joined = partial.join(stored, F.col(VIEW_ROW_ID) == F.col(_OLD + ROW_KEY), "left")
     now = combined(m.shape, m.types, _OLD)
     types = {c.name: c.type for c in schema.state}
     keep = now.state["_cl_n"] > 0 if agg.keys else F.lit(True)
     frame = joined.select(
         *[F.col(c.id) for c in agg.keys],
-        F.col(RID),
+        F.col(VIEW_ROW_ID),
         *[F.col(_OLD + n) for n in [ROW_KEY, *stored_names, *STORED]],
         *[now.state[n].cast(types[n]).alias(n) for n in m.state],
         *[now.values[c.id].cast(m.value_types[c.id]).alias(c.id) for c in agg.values],
@@ -206,19 +206,19 @@ def maintained_delta(
         # both events of a stored group keep its row's address and identity (apply_delta)
         # only the images and what the events keep: a user column may be named _a or _b
         images = rows.select(
-            F.col(ROW_ID),
+            F.col(METADATA_ROW_ID),
             before.alias("_b"),
             after.alias("_a"),
             *[F.col(_OLD + c).alias(c) for c in STORED],
         )
         paired = images.where("NOT (_b <=> _a)").select(
-            F.col(ROW_ID), F.expr(PAIR_EVENTS).alias("_e"), *STORED
+            F.col(METADATA_ROW_ID), F.expr(PAIR_EVENTS).alias("_e"), *STORED
         )
         delta = paired.where(F.col("_e").isNotNull()).select(
             *[F.col("_e").getField("v").getField(n).alias(n) for n in stored_names],
-            F.col("_e").getField("a").alias(EVENT),
-            F.col("_e").getField("u").alias(ISUPDATE),
-            F.col(ROW_ID),
+            F.col("_e").getField("a").alias(METADATA_ACTION),
+            F.col("_e").getField("u").alias(METADATA_ISUPDATE),
+            F.col(METADATA_ROW_ID),
             *STORED,
         )
         if redo:
@@ -260,7 +260,7 @@ def _recomputed(
     return out.select(
         *[F.col(c.id) for c in agg.columns],
         *[F.col(n).cast(types[n]).alias(n) for n in m.state],
-        F.col(RID),
+        F.col(VIEW_ROW_ID),
     )
 
 

@@ -50,7 +50,7 @@ from pyspark.sql.types import (
 from sqlglot import exp
 
 from changelake.dialect import parse_one, to_spark
-from changelake.plan.compile import ACTION
+from changelake.plan.compile import VIEW_ACTION
 from changelake.plan.ir import Aggregate, Col, Node, Project
 
 ROWS = "_cl_n"
@@ -201,7 +201,7 @@ def full_state(shape: Shape, types: dict[int, DataType]) -> list[Column]:
 def delta_state(shape: Shape, types: dict[int, DataType]) -> list[Column]:
     """Aggregates over a group's signed input changes (``ACTION``): each state column's change
     as ``_d<name>``; MIN/MAX: the extreme inserted (``_d<name>``) and deleted (``_x<name>``)."""
-    inserted = F.col(ACTION) == "INSERT"
+    inserted = F.col(VIEW_ACTION) == "INSERT"
     sign = F.when(inserted, F.lit(1)).otherwise(F.lit(-1)).cast("bigint")
     out = [F.sum(sign).alias("_d" + ROWS)]
     for m in shape.measures:

@@ -25,7 +25,13 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.catalog.alters import AlterDynamicTable
-from changelake.catalog.model import DynamicTableInfo, RefreshRecord, TableInfo
+from changelake.catalog.model import (
+    DynamicTableInfo,
+    RefreshAction,
+    RefreshMode,
+    RefreshRecord,
+    TableInfo,
+)
 from changelake.catalog.requests import (
     RecordRefresh,
     RefreshedFrom,
@@ -33,15 +39,15 @@ from changelake.catalog.requests import (
     Update,
 )
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
+from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.changes.plan import Information
-from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, apply_delta, diff
 from changelake.dynamic.definition import Definition
 from changelake.dynamic.evaluate import query_rows
 from changelake.dynamic.maintain import (
+    aggregated_rows,
     explain_lines,
-    full_rows,
     input_rows,
     maintained,
     maintained_delta,
@@ -172,7 +178,7 @@ def _action(
             )
     if all(ends[t] == start for t, start in frontiers.items()) and definition.tables:
         return "NO_DATA", "no table it reads changed since its last refresh"
-    if dyn.definition.effective_mode == "FULL":
+    if dyn.definition.effective_mode == RefreshMode.FULL:
         return "FULL", dyn.definition.mode_reason
     return "INCREMENTAL", "its query's changes since the last refresh"
 
@@ -196,7 +202,7 @@ def run_refresh(
     write_id = new_statement_id()  # the files' directories: one statement may run several
     table_id, name, since = dyn.table_id, dyn.name, dyn.info.current_version
     applied, jobs = TableWrite(table_id, name, since, WriteKind.CHANGE), 0
-    if plan.action != "NO_DATA":  # which writes nothing, so needs none of the stored files
+    if plan.action != RefreshAction.NO_DATA:  # which writes nothing, needs no stored file
         target = Target(dyn.info, ctx.state(dyn.info, since))
         with (
             counted_jobs(spark, f"refresh of dynamic table {dyn.name}") as count,
@@ -248,11 +254,11 @@ def _delta(
     ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
     found = maintained(ctx, spark, warehouse, plan.definition, ends)
     state = stored_state(found, schema)
-    if plan.action == "INCREMENTAL" and state is not None:
+    if plan.action == RefreshAction.INCREMENTAL and state is not None:
         with maintained_delta(ctx, spark, warehouse, state, plan.versions, target) as delta:
             yield delta
         return
-    if plan.action == "INCREMENTAL" and tree is not None:
+    if plan.action == RefreshAction.INCREMENTAL and tree is not None:
         df, _ = changes_over(
             ctx,
             spark,
@@ -262,13 +268,13 @@ def _delta(
             plan.versions,
             information=Information.DEFAULT,
         )
-        yield _renamed(df, names, (ACTION, ISUPDATE, ROW_ID))
+        yield _renamed(df, names, (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID))
         return
     if state is not None:
-        rows = full_rows(state, input_rows(ctx, spark, warehouse, state, ends), names)
+        rows = aggregated_rows(state, input_rows(ctx, spark, warehouse, state, ends), names)
     else:
         rows = query_rows(ctx, spark, warehouse, plan.definition, ends, plan.data_timestamp)
-        rows = _renamed(rows, names, (ROW_ID,))
+        rows = _renamed(rows, names, (METADATA_ROW_ID,))
         # state columns the query no longer maintains are left NULL
         rows = rows.select("*", *[F.lit(None).cast(c.type).alias(c.name) for c in schema.state])
     stored_rows = read_state(spark, warehouse, target.state, identity=True)
@@ -306,7 +312,7 @@ def explain_refresh(
         plan = plan_refresh(ctx, dyn, definitions[dyn.table_id], data_timestamp, explain=True)
         lines += plan.lines()
         tree = plan.definition.tree
-        if plan.action == "INCREMENTAL" and tree is not None:
+        if plan.action == RefreshAction.INCREMENTAL and tree is not None:
             _, view_plan = changes_over(
                 ctx,
                 spark,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pyspark.sql import SparkSession
 
 from changelake.catalog import Catalog
-from changelake.catalog.model import DynamicTableInfo
+from changelake.catalog.model import DynamicTableInfo, ExternalTableState, SchedulingState
 from changelake.catalog.requests import LeaseHeld
 from changelake.clock import Clock
 from changelake.dynamic.dag import Round, refresh_round
@@ -148,7 +148,7 @@ class Scheduler:
         due = [
             e
             for e in self.catalog.list_external_tables()
-            if e.state == "ACTIVE"
+            if e.state == ExternalTableState.ACTIVE
             and now - self._followed.get(e.table_id, 0.0) >= e.definition.follow_lag
         ]
         if not due:
@@ -231,7 +231,7 @@ class Scheduler:
         found = []
         for dyn in self.catalog.list_dynamic_tables():
             lag = dyn.definition.target_lag
-            if dyn.scheduling_state != "ACTIVE" or lag is None:
+            if dyn.scheduling_state != SchedulingState.ACTIVE or lag is None:
                 continue
             if self._retry_at.get(dyn.table_id, 0.0) > now:
                 continue

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pyspark.sql import SparkSession
 
 from changelake.catalog.alters import AlterTask, FinishTaskRun
-from changelake.catalog.model import RunClaim, TaskInfo, TaskRun
+from changelake.catalog.model import RunClaim, TaskInfo, TaskRun, TaskRunState
 from changelake.catalog.requests import (
     CommitRequest,
     LeaseHeld,
@@ -47,7 +47,7 @@ class GraphRun:
 
     @property
     def failed(self) -> bool:
-        return any(s in ("FAILED", "CANCELLED") for s in self.states.values())
+        return any(s in (TaskRunState.FAILED, TaskRunState.CANCELLED) for s in self.states.values())
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def run_graph(
             run_id = _add(runner, t, done, scheduled_at, claim, state=state, reason=reason)
             if run_id is None or (claim is not None and done.states[t.name] != state):
                 return done  # the slot or the lease was lost, or the graph is running
-            if state == "EXECUTING":
+            if state == TaskRunState.EXECUTING:
                 _execute(runner, t, done, scheduled_at, run_id, retries)
         claim = None
     if runner.trigger != "MANUAL":
@@ -121,7 +121,7 @@ def _skip_reason(
 ) -> str:
     if t.task_id != root.task_id:
         for before in t.definition.after:
-            if before in by_id and done.states[by_id[before].name] != "SUCCEEDED":
+            if before in by_id and done.states[by_id[before].name] != TaskRunState.SUCCEEDED:
                 name = by_id[before].name
                 return f"predecessor {name} did not succeed ({done.states[name]})"
         if t.state != "started":
@@ -156,7 +156,7 @@ def _add(
         reason=reason,
         scheduled_at=scheduled_at,
         started_at=now,
-        completed_at=None if state == "EXECUTING" else now,
+        completed_at=None if state == TaskRunState.EXECUTING else now,
         statement_id=None,
         error=error,
         spark_jobs=0,
@@ -182,7 +182,7 @@ def _execute(
             run_id = found
         state, retry = _attempt(runner, t, run_id)
         done.states[t.name] = state
-        if state == "SUCCEEDED" or not retry:
+        if state == TaskRunState.SUCCEEDED or not retry:
             return
 
 

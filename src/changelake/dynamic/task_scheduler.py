@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from changelake.catalog import Catalog
-from changelake.catalog.model import TaskInfo, TaskRun
+from changelake.catalog.model import TaskInfo, TaskRun, TaskRunState
 from changelake.dynamic import task_spec
 from changelake.dynamic.task_run import GraphRun, Runner, claim_of, run_graph
 from changelake.dynamic.tasks import is_root, schedule_of
@@ -119,7 +119,7 @@ def end_orphaned_runs(catalog: Catalog, holder: str, now: float) -> int:
     would have cancelled it). How many."""
     ended = 0
     timeouts = {t.task_id: t.definition.options.timeout_ms / 1000 for t in catalog.list_tasks()}
-    for run in catalog.task_runs(state="EXECUTING"):
+    for run in catalog.task_runs(state=TaskRunState.EXECUTING):
         if run.trigger == "MANUAL":
             limit = timeouts.get(run.task_id, 0.0)
             if (run.started_at or 0.0) + limit + 60 > now:

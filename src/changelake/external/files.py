@@ -27,6 +27,7 @@ from changelake.catalog.model import (
     ExternalDefinition,
     ExternalFile,
     ExternalTableInfo,
+    ExternalTableState,
 )
 from changelake.catalog.requests import (
     CommitRequest,
@@ -231,8 +232,7 @@ def refresh(
 ) -> Followed:
     """Append the rows of the files under ``ext``'s location that it has not registered, and
     register them, in one commit; report registered files that changed or vanished in its
-    error. In the result, ``changes`` counts the files read and ``position`` is the number
-    registered."""
+    error. In the result, ``changes`` counts the files read."""
     spec = ext.definition.spec
     stage = Stage(ext.definition.source)
     listed = stage.files(spec["pattern"])
@@ -240,10 +240,10 @@ def refresh(
     new = sorted(p for p in listed if p not in registered)
     changed: dict[str, Any] = {}
     report = _report(ext, registered, listed)
-    if ext.state != "FAILED" and report != ext.error:  # a FAILED table keeps its error
+    if ext.state != ExternalTableState.FAILED and report != ext.error:  # FAILED keeps its error
         changed["error"] = report
     if not new and not changed:
-        return Followed(position=ext.position)
+        return Followed(files_registered=int(ext.position or 0))
     table_id, name, version = ext.table_id, ext.name, ext.info.current_version
     schema = catalog.schema_at(table_id, version)
     statement_id = new_statement_id()
@@ -280,7 +280,7 @@ def refresh(
     return Followed(
         changes=len(new),
         inserted=inserted,
-        position=position,
+        files_registered=int(position),
         version=result.version_of(table_id),
     )
 
@@ -331,7 +331,7 @@ def refresh_statement(
         ext.name,
         step.version,
         rows_inserted=step.inserted,
-        message=f"{step.changes} new file(s) read; {step.position} file(s) registered."
+        message=f"{step.changes} new file(s) read; {step.files_registered} file(s) registered."
         + (f" {error}" if error else ""),
     )
 

@@ -17,6 +17,7 @@ import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import psycopg
 import pyarrow as pa
@@ -24,6 +25,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from changelake.arrow_types import arrow_type
 from changelake.catalog.alters import AlterExternalTable
 from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
 from changelake.catalog.requests import (
@@ -33,7 +35,7 @@ from changelake.catalog.requests import (
 )
 from changelake.catalog.store import Catalog
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
-from changelake.changes.scan import ACTION, ISUPDATE, ROW_ID
+from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.clock import Clock
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, apply_delta, diff
@@ -72,21 +74,27 @@ class Followed:
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
-    position: str | None = None
+    source_lsn: str | None = None  # a PostgreSQL table's source position after the step
+    files_registered: int | None = None  # a FILES table's count of registered files after it
     version: int | None = None
     more: bool = False  # the step stopped at its batch size with more waiting
     spark_jobs: int = 0
 
 
+class FoldedRow(NamedTuple):
+    """A source key's final row."""
+
+    values: dict[str, object]  # by column
+    keep: frozenset[str]  # the columns to keep as stored (values the source did not send)
+    stored_key: tuple  # the key of the stored row that has them
+
+
 @dataclass
 class Folded:
-    """Per source key, the final row (values by column, the columns to keep as stored, the key
-    of the stored row that has them) or None (gone); ``truncated``: the source table was emptied
+    """Per source key, the final row or None (gone); ``truncated``: the source table was emptied
     before these."""
 
-    rows: dict[tuple, tuple[dict[str, object], frozenset[str], tuple] | None] = field(
-        default_factory=dict
-    )
+    rows: dict[tuple, FoldedRow | None] = field(default_factory=dict)
     truncated: bool = False
     changes: int = 0
 
@@ -137,7 +145,7 @@ def follow(
         else:
             if messages:  # a crash after the last commit left the slot behind it
                 replication.advance(conn, d.slot, ext.position)
-            return Followed(position=ext.position, more=full)
+            return Followed(source_lsn=ext.position, more=full)
         folded = fold(ext, transactions)
         statement_id = new_statement_id()
         state = table_state(catalog, ext)
@@ -166,7 +174,7 @@ def follow(
         inserted=applied.inserted,
         updated=applied.updated,
         deleted=applied.deleted,
-        position=end,
+        source_lsn=end,
         version=result.version_of(table_id),
         more=full,
         spark_jobs=jobs,
@@ -254,20 +262,20 @@ def _put(
     item names whose)."""
     assert change.new is not None
     before = folded.rows.get(previous)
-    source = previous if before is None else before[2]
+    source = previous if before is None else before.stored_key
     values: dict[str, object] = {}
     keep: set[str] = set()
     for name, position in at.items():
         raw = change.new[position]
         if raw is UNCHANGED:
-            if before is not None and name not in before[1]:
-                values[name] = before[0][name]
+            if before is not None and name not in before.keep:
+                values[name] = before.values[name]
             else:
                 values[name] = None
                 keep.add(name)
         else:
             values[name] = None if raw is None else convert[name](raw)
-    folded.rows[key] = (values, frozenset(keep), source)
+    folded.rows[key] = FoldedRow(values, frozenset(keep), source)
 
 
 def _positions(ext: ExternalTableInfo, relation: Relation, names: list[str]) -> dict[str, int]:
@@ -287,28 +295,6 @@ def _positions(ext: ExternalTableInfo, relation: Relation, names: list[str]) -> 
             " the columns it keeps."
         )
     return {n: found[n] for n in names}
-
-
-_ARROW = {
-    "smallint": pa.int16(),
-    "int": pa.int32(),
-    "bigint": pa.int64(),
-    "float": pa.float32(),
-    "double": pa.float64(),
-    "boolean": pa.bool_(),
-    "string": pa.string(),
-    "binary": pa.binary(),
-    "date": pa.date32(),
-    "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ntz": pa.timestamp("us"),
-}
-
-
-def _arrow_type(type_: str) -> pa.DataType:
-    if type_.startswith("decimal("):
-        precision, scale = type_[len("decimal(") : -1].split(",")
-        return pa.decimal128(int(precision), int(scale))
-    return _ARROW[type_]
 
 
 def apply_folded(
@@ -342,16 +328,17 @@ def _stage(warehouse: Warehouse, ext: ExternalTableInfo, folded: Folded, stateme
     keys = ext.definition.spec["keys"]
     # a key that is gone keeps its key values (its row key finds the stored row)
     entries = [
-        (dict(zip(keys, key, strict=True)), frozenset(), key) if e is None else e
+        FoldedRow(dict(zip(keys, key, strict=True)), frozenset(), key) if e is None else e
         for key, e in folded.rows.items()
     ]
     gone = [e is None for e in folded.rows.values()]
     types = dict(columns)
-    arrays = [pa.array([e[0].get(n) for e in entries], _arrow_type(t)) for n, t in columns]
+    arrays = [pa.array([e.values.get(n) for e in entries], arrow_type(t)) for n, t in columns]
     arrays.append(pa.array(gone, pa.bool_()))
-    arrays.append(pa.array([",".join(sorted(e[1])) or None for e in entries], pa.string()))
+    arrays.append(pa.array([",".join(sorted(e.keep)) or None for e in entries], pa.string()))
     arrays += [
-        pa.array([e[2][i] for e in entries], _arrow_type(types[k])) for i, k in enumerate(keys)
+        pa.array([e.stored_key[i] for e in entries], arrow_type(types[k]))
+        for i, k in enumerate(keys)
     ]
     names = [*(n for n, _ in columns), _GONE, _KEEP, *(_FROM + k for k in keys)]
     if not entries:  # a TRUNCATE alone: the schema, no rows
@@ -412,12 +399,12 @@ def _delta(
             unfolded = unfolded.where(F.coalesce(F.expr(keep), F.lit(False)))
         inserts = unfolded.select(
             *[F.col(quoted(n)) for n in names],
-            F.lit("INSERT").alias(ACTION),
-            F.lit(False).alias(ISUPDATE),
-            F.col(ROW_KEY).alias(ROW_ID),
+            F.lit("INSERT").alias(METADATA_ACTION),
+            F.lit(False).alias(METADATA_ISUPDATE),
+            F.col(ROW_KEY).alias(METADATA_ROW_ID),
             *[F.lit(None).cast(every.schema[c].dataType).alias(c) for c in STORED],
         )
-    keeps = any(e is not None and e[1] for e in folded.rows.values())
+    keeps = any(e is not None and e.keep for e in folded.rows.values())
     if keeps:  # values a change did not repeat: the stored row's (or the base row's)
         sources = [every.select(F.col(quoted(ROW_KEY)), *[F.col(quoted(n)) for n in names])]
         if base is not None:
@@ -445,7 +432,7 @@ def _delta(
     rows = new.where(~F.col(_GONE))
     if keep is not None:
         rows = rows.where(F.coalesce(F.expr(keep), F.lit(False)))
-    rows = rows.select(*[F.col(quoted(n)) for n in names], F.col(ROW_KEY).alias(ROW_ID))
+    rows = rows.select(*[F.col(quoted(n)) for n in names], F.col(ROW_KEY).alias(METADATA_ROW_ID))
     delta = diff(stored, rows, names, carried=STORED)
     return delta if inserts is None else delta.unionByName(inserts)
 

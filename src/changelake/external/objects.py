@@ -153,7 +153,7 @@ def refresh(
             inserted=total.inserted + step.inserted,
             updated=total.updated + step.updated,
             deleted=total.deleted + step.deleted,
-            position=step.position,
+            source_lsn=step.source_lsn,
             version=step.version if step.version is not None else total.version,
         )
         if not step.more:
@@ -168,7 +168,7 @@ def refresh(
         rows_updated=total.updated,
         rows_deleted=total.deleted,
         message=f"{total.transactions} source transaction(s) applied; at source position"
-        f" {total.position}.",
+        f" {total.source_lsn}.",
     )
 
 

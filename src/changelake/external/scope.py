@@ -278,7 +278,7 @@ def _commit(
         transactions=len(transactions),
         inserted=applied.inserted,
         deleted=applied.deleted,
-        position=format_lsn(end),
+        source_lsn=format_lsn(end),
         version=result.version_of(table_id),
         spark_jobs=jobs,
     )
@@ -307,8 +307,8 @@ def _past(
         except SourceChangedError:
             raise
         except ChangelakeError:  # another follower's step or commit came first
-            step = Followed(position=ext.position)
-        if step.position == ext.position:
+            step = Followed(source_lsn=ext.position)
+        if step.source_lsn == ext.position:
             time.sleep(0.05)  # the source has not flushed P yet, or another follower is at it
         ext = _current(catalog, ext)
     return ext

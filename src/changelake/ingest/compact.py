@@ -20,7 +20,7 @@ from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.clock import Clock
 from changelake.ingest.files import new_directory, write_file
 from changelake.ingest.validate import RowValidator
-from changelake.schema import ROW_ID, ROW_VERSION, TableSchema
+from changelake.schema import ROW_VERSION, STORED_ROW_ID, TableSchema
 from changelake.storage.warehouse import Warehouse
 
 COMPACT_AFTER_FILES = 32
@@ -55,11 +55,11 @@ def _read(warehouse: Warehouse, live: LiveFile, schema: TableSchema, types: pa.S
     assert base is not None and version is not None
     rid = pa.array(range(base, base + n), pa.int64())
     ver = pa.array([version] * n, pa.int64()) if n else pa.array([], pa.int64())
-    if ROW_ID in data.column_names:
-        rid = pc.coalesce(data[ROW_ID], rid)
+    if STORED_ROW_ID in data.column_names:
+        rid = pc.coalesce(data[STORED_ROW_ID], rid)
         ver = pc.coalesce(data[ROW_VERSION], ver)
     out = pa.Table.from_arrays(columns, schema=types)
-    return out.append_column(ROW_ID, rid).append_column(ROW_VERSION, ver)
+    return out.append_column(STORED_ROW_ID, rid).append_column(ROW_VERSION, ver)
 
 
 def compact(
@@ -75,13 +75,13 @@ def compact(
     schema = catalog.schema_at(table_id, info.current_version)
     types = RowValidator(schema, table=info.name).arrow_schema
     merged = pa.concat_tables([_read(warehouse, f, schema, types) for f in chosen])
-    data = merged.drop_columns([ROW_ID, ROW_VERSION])
+    data = merged.drop_columns([STORED_ROW_ID, ROW_VERSION])
     added = write_file(
         warehouse,
         data,
         directory=new_directory(),
         part=0,
-        identity=(merged[ROW_ID], merged[ROW_VERSION]),
+        identity=(merged[STORED_ROW_ID], merged[ROW_VERSION]),
     )
     write = TableWrite(
         table_id,

@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from changelake.catalog.model import DataFile
-from changelake.schema import ROW_ID, ROW_VERSION
+from changelake.schema import ROW_VERSION, STORED_ROW_ID
 from changelake.storage.footers import file_stats, trusted_statistics
 from changelake.storage.warehouse import Warehouse
 
 # Ingest files are born with no identity: the commit gives them row ids, and their rows were
 # last changed by the version that commits them.
-_HIDDEN = pa.schema([pa.field(ROW_ID, pa.int64()), pa.field(ROW_VERSION, pa.int64())])
+_HIDDEN = pa.schema([pa.field(STORED_ROW_ID, pa.int64()), pa.field(ROW_VERSION, pa.int64())])
 
 
 def new_directory() -> str:

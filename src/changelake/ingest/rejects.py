@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from changelake.arrow_types import arrow_type
 from changelake.catalog import Catalog
 from changelake.catalog.internal import check_user_name
 from changelake.catalog.model import TableInfo
@@ -33,7 +34,6 @@ ERROR_COLUMNS: tuple[tuple[str, str], ...] = (
     ("payload", "string"),
     ("rejected_at", "timestamp"),
 )
-_ARROW = {"string": pa.string(), "bigint": pa.int64(), "timestamp": pa.timestamp("us", tz="UTC")}
 
 
 def _text(value: Any) -> str | None:
@@ -64,7 +64,7 @@ class Rejects:
         self._source = source_table
         self._schema = pa.schema(
             [
-                pa.field(schema.column(name, table=info.name).physical, _ARROW[kind])
+                pa.field(schema.column(name, table=info.name).physical, arrow_type(kind))
                 for name, kind in ERROR_COLUMNS
             ]
         )

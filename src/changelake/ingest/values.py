@@ -17,7 +17,8 @@ from zoneinfo import ZoneInfo
 
 import pyarrow as pa
 
-from changelake.errors import IngestValidationError
+from changelake import arrow_types
+from changelake.errors import IngestValidationError, UnsupportedError
 from changelake.schema import Column
 
 MAX_STRING_BYTES = 16 * 1024 * 1024
@@ -32,7 +33,6 @@ _DATE_LITERAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
 _INT_RANGES = {"int": (-(2**31), 2**31 - 1), "bigint": (-(2**63), 2**63 - 1)}
-_DECIMAL_TYPE = re.compile(r"decimal\((\d+),(\d+)\)")
 
 Converter = Callable[[Any], Any]
 
@@ -49,24 +49,13 @@ def show(value: Any) -> str:
 
 def arrow_type(column: Column) -> pa.DataType:
     """The Arrow type rows of ``column`` are built in."""
-    simple = {
-        "int": pa.int32(),
-        "bigint": pa.int64(),
-        "double": pa.float64(),
-        "boolean": pa.bool_(),
-        "string": pa.string(),
-        "binary": pa.binary(),
-        "date": pa.date32(),
-        "timestamp": pa.timestamp("us", tz="UTC"),
-    }
-    if column.type in simple:
-        return simple[column.type]
-    decimal = _DECIMAL_TYPE.fullmatch(column.type.replace(" ", ""))
-    if decimal:
-        return pa.decimal128(int(decimal.group(1)), int(decimal.group(2)))
-    raise IngestValidationError(
-        f"Column {column.name!r} has type {column.type!r}, which streaming ingest does not support."
-    )
+    try:
+        return arrow_types.arrow_type(column.type)
+    except UnsupportedError as e:
+        raise IngestValidationError(
+            f"Column {column.name!r} has type {column.type!r}, which streaming ingest does not"
+            " support."
+        ) from e
 
 
 def display_type(column: Column) -> str:

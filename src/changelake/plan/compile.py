@@ -38,10 +38,11 @@ from changelake.plan.ir import (
 from changelake.schema import quoted
 from changelake.storage import native
 
-RID = "_cl_vrid"
-ACTION = "_cl_vact"
+VIEW_ROW_ID = "_cl_vrid"
+VIEW_ACTION = "_cl_vact"
 
-# A leaf's rows: the scan's table columns by their names in the table, RID, and ACTION for a Delta.
+# A leaf's rows: the scan's table columns by their names in the table, VIEW_ROW_ID, and
+# VIEW_ACTION for a Delta.
 Leaf = Callable[[At | Delta | Scan], DataFrame]
 
 
@@ -57,7 +58,7 @@ def compile_node(node: Node, leaf: Leaf) -> DataFrame:
         return native.select(df, [*outputs, *_hidden(df)])
     if isinstance(node, Branch):
         df = compile_node(node.child, leaf)
-        return df.withColumn(RID, F.concat(F.lit(node.tag), F.col(RID)))
+        return df.withColumn(VIEW_ROW_ID, F.concat(F.lit(node.tag), F.col(VIEW_ROW_ID)))
     if isinstance(node, Join):
         return _join(node, leaf)
     if isinstance(node, Union):
@@ -69,14 +70,14 @@ def compile_node(node: Node, leaf: Leaf) -> DataFrame:
     if isinstance(node, Pad):
         return _pad(node, leaf)
     if isinstance(node, Signed):
-        return compile_node(node.child, leaf).withColumn(ACTION, F.lit(node.action))
+        return compile_node(node.child, leaf).withColumn(VIEW_ACTION, F.lit(node.action))
     if isinstance(node, Regroup):
         return _regroup(node, leaf)
     raise TypeError(f"cannot compile {type(node).__name__}")
 
 
 def _hidden(df: DataFrame) -> list[str]:
-    return [RID, *_action(df)]
+    return [VIEW_ROW_ID, *_action(df)]
 
 
 def _leaf(node: Scan | At | Delta, leaf: Leaf) -> DataFrame:
@@ -93,8 +94,8 @@ def _pair_id_sql(left: str, right: str) -> str:
 
 
 def _join(node: Join, leaf: Leaf) -> DataFrame:
-    left = compile_node(node.left, leaf).withColumnRenamed(RID, "_cl_lrid")
-    right = compile_node(node.right, leaf).withColumnRenamed(RID, "_cl_rrid")
+    left = compile_node(node.left, leaf).withColumnRenamed(VIEW_ROW_ID, "_cl_lrid")
+    right = compile_node(node.right, leaf).withColumnRenamed(VIEW_ROW_ID, "_cl_rrid")
     if node.kind is JoinKind.CROSS and node.condition is None:
         joined = left.crossJoin(right)
     else:
@@ -105,7 +106,7 @@ def _join(node: Join, leaf: Leaf) -> DataFrame:
     else:
         rid = _pair_id_sql("_cl_lrid", "_cl_rrid")
     outputs = [c.id for c in node.columns]
-    return native.select(joined, [*outputs, f"{rid} AS {RID}", *_action(joined)])
+    return native.select(joined, [*outputs, f"{rid} AS {VIEW_ROW_ID}", *_action(joined)])
 
 
 def _pad(node: Pad, leaf: Leaf) -> DataFrame:
@@ -114,13 +115,16 @@ def _pad(node: Pad, leaf: Leaf) -> DataFrame:
     own = [c.id for c in node.child.columns]
     if node.side == "left":
         return native.select(
-            df, [*own, *nulls, f"{_pair_id_sql(RID, 'NULL')} AS {RID}", *_action(df)]
+            df,
+            [*own, *nulls, f"{_pair_id_sql(VIEW_ROW_ID, 'NULL')} AS {VIEW_ROW_ID}", *_action(df)],
         )
-    return native.select(df, [*nulls, *own, f"{_pair_id_sql('NULL', RID)} AS {RID}", *_action(df)])
+    return native.select(
+        df, [*nulls, *own, f"{_pair_id_sql('NULL', VIEW_ROW_ID)} AS {VIEW_ROW_ID}", *_action(df)]
+    )
 
 
 def _action(df: DataFrame) -> list[str]:
-    return [ACTION] if ACTION in df.columns else []
+    return [VIEW_ACTION] if VIEW_ACTION in df.columns else []
 
 
 def _union(node: Union, leaf: Leaf) -> DataFrame:
@@ -134,7 +138,7 @@ def _union(node: Union, leaf: Leaf) -> DataFrame:
 
 def _grouped(node: Aggregate, df: DataFrame) -> DataFrame:
     """The aggregate of ``df`` (the child's rows); a group's ROW_ID hashes its keys."""
-    if ACTION in df.columns:
+    if VIEW_ACTION in df.columns:
         raise TypeError("an aggregate's input must be a state, not changes")
     keys = [F.expr(e).alias(c.id) for c, e in zip(node.keys, node.key_expressions, strict=True)]
     values = [
@@ -150,7 +154,7 @@ def _grouped(node: Aggregate, df: DataFrame) -> DataFrame:
     # plan's internal ids, so one grouping has one ROW_ID however the query was built (over a
     # view or over a dynamic table of it); no keys: one group, one id
     rid = group_row_id([F.col(c.id) for c in node.keys])
-    return out.select(*[F.col(c.id) for c in node.columns], rid.alias(RID))
+    return out.select(*[F.col(c.id) for c in node.columns], rid.alias(VIEW_ROW_ID))
 
 
 def group_row_id(keys: list[Column]) -> Column:
@@ -161,10 +165,10 @@ def group_row_id(keys: list[Column]) -> Column:
 
 def _windowed(node: Window, df: DataFrame) -> DataFrame:
     """The window functions over ``df`` (the child's rows); rows keep their ids."""
-    if ACTION in df.columns:
+    if VIEW_ACTION in df.columns:
         raise TypeError("a window's input must be a state, not changes")
     outputs = [F.expr(e).alias(c.id) for c, e in zip(node.outputs, node.expressions, strict=True)]
-    return df.select(*[F.col(c.id) for c in node.child.columns], *outputs, F.col(RID))
+    return df.select(*[F.col(c.id) for c in node.child.columns], *outputs, F.col(VIEW_ROW_ID))
 
 
 def _regroup(node: Regroup, leaf: Leaf) -> DataFrame:
@@ -186,13 +190,17 @@ def _regroup(node: Regroup, leaf: Leaf) -> DataFrame:
         cond = same[0]
         for more in same[1:]:
             cond = cond & more
-        start = with_keys.join(touched.distinct(), cond, "left_semi").select(*columns, F.col(RID))
-    gone = net.where(F.col(ACTION) == "DELETE").select(F.col(RID).alias("_cl_gone"))
-    kept = start.join(gone, F.col(RID) == F.col("_cl_gone"), "left_anti")
-    end = kept.unionByName(net.where(F.col(ACTION) == "INSERT").select(*columns, F.col(RID)))
+        start = with_keys.join(touched.distinct(), cond, "left_semi").select(
+            *columns, F.col(VIEW_ROW_ID)
+        )
+    gone = net.where(F.col(VIEW_ACTION) == "DELETE").select(F.col(VIEW_ROW_ID).alias("_cl_gone"))
+    kept = start.join(gone, F.col(VIEW_ROW_ID) == F.col("_cl_gone"), "left_anti")
+    end = kept.unionByName(
+        net.where(F.col(VIEW_ACTION) == "INSERT").select(*columns, F.col(VIEW_ROW_ID))
+    )
     apply = _grouped if isinstance(stateful, Aggregate) else _windowed
-    before = apply(stateful, start).withColumn(ACTION, F.lit("DELETE"))  # type: ignore[arg-type]
-    after = apply(stateful, end).withColumn(ACTION, F.lit("INSERT"))  # type: ignore[arg-type]
+    before = apply(stateful, start).withColumn(VIEW_ACTION, F.lit("DELETE"))  # type: ignore[arg-type]
+    after = apply(stateful, end).withColumn(VIEW_ACTION, F.lit("INSERT"))  # type: ignore[arg-type]
     return before.unionByName(after)
 
 
@@ -200,9 +208,9 @@ def net_changes(signed: DataFrame, columns: tuple[Col, ...]) -> DataFrame:
     """The minimum delta of a redundant one: per ROW_ID and values, inserts minus deletes, as
     that many rows with ACTION INSERT (or DELETE)."""
     ids = [F.col(c.id) for c in columns]
-    sign = F.when(F.col(ACTION) == "INSERT", 1).otherwise(-1)
-    net = signed.groupBy(F.col(RID), *ids).agg(F.sum(sign).alias("_cl_net"))
+    sign = F.when(F.col(VIEW_ACTION) == "INSERT", 1).otherwise(-1)
+    net = signed.groupBy(F.col(VIEW_ROW_ID), *ids).agg(F.sum(sign).alias("_cl_net"))
     repeated = F.explode(F.array_repeat(F.lit(0), F.abs(F.col("_cl_net")).cast("int")))
     rows = net.where(F.col("_cl_net") != 0).select("*", repeated.alias("_cl_n"))
     action = F.when(F.col("_cl_net") > 0, "INSERT").otherwise("DELETE")
-    return rows.select(*ids, F.col(RID), action.alias(ACTION))
+    return rows.select(*ids, F.col(VIEW_ROW_ID), action.alias(VIEW_ACTION))

@@ -7,8 +7,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.catalog.model import TableInfo
-from changelake.changes.scan import ROW_ID as ROW_ID_COLUMN
-from changelake.plan.compile import RID, compile_node
+from changelake.changes.columns import METADATA_ROW_ID
+from changelake.plan.compile import VIEW_ROW_ID, compile_node
 from changelake.plan.delta import derive
 from changelake.plan.ir import End, Node, at
 from changelake.plan.views import Leaves, Versions
@@ -57,4 +57,4 @@ def rows_at(
     METADATA$ROW_ID (a dynamic table's full refresh)."""
     df = node_rows(ctx, spark, warehouse, tree, versions)
     names = [F.col(c.id).alias(c.name) for c in tree.columns]
-    return df.select(*names, F.col(RID).alias(ROW_ID_COLUMN))
+    return df.select(*names, F.col(VIEW_ROW_ID).alias(METADATA_ROW_ID))

@@ -17,13 +17,18 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from changelake.catalog.model import StreamInfo, TableInfo
+from changelake.changes.columns import (
+    METADATA_ACTION,
+    METADATA_COMMIT_TIMESTAMP,
+    METADATA_COMMIT_VERSION,
+    METADATA_ISUPDATE,
+    METADATA_ROW_ID,
+)
 from changelake.changes.plan import Information
 from changelake.changes.query import changes_between, plan_interval, resolve_interval
-from changelake.changes.scan import ACTION as ACTION_COLUMN
-from changelake.changes.scan import COMMIT_TIMESTAMP, COMMIT_VERSION, ISUPDATE, table_row_id
-from changelake.changes.scan import ROW_ID as ROW_ID_COLUMN
+from changelake.changes.scan import table_row_id
 from changelake.errors import InvalidStatementError, StaleStreamError, UnsupportedError
-from changelake.plan.compile import ACTION, RID, compile_node, net_changes
+from changelake.plan.compile import VIEW_ACTION, VIEW_ROW_ID, compile_node, net_changes
 from changelake.plan.definition import view_definition, view_tree
 from changelake.plan.delta import derive, formula
 from changelake.plan.ir import (
@@ -236,15 +241,19 @@ def changes_over(
             return _empty(spark, tree, leaves), plan
         return _inserts(compile_node(derivative, leaves.read), names), plan
     if chosen == "RECOMPUTE":
-        before = compile_node(at(tree, End.START), leaves.read).withColumn(ACTION, F.lit("DELETE"))
-        after = compile_node(at(tree, End.END), leaves.read).withColumn(ACTION, F.lit("INSERT"))
+        before = compile_node(at(tree, End.START), leaves.read).withColumn(
+            VIEW_ACTION, F.lit("DELETE")
+        )
+        after = compile_node(at(tree, End.END), leaves.read).withColumn(
+            VIEW_ACTION, F.lit("INSERT")
+        )
         signed = before.unionByName(after)
     elif derivative is None:
         return _empty(spark, tree, leaves), plan
     else:
         signed = compile_node(derivative, leaves.read)
     return _consolidated(signed, tree).select(
-        *names, F.col(ACTION_COLUMN), F.col(ISUPDATE), F.col(ROW_ID_COLUMN)
+        *names, F.col(METADATA_ACTION), F.col(METADATA_ISUPDATE), F.col(METADATA_ROW_ID)
     ), plan
 
 
@@ -284,8 +293,8 @@ def _redo(
         parts.append(
             df.select(
                 "*",
-                F.lit(version).cast("bigint").alias(COMMIT_VERSION),
-                F.lit(dt.datetime.fromtimestamp(committed_at)).alias(COMMIT_TIMESTAMP),
+                F.lit(version).cast("bigint").alias(METADATA_COMMIT_VERSION),
+                F.lit(dt.datetime.fromtimestamp(committed_at)).alias(METADATA_COMMIT_TIMESTAMP),
                 F.lit(ordinal).alias("_cl_step"),
             )
         )
@@ -302,29 +311,31 @@ def _redo(
         empty = _empty(spark, tree, leaves)
         return empty.select(
             "*",
-            F.lit(None).cast("bigint").alias(COMMIT_VERSION),
-            F.lit(None).cast("timestamp").alias(COMMIT_TIMESTAMP),
+            F.lit(None).cast("bigint").alias(METADATA_COMMIT_VERSION),
+            F.lit(None).cast("timestamp").alias(METADATA_COMMIT_TIMESTAMP),
         ), plan
     out = functools.reduce(DataFrame.unionByName, parts)
-    return out.orderBy("_cl_step", ROW_ID_COLUMN, ACTION_COLUMN).drop("_cl_step"), plan
+    return out.orderBy("_cl_step", METADATA_ROW_ID, METADATA_ACTION).drop("_cl_step"), plan
 
 
 def _inserts(df: DataFrame, names: list[Column]) -> DataFrame:
     return df.select(
         *names,
-        F.lit("INSERT").alias(ACTION_COLUMN),
-        F.lit(False).alias(ISUPDATE),
-        F.col(RID).alias(ROW_ID_COLUMN),
+        F.lit("INSERT").alias(METADATA_ACTION),
+        F.lit(False).alias(METADATA_ISUPDATE),
+        F.col(VIEW_ROW_ID).alias(METADATA_ROW_ID),
     )
 
 
 def _consolidated(signed: DataFrame, tree: Node) -> DataFrame:
     """The minimum delta of a redundant one; a ROW_ID left with a DELETE and an INSERT is an
     update (METADATA$ISUPDATE, computed last)."""
-    rows = net_changes(signed, tree.columns).withColumn(ACTION_COLUMN, F.col(ACTION))
-    by_id = Window.partitionBy(RID)
-    update = F.min(ACTION_COLUMN).over(by_id) != F.max(ACTION_COLUMN).over(by_id)
-    return rows.withColumn(ISUPDATE, update).withColumn(ROW_ID_COLUMN, F.col(RID))
+    rows = net_changes(signed, tree.columns).withColumn(METADATA_ACTION, F.col(VIEW_ACTION))
+    by_id = Window.partitionBy(VIEW_ROW_ID)
+    update = F.min(METADATA_ACTION).over(by_id) != F.max(METADATA_ACTION).over(by_id)
+    return rows.withColumn(METADATA_ISUPDATE, update).withColumn(
+        METADATA_ROW_ID, F.col(VIEW_ROW_ID)
+    )
 
 
 def _empty(spark: SparkSession, tree: Node, leaves: Leaves) -> DataFrame:
@@ -412,7 +423,7 @@ class Leaves:
             if self.information is Information.APPEND_ONLY:
                 # what the view could join an inserted row with: the start state and every
                 # inserted row, with its values as inserted
-                added = self._changes(info, first, last).drop(ACTION)
+                added = self._changes(info, first, last).drop(VIEW_ACTION)
                 return self._state(info, first).unionByName(added)
             return self._state(info, last)
         key = node.key if isinstance(node, At) else None
@@ -439,7 +450,7 @@ class Leaves:
             df = df.where(F.col(quoted(key)).between(F.lit(bounds[0]), F.lit(bounds[1])))
         columns = [quoted(c.name) for c in state.schema.visible]
         rid = table_row_id(info.table_id, state.schema)
-        return native.select(df, [*columns, f"{rid} AS {RID}"])
+        return native.select(df, [*columns, f"{rid} AS {VIEW_ROW_ID}"])
 
     def _touched(self, info: TableInfo, key: str, changed: tuple[int, int]) -> tuple | None:
         first, last = changed
@@ -464,5 +475,7 @@ class Leaves:
         schema = self.ctx.catalog.schema_at(info.table_id, last)
         columns = [F.col(quoted(c.name)) for c in schema.visible]
         return df.select(
-            *columns, F.col(ROW_ID_COLUMN).alias(RID), F.col(ACTION_COLUMN).alias(ACTION)
+            *columns,
+            F.col(METADATA_ROW_ID).alias(VIEW_ROW_ID),
+            F.col(METADATA_ACTION).alias(VIEW_ACTION),
         )

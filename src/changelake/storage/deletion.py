@@ -25,7 +25,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from changelake.catalog.model import DataFile
-from changelake.schema import ROW_ID
+from changelake.schema import STORED_ROW_ID
 from changelake.storage.local import lookup
 from changelake.storage.warehouse import Warehouse
 
@@ -53,7 +53,7 @@ def _footer(warehouse: Warehouse, dv_path: str) -> tuple[bool, int]:
     """(carries images, rows) of a DV file; DV files are immutable, so this is cached."""
     with warehouse.fs.open_input_file(warehouse.fs_path(dv_path)) as f:
         meta = pq.ParquetFile(f).metadata
-    return ROW_ID in meta.schema.names, meta.num_rows
+    return STORED_ROW_ID in meta.schema.names, meta.num_rows
 
 
 def has_images(warehouse: Warehouse, dv_path: str) -> bool:

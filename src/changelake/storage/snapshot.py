@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
 
 from changelake.catalog.model import DataFile, LiveFile
-from changelake.schema import ROW_ID, ROW_VERSION, TableSchema, quoted
+from changelake.schema import ROW_VERSION, STORED_ROW_ID, TableSchema, quoted
 from changelake.storage import native
 from changelake.storage.deletion import (
     DV_FILE,
@@ -54,7 +54,10 @@ def spark_type(type_name: str) -> DataType:
 def physical_schema(schema: TableSchema) -> StructType:
     """The Parquet schema of data files: ``c<id>`` columns plus the materialized identity columns."""
     fields = [StructField(c.physical, spark_type(c.type), True) for c in schema.columns]
-    fields += [StructField(ROW_ID, LongType(), True), StructField(ROW_VERSION, LongType(), True)]
+    fields += [
+        StructField(STORED_ROW_ID, LongType(), True),
+        StructField(ROW_VERSION, LongType(), True),
+    ]
     return StructType(fields)
 
 
@@ -247,7 +250,7 @@ def _with_identity(
 
 # A row's identity from its materialized columns, else its file's constants and its position.
 _IDENTITY = (
-    f"coalesce({ROW_ID}, _i_base + {POS}) AS {RID}",
+    f"coalesce({STORED_ROW_ID}, _i_base + {POS}) AS {RID}",
     f"coalesce({ROW_VERSION}, _i_version) AS {VER}",
 )
 

@@ -17,7 +17,7 @@ from pyspark.sql.types import DataType
 
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.errors import InvalidStatementError, TypeMismatchError, UnsupportedError
-from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema, check_column_name
+from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema, check_column_name
 from changelake.storage.deletion import DV_FILE, DV_POS
 from changelake.storage.footers import describe_files
 from changelake.storage.snapshot import FILE, POS, RID, VER, spark_type
@@ -112,7 +112,7 @@ def write_data(
     name further columns of ``df`` holding identities to materialize.
     """
     columns = conform(df, schema, table=table)
-    for name, hidden in ((row_id, ROW_ID), (row_version, ROW_VERSION)):
+    for name, hidden in ((row_id, STORED_ROW_ID), (row_version, ROW_VERSION)):
         columns.append((F.col(name) if name else F.lit(None)).cast("bigint").alias(hidden))
     out = df.select(*columns)
     if partitions is not None:
@@ -147,7 +147,7 @@ def write_deletes(
     columns = [F.col(FILE).alias(DV_FILE), F.col(POS).alias(DV_POS)]
     if images is not None:
         columns += [F.col(f"`{c.name}`").cast(c.type).alias(c.physical) for c in images.columns]
-        columns += [F.col(RID).alias(ROW_ID), F.col(VER).alias(ROW_VERSION)]
+        columns += [F.col(RID).alias(STORED_ROW_ID), F.col(VER).alias(ROW_VERSION)]
     # One file, through a shuffle of the (few) deleted rows, so the read that finds them (or
     # materializes them, when ``deleted`` is persisted but not yet computed) stays parallel.
     dv = deleted.select(*columns).repartition(1)

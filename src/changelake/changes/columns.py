@@ -1,0 +1,9 @@
+"""The names of the METADATA$ columns a change result carries beside the table's columns."""
+
+from __future__ import annotations
+
+METADATA_ACTION = "METADATA$ACTION"
+METADATA_ISUPDATE = "METADATA$ISUPDATE"
+METADATA_ROW_ID = "METADATA$ROW_ID"
+METADATA_COMMIT_VERSION = "METADATA$COMMIT_VERSION"
+METADATA_COMMIT_TIMESTAMP = "METADATA$COMMIT_TIMESTAMP"
