@@ -11,9 +11,9 @@ from pyspark.sql import DataFrame, SparkSession
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
-from changelake.changelog.apply import ApplyOptions, apply_python  # APPLY CHANGES
+from changelake.changelog.apply import ApplyOptions, apply_python
 from changelake.changelog.export import ExportResult, export_sql
-from changelake.changelog.files import read_changelog  # APPLY CHANGES
+from changelake.changelog.files import read_changelog
 from changelake.changes.formats import Commit, Format, Rendering, render
 from changelake.changes.plan import ChangePlan, Information
 from changelake.changes.query import changes_between, plan_interval, resolve_interval
@@ -34,7 +34,7 @@ from changelake.txn.points import Edge, point_from_python
 from changelake.txn.transaction import Transaction, TransactionSlot
 
 if TYPE_CHECKING:
-    from typing import Unpack  # APPLY CHANGES
+    from typing import Unpack
 
 Point = int | dt.datetime | str
 
@@ -149,7 +149,6 @@ class Session:
             self._context(), self.spark, self.warehouse, query, path=path, file_format=file_format
         )
 
-    # -- APPLY CHANGES --
     def apply_changes(self, target: str, source: Any, **options: Unpack[ApplyOptions]) -> DataFrame:
         """APPLY CHANGES INTO ``target`` FROM ``source`` (a DataFrame, a table, view or stream
         name, or a query); ``options`` as in ``changelake.changelog.apply.apply_python``."""
@@ -164,7 +163,6 @@ class Session:
         ``apply_changes``; JSON values are read with the types of ``table``'s columns."""
         return read_changelog(self._context(), self.spark, path, format=format, table=table)
 
-    # -- end APPLY CHANGES --
     def refresh(self, name: str) -> DataFrame:
         """ALTER DYNAMIC TABLE ``name`` REFRESH: now, its upstreams first at one data timestamp."""
         done = alter_dynamic_table(self._context(), self.spark, self.warehouse, name, "REFRESH", {})

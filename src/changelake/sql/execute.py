@@ -13,7 +13,7 @@ from sqlglot import exp
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TaskInfo
-from changelake.changelog.apply import apply_statement  # APPLY CHANGES
+from changelake.changelog.apply import apply_statement
 from changelake.changelog.export import FileFormat, export  # export (COPY INTO)
 from changelake.clock import Clock
 from changelake.dialect import parse_one, to_spark
@@ -33,7 +33,7 @@ from changelake.errors import TransactionError
 from changelake.external import scope
 from changelake.external.objects import create_connection, drop_connection, drop_external_table
 from changelake.plan.bind import Binder
-from changelake.sql import ddl, dynamic, external, show, tasks
+from changelake.sql import apply, ddl, dynamic, external, show, tasks
 from changelake.sql import statements as s
 from changelake.sql.explain import explain
 from changelake.sql.streams import create_stream, describe_stream, show_streams
@@ -228,7 +228,7 @@ HANDLERS: dict[type, Callable[[Env, Any], DataFrame | StatementResult]] = {
     s.Optimize: _optimize,
     s.Vacuum: _vacuum,
     s.Explain: lambda env, st: explain(*env.io, st.tree),
-    s.ApplyChanges: lambda env, st: apply_statement(*env.io, st.spec, st.source),  # APPLY CHANGES
+    apply.ApplyChanges: lambda env, st: apply_statement(*env.io, st.spec, st.source),
     # -- export (COPY INTO) --
     s.Export: lambda env, st: export(
         *env.io, st.query, path=st.path, file_format=FileFormat.parse(st.file_format)

@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from changelake import dialect as d
-from changelake.changelog.spec import ApplySpec, OpFormat  # APPLY CHANGES
 from changelake.errors import InvalidStatementError, UnsupportedError
-from changelake.sql import dynamic, external, tasks
+from changelake.sql import apply, dynamic, external, tasks
 
 
 @dataclass(frozen=True)
@@ -195,46 +194,6 @@ def _export(tree: exp.Copy) -> Export:
 # -- end export --
 
 
-# -- APPLY CHANGES (changelog/) --
-
-
-@dataclass(frozen=True)
-class ApplyChanges:
-    """``APPLY CHANGES INTO ... FROM source ...``: what to apply, and the source reference
-    (a table, view or stream, or a subquery)."""
-
-    spec: ApplySpec
-    source: exp.Expression
-
-
-def _apply_changes(tree: d.ApplyChanges) -> ApplyChanges:
-    def names(key: str) -> tuple[str, ...] | None:
-        found = tree.args.get(key)
-        return tuple(e.name for e in found.expressions) if found is not None else None
-
-    def path(key: str) -> tuple[str, ...] | None:
-        found = tree.args.get(key)
-        return tuple(p.name for p in found.parts) if found is not None else None
-
-    op_format = tree.args.get("op_format")
-    spec = ApplySpec(
-        target=tree.this.name,
-        keys=names("keys") or (),
-        sequence_by=path("sequence") or (),
-        op_column=path("op_column"),
-        op_format=OpFormat.parse(op_format.name) if op_format is not None else None,
-        delete_when=tree.args.get("delete_when"),
-        ignore_null_updates=bool(tree.args.get("ignore_null_updates")),
-        columns=names("columns"),
-        except_columns=names("except_columns"),
-        scd_type=tree.args.get("scd_type") or 1,
-    )
-    return ApplyChanges(spec, tree.args["source"])
-
-
-# -- end APPLY CHANGES --
-
-
 Statement = (
     Query
     | Insert
@@ -257,7 +216,7 @@ Statement = (
     | Optimize
     | Vacuum
     | Explain
-    | ApplyChanges
+    | apply.ApplyChanges
     | Export
     | dynamic.DynamicStatement
     | external.ExternalStatement
@@ -383,8 +342,8 @@ _BUILDERS: dict[type, Callable[..., Statement]] = {
     d.Optimize: lambda t: Optimize(t.this.name),
     d.Vacuum: lambda t: Vacuum(t.this.name),
     d.Explain: lambda t: Explain(t.this),
-    d.ApplyChanges: _apply_changes,
     exp.Copy: _export,
+    **apply.BUILDERS,
     **dynamic.BUILDERS,
     **external.BUILDERS,
     **tasks.BUILDERS,

@@ -13,8 +13,9 @@ from sqlglot import exp
 
 from changelake.catalog.model import TaskInfo, TaskRun
 from changelake.catalog.requests import IfExists
-from changelake.dialect import ApplyChanges, parse_one
+from changelake.dialect import parse_one
 from changelake.dialect import tasks as d
+from changelake.dialect.apply import ApplyChanges
 from changelake.dynamic.tasks import NewTask, task
 from changelake.errors import InvalidStatementError
 from changelake.txn.context import StatementContext
