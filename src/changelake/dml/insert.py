@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -22,6 +22,7 @@ from changelake.errors import (
 )
 from changelake.plan.bind import Binder
 from changelake.schema import ROW_ID, ROW_VERSION, Column, TableSchema
+from changelake.storage.env import Env
 from changelake.storage.footers import describe_files, trusted_statistics
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
@@ -72,8 +73,7 @@ def full_rows(df: DataFrame, schema: TableSchema, chosen: list[Column], *, table
 
 def insert(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     *,
     table: str,
     columns: list[str] | None,
@@ -85,19 +85,19 @@ def insert(
     schema, name = target.state.schema, target.info.name
     chosen = target_columns(schema, columns, table=name)
     files = None
-    binder = Binder(ctx, spark, warehouse)
+    binder = Binder(ctx, env)
     if isinstance(source, exp.Values) and not overwrite:
         files = _write_literal_rows(
-            warehouse, source, schema, chosen, table=name, statement_id=ctx.statement_id
+            env.warehouse, source, schema, chosen, table=name, statement_id=ctx.statement_id
         )
     if files is None:
         df = full_rows(binder.query(source), schema, chosen, table=name)
         files = write_data(
-            warehouse,
+            env.warehouse,
             df,
             schema=schema,
             table=name,
-            directory=warehouse.data_dir(ctx.statement_id),
+            directory=env.warehouse.data_dir(ctx.statement_id),
         )
     removed = tuple(f.file.path for f in target.state.files) if overwrite else ()
     write = target.write(
