@@ -48,6 +48,7 @@ import sqlalchemy as sa
 
 from bench.harness import Context, Result, compared, median_of, medians
 from changelake.external.follow import Followed, follow, table_state
+from changelake.storage.env import Env
 from changelake.storage.snapshot import read_state
 
 if TYPE_CHECKING:
@@ -396,7 +397,7 @@ def follow_step(ctx: Context, table: str) -> Step:
     ext = s.catalog.find_external_table(table)
     assert ext is not None
     began = time.perf_counter()
-    followed = follow(s.catalog, s.clock, ctx.spark, s.warehouse, ext)
+    followed = follow(Env.of(s.catalog, s.clock, ctx.spark, s.warehouse), ext)
     returned = time.perf_counter()
     assert followed.position is not None
     return Step(returned, _lsn(followed.position), returned - began, followed)

@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Callable
 
 from bench.harness import Context, Result, compared, rotate, spark_jobs, view_plan
-from changelake.plan.views import PLAN_OPTION
+from changelake.storage.env import VIEW_CHANGES_PLAN
 
 NAME = "view_cost"
 TARGET = 1.2
@@ -44,15 +44,15 @@ def run(ctx: Context) -> Result:
 
     def planned(plan: str) -> Callable[[], None]:
         def action() -> None:
-            spark.conf.set(PLAN_OPTION, plan)
+            spark.conf.set(VIEW_CHANGES_PLAN, plan)
             try:
                 session.sql(query).write.format("noop").mode("overwrite").save()
             finally:
-                spark.conf.unset(PLAN_OPTION)
+                spark.conf.unset(VIEW_CHANGES_PLAN)
 
         return action
 
-    spark.conf.unset(PLAN_OPTION)
+    spark.conf.unset(VIEW_CHANGES_PLAN)
     chosen = view_plan(session, query)
     changed = session.sql(query).count()
     jobs = spark_jobs(spark, planned("AUTO"))
@@ -65,7 +65,7 @@ def run(ctx: Context) -> Result:
         f" plan AUTO (chose {chosen.split(' ', 1)[0]}) vs the faster forced plan",
         auto_m,
         times[best],
-        baseline=f"the same query with {PLAN_OPTION} forced to {best}, the faster of"
+        baseline=f"the same query with {VIEW_CHANGES_PLAN} forced to {best}, the faster of"
         f" {' and '.join(FORCED)}",
         target=TARGET,
         rows=rows,

@@ -98,13 +98,13 @@ ROW_LEVEL_PLANS = ("one-pass", "two-phase")
 
 @contextmanager
 def row_level_plan(spark, plan: str) -> Iterator[str]:
-    from changelake.dml import strategy
+    from changelake.storage.env import ROW_LEVEL_PLAN
 
-    spark.conf.set(strategy.MODE, plan)
+    spark.conf.set(ROW_LEVEL_PLAN, plan)
     try:
         yield plan
     finally:
-        spark.conf.unset(strategy.MODE)
+        spark.conf.unset(ROW_LEVEL_PLAN)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

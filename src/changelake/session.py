@@ -26,6 +26,7 @@ from changelake.plan.views import view_changes
 from changelake.sql import tasks
 from changelake.sql.dynamic import HISTORY_COLUMNS, history_rows, show_dynamic_tables
 from changelake.sql.execute import execute
+from changelake.storage.env import Env
 from changelake.storage.snapshot import read_state
 from changelake.storage.spark_setup import default_spark, prepare, quiet_query_context_loggers
 from changelake.storage.warehouse import Warehouse
@@ -55,14 +56,7 @@ class Session:
         Queries return a lazy DataFrame; other statements run at once and return a small
         DataFrame saying what they did (statement id, operation, object, version, row counts).
         """
-        return execute(
-            text,
-            spark=self.spark,
-            warehouse=self.warehouse,
-            catalog=self.catalog,
-            clock=self.clock,
-            transactions=self._transactions,
-        )
+        return execute(self._env(), text, transactions=self._transactions)
 
     @property
     def transaction(self) -> Transaction | None:
@@ -97,8 +91,7 @@ class Session:
         if self.catalog.view_sql(name) is not None:
             df, _ = view_changes(
                 ctx,
-                self.spark,
-                self.warehouse,
+                self._env(),
                 name,
                 start=point_from_python(start, Edge.BEFORE if before else Edge.AT),
                 end=point_from_python(end, Edge.END) if end is not None else None,
@@ -107,7 +100,7 @@ class Session:
             return render(df, rendering, Commit(name.lower())) if rendering else df
         info, first, last, kind = _interval(self._context(), name, start, end, information, before)
         between = {"start": first, "end": last, "information": kind, "rendering": rendering}
-        return changes_between(self.catalog, self.spark, self.warehouse, info, **between)
+        return changes_between(self._env(), info, **between)
 
     def change_plan(
         self,
@@ -134,7 +127,7 @@ class Session:
         Columns are matched by name (case-insensitive); missing nullable columns get NULL.
         Returns the same one-row result DataFrame as INSERT.
         """
-        result = append(self._context(), self.spark, self.warehouse, name, data)
+        result = append(self._context(), self._env(), name, data)
         return result.to_dataframe(self.spark)
 
     def sink(self, table: str, *, channel: str) -> SparkSink:
@@ -145,14 +138,12 @@ class Session:
     def export(self, query: str, path: str, *, file_format: str = "parquet") -> ExportResult:
         """COPY INTO ``path`` FROM (``query``): its rows as ``file_format`` ("parquet" or "json")
         files in a new directory under ``path``, consuming the streams it reads exactly once."""
-        return export_sql(
-            self._context(), self.spark, self.warehouse, query, path=path, file_format=file_format
-        )
+        return export_sql(self._context(), self._env(), query, path=path, file_format=file_format)
 
     def apply_changes(self, target: str, source: Any, **options: Unpack[ApplyOptions]) -> DataFrame:
         """APPLY CHANGES INTO ``target`` FROM ``source`` (a DataFrame, a table, view or stream
         name, or a query); ``options`` as in ``changelake.changelog.apply.apply_python``."""
-        done = apply_python(self._context(), self.spark, self.warehouse, target, source, **options)
+        done = apply_python(self._context(), self._env(), target, source, **options)
         return done.to_dataframe(self.spark)
 
     def read_changelog(
@@ -165,7 +156,7 @@ class Session:
 
     def refresh(self, name: str) -> DataFrame:
         """ALTER DYNAMIC TABLE ``name`` REFRESH: now, its upstreams first at one data timestamp."""
-        done = alter_dynamic_table(self._context(), self.spark, self.warehouse, name, "REFRESH", {})
+        done = alter_dynamic_table(self._context(), self._env(), name, "REFRESH", {})
         return done.to_dataframe(self.spark)
 
     def dynamic_tables(self, name: str | None = None, *, history: bool = False) -> DataFrame:
@@ -184,6 +175,10 @@ class Session:
     def close(self) -> None:
         """Release the catalog connection (the SparkSession stays up for others)."""
         self.catalog.close()
+
+    def _env(self) -> Env:
+        """The session's Env, with the settings its Spark conf holds now."""
+        return Env.of(self.catalog, self.clock, self.spark, self.warehouse)
 
     def _context(self) -> StatementContext:
         return StatementContext(self.catalog, self.clock, self.transaction)

@@ -13,21 +13,21 @@ import changelake
 from changelake.catalog.requests import LeaseHeld
 from changelake.dynamic.dag import refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
-from changelake.dynamic.scheduler import LEASE, Resources, Scheduler, SchedulerSettings
-from changelake.sql.execute import body_runner
+from changelake.dynamic.scheduler import LEASE, Scheduler, SchedulerSettings
+from changelake.sql.execute import run_task_body
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 
 
-def session_resources(session) -> Resources:
+def session_env(session) -> Env:
     """What the service's scheduler runs with, from a test session."""
-    parts = (session.spark, session.warehouse, session.catalog, session.clock)
-    return Resources(*parts, body_runner(*parts))
+    return Env.of(session.catalog, session.clock, session.spark, session.warehouse)
 
 
 def _scheduler(session, **settings) -> Scheduler:
-    resources = session_resources(session)
+    env = session_env(session)
     return Scheduler(
-        session.catalog, session.clock, lambda: resources, SchedulerSettings(**settings)
+        session.catalog, session.clock, lambda: env, run_task_body, SchedulerSettings(**settings)
     )
 
 
@@ -152,8 +152,7 @@ def test_one_scheduler_holds_the_lease_and_a_zombie_cannot_commit(base_on_catalo
     ctx = StatementContext(session.catalog, clock, None)
     done = refresh_round(
         ctx,
-        session.spark,
-        session.warehouse,
+        session_env(session),
         [session.catalog.find_dynamic_table("d")],
         data_timestamp_now(ctx),
         trigger=lambda _: "SCHEDULED",

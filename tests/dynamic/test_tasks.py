@@ -10,7 +10,7 @@ from collections import Counter
 
 import pytest
 from tests.conftest import rows
-from tests.dynamic.test_scheduler import session_resources
+from tests.dynamic.test_scheduler import session_env
 
 from changelake.catalog.alters import FinishTaskRun
 from changelake.catalog.model import RunClaim, TaskRun
@@ -19,7 +19,8 @@ from changelake.catalog.requests import (
     TaskRunExecuting,
 )
 from changelake.dialect import parse_one, split_statements
-from changelake.dynamic.scheduler import Resources, Scheduler, SchedulerSettings
+from changelake.dynamic.scheduler import Scheduler, SchedulerSettings
+from changelake.dynamic.task_run import RunStatements
 from changelake.errors import (
     ChangelakeError,
     ConflictError,
@@ -28,6 +29,7 @@ from changelake.errors import (
     SqlSyntaxError,
     TransactionError,
 )
+from changelake.sql.execute import run_task_body
 
 
 @pytest.fixture
@@ -49,9 +51,11 @@ def _runs(session, name: str | None = None, *, scheduled: bool = False) -> list[
     return [r for r in found if scheduled or r["state"] != "SCHEDULED"]
 
 
-def _scheduler(session, resources: Resources | None = None) -> Scheduler:
-    found = resources or session_resources(session)
-    return Scheduler(session.catalog, session.clock, lambda: found, SchedulerSettings())
+def _scheduler(session, run_statements: RunStatements = run_task_body) -> Scheduler:
+    env = session_env(session)
+    return Scheduler(
+        session.catalog, session.clock, lambda: env, run_statements, SchedulerSettings()
+    )
 
 
 def test_a_task_is_created_suspended_and_shown(base):
@@ -251,14 +255,12 @@ def test_the_scheduler_runs_a_scheduled_graph_on_time_once_per_slot(base, clock)
 def test_slots_that_pass_during_a_long_run_are_skipped_without_overlap(base, clock):
     base.sql("CREATE TASK slow SCHEDULE = '10 SECONDS' AS INSERT INTO arch VALUES (1, 1)")
     base.sql("ALTER TASK slow RESUME")
-    real = session_resources(base)
 
-    def slow_body(task, finish):  # the run takes 25 s of the manual clock
+    def slow_body(env, task, finish):  # the run takes 25 s of the manual clock
         clock.advance(seconds=25)
-        real.run_statements(task, finish)
+        run_task_body(env, task, finish)
 
-    parts = (base.spark, base.warehouse, base.catalog, base.clock)
-    scheduler = _scheduler(base, Resources(*parts, slow_body))
+    scheduler = _scheduler(base, slow_body)
     clock.advance(seconds=10)
     scheduler.step()
     runs = _runs(base, "slow")

@@ -24,6 +24,7 @@ from changelake.errors import (
     SourceError,
 )
 from changelake.external import files
+from changelake.storage.env import Env
 
 
 def parquet(path: Path, ids: list[int], *, names: list[str] | None = None) -> None:
@@ -209,7 +210,7 @@ def test_two_refreshes_cannot_both_register_a_file(session, tmp_path, clock, mon
     parquet(src / "a.parquet", [1])
     session.sql(f"CREATE EXTERNAL TABLE t FROM FILES '{src}' FILE_FORMAT = (TYPE = PARQUET)")
     parquet(src / "b.parquet", [2])
-    args = (session.catalog, clock, session.spark, session.warehouse)
+    args = (Env.of(session.catalog, clock, session.spark, session.warehouse),)
     write_data = files.write_data
 
     def racing(*a, **k):  # another refresh commits while this one copies b.parquet

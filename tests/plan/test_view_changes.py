@@ -11,16 +11,16 @@ from support.paper import LISTING_8, listing_6, listing_8_changes
 
 import changelake.plan.delta
 from changelake.errors import InvalidStatementError, UnsupportedError
-from changelake.plan.views import PLAN_OPTION
+from changelake.storage.env import VIEW_CHANGES_PLAN
 
 COLUMNS = "name, item, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID"
 
 
 @pytest.fixture(params=["INCREMENTAL", "RECOMPUTE"])
 def plan(spark, request):
-    spark.conf.set(PLAN_OPTION, request.param)
+    spark.conf.set(VIEW_CHANGES_PLAN, request.param)
     yield request.param
-    spark.conf.unset(PLAN_OPTION)
+    spark.conf.unset(VIEW_CHANGES_PLAN)
 
 
 def test_the_rules_doctests_hold():
@@ -66,11 +66,11 @@ def test_both_plans_return_the_same_rows_and_ids(session, clock, spark):
     )
     results = {}
     for forced in ("INCREMENTAL", "RECOMPUTE"):
-        spark.conf.set(PLAN_OPTION, forced)
+        spark.conf.set(VIEW_CHANGES_PLAN, forced)
         try:
             results[forced] = rows(session.sql(query))
         finally:
-            spark.conf.unset(PLAN_OPTION)
+            spark.conf.unset(VIEW_CHANGES_PLAN)
     assert results["INCREMENTAL"] == results["RECOMPUTE"]
     assert len(results["INCREMENTAL"]) == 6
 

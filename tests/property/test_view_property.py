@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 import changelake
 from changelake.clock import ManualClock
-from changelake.plan.views import PLAN_OPTION
+from changelake.storage.env import VIEW_CHANGES_PLAN
 
 # Each view as SQL over {a}, {b} and {c}: stored as a view with the tables, and run by Spark with
 # time-travel reads of the tables as the oracle.
@@ -122,17 +122,17 @@ def _oracle(session, view: str, epochs: tuple[float, ...]) -> list[Counter]:
 
 def _changes(session, spark, view: str, start: float, end: float) -> dict[str, list]:
     """The view's CHANGES over the interval by each plan: each DataFrame is planned when it is
-    built (under its PLAN_OPTION), and all are read in one Spark job."""
+    built (under its VIEW_CHANGES_PLAN), and all are read in one Spark job."""
     frames = []
     for i, plan in enumerate(PLANS):
-        spark.conf.set(PLAN_OPTION, plan)
+        spark.conf.set(VIEW_CHANGES_PLAN, plan)
         try:
             df = session.sql(
                 f"SELECT * FROM {view} CHANGES (INFORMATION => DEFAULT)"
                 f" AT (TIMESTAMP => '{_at(start)}') END (TIMESTAMP => '{_at(end)}')"
             )
         finally:
-            spark.conf.unset(PLAN_OPTION)
+            spark.conf.unset(VIEW_CHANGES_PLAN)
         frames.append(df.select(F.lit(i).alias(TAG), "*"))
     out: dict[str, list] = {plan: [] for plan in PLANS}
     for r in reduce(DataFrame.union, frames).collect():

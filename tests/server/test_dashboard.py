@@ -11,11 +11,11 @@ import pytest
 from fastapi import FastAPI
 from test_http import Http, _serve
 
-from changelake.dynamic.scheduler import Resources
 from changelake.ingest import Client
 from changelake.server import create_app
 from changelake.server.dashboard import dashboard_routes
 from changelake.sql.dashboard import SECTIONS, DashboardData
+from changelake.storage.env import Env
 
 
 @pytest.fixture
@@ -45,12 +45,12 @@ def dashboard(session):
     started = []
 
     def start(*, token: str | None = None) -> Http:
-        def resources() -> Resources:
+        def env() -> Env:
             s = session
-            return Resources(s.spark, s.warehouse, s.catalog, s.clock, None)
+            return Env.of(s.catalog, s.clock, s.spark, s.warehouse)
 
         client = Client(session.warehouse.root, max_client_lag=60.0)
-        app = create_app(client, token=token, dashboard=DashboardData(resources))
+        app = create_app(client, token=token, dashboard=DashboardData(env))
         serving = _serve(app)
         started.append(serving)
         return Http(next(serving), token)

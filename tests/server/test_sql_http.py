@@ -14,11 +14,10 @@ from click.testing import CliRunner
 from test_http import Http, _serve
 
 from changelake.cli import main, remote
-from changelake.dynamic.scheduler import Resources
 from changelake.ingest import Client
 from changelake.server import create_app
-from changelake.sql.execute import body_runner
 from changelake.sql.service import StatementService
+from changelake.storage.env import Env
 
 
 @pytest.fixture
@@ -26,19 +25,13 @@ def service(session):
     """Start a service with SQL on the session's warehouse: ``service(token=..., ...)`` -> Http."""
     started = []
 
-    def resources() -> Resources:
+    def env() -> Env:
         s = session
-        return Resources(
-            s.spark,
-            s.warehouse,
-            s.catalog,
-            s.clock,
-            body_runner(s.spark, s.warehouse, s.catalog, s.clock),
-        )
+        return Env.of(s.catalog, s.clock, s.spark, s.warehouse)
 
     def start(*, token: str | None = None, idle_seconds: float = 600.0):
         client = Client(session.warehouse.root, max_client_lag=60.0)
-        statements = StatementService(resources, idle_seconds=idle_seconds)
+        statements = StatementService(env, idle_seconds=idle_seconds)
         serving = _serve(create_app(client, token=token, statements=statements))
         started.append(serving)
         return Http(next(serving), token)

@@ -20,6 +20,7 @@ from changelake.dml.strategy import ONE_PASS, POSITIONS, TWO_PHASES, choose
 from changelake.errors import InvalidStatementError
 from changelake.storage import native
 from changelake.storage.deletion import KEY, address_key
+from changelake.storage.env import Env
 from changelake.storage.local import INLINE_ROWS
 from changelake.storage.snapshot import FILE, POS
 
@@ -183,8 +184,7 @@ def _choose(session, files, condition, probe, *, joined=False, needs_rows=True):
     """The strategy of a write over ``files`` whose condition (SQL text or None) reads c1."""
     where = sqlglot.parse_one(f"SELECT * FROM t WHERE {condition}") if condition else None
     return choose(
-        session.spark,
-        session.warehouse,
+        Env.of(session.catalog, session.clock, session.spark, session.warehouse),
         files,
         condition=where.args["where"].this if where else None,
         phase_one_columns={"c1"},

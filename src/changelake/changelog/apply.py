@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, TypedDict
 
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -50,9 +50,9 @@ from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
 from changelake.plan.bind import Binder
 from changelake.schema import quoted
+from changelake.storage.env import Env
 from changelake.storage.snapshot import ADDRESS, FILE, read_state
 from changelake.storage.spark_errors import spark_errors
-from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
@@ -78,25 +78,23 @@ class ApplyOptions(TypedDict, total=False):
 
 def apply_statement(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     spec: ApplySpec,
     source: exp.Expression | DataFrame,
 ) -> StatementResult:
     """APPLY CHANGES INTO spec.target FROM ``source`` (a table, view or stream reference, a
     subquery, or a DataFrame)."""
-    binder = Binder(ctx, spark, warehouse)
+    binder = Binder(ctx, env)
     if isinstance(source, DataFrame):
         df = source
     else:
         df = binder.query(exp.select("*").from_(source.copy()))
-    return apply_changes(ctx, spark, warehouse, spec, df, stream_reads=binder.stream_reads.values())
+    return apply_changes(ctx, env, spec, df, stream_reads=binder.stream_reads.values())
 
 
 def apply_python(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     target: str,
     source: Any,
     *,
@@ -135,13 +133,12 @@ def apply_python(
             f" name, or a query; got a {type(source).__name__}."
         )
     with spark_errors(f"{OPERATION} INTO {target}"):
-        return apply_statement(ctx, spark, warehouse, spec, source)
+        return apply_statement(ctx, env, spec, source)
 
 
 def apply_changes(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     spec: ApplySpec,
     source: DataFrame,
     *,
@@ -167,12 +164,12 @@ def apply_changes(
     now = ctx.now()
     unchosen = [c for c in schema.names if c not in chosen and c.lower() not in validity]
     state_df, expired = read_live(
-        spark, warehouse, state, expired_before=now - retention_seconds(target.info)
+        env.spark, env.warehouse, state, expired_before=now - retention_seconds(target.info)
     )
-    rows = read_state(spark, warehouse, target.state, address=True)
+    rows = read_state(env.spark, env.warehouse, target.state, address=True)
 
     def write_state(greatest: DataFrame) -> StateWrite:
-        return _write_state(ctx, spark, warehouse, state, greatest, state_df, expired, keys, now)
+        return _write_state(ctx, env, state, greatest, state_df, expired, keys, now)
 
     if spec.scd_type == 1:
         # The source is read once, by the job that finds the target rows: the winners are not
@@ -184,8 +181,7 @@ def apply_changes(
         found = scd1.target_found(events, won, rows.select(*keys, *ADDRESS), target)
         written, state_written = rewrite(
             ctx,
-            spark,
-            warehouse,
+            env,
             target,
             found,
             keep_old=kept,
@@ -211,7 +207,7 @@ def apply_changes(
                 found = scd2.target_found(
                     history, old, target, keys=keys, image=image, start=start, end=end
                 )
-                written, _ = rewrite(ctx, spark, warehouse, target, found)
+                written, _ = rewrite(ctx, env, target, found)
                 state_written = write_state(greatest)
     assert state_written is not None
     return _commit(ctx, target, written, state_written, stream_reads)
@@ -219,8 +215,7 @@ def apply_changes(
 
 def _write_state(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     state: StateTable,
     greatest: DataFrame,
     state_df: DataFrame,
@@ -241,11 +236,11 @@ def _write_state(
     if state.target is None:
         rows = greatest.select(*[v.alias(k) for k, v in values.items()])
         files = write_data(
-            warehouse,
+            env.warehouse,
             rows,
             schema=state.schema,
             table=state.name,
-            directory=warehouse.data_dir(ctx.statement_id, "-state"),
+            directory=env.warehouse.data_dir(ctx.statement_id, "-state"),
         )
         create = CreateTable(
             state.name,
@@ -285,7 +280,7 @@ def _write_state(
         F.lit(REMOVE).alias(WRITE_ACTION), *ADDRESS, *found_columns(state.target, {})
     )
     found = changed.unionByName(purged).where(F.col(WRITE_ACTION).isNotNull())
-    write, _ = rewrite(ctx, spark, warehouse, state.target, found, part="-state")
+    write, _ = rewrite(ctx, env, state.target, found, part="-state")
     return write, state.moves
 
 

@@ -58,6 +58,7 @@ from changelake.errors import (
     did_you_mean,
 )
 from changelake.plan.bind import Binder
+from changelake.storage.env import Env
 from changelake.storage.local import local_dataframe
 from changelake.storage.spark_errors import spark_errors, translate
 from changelake.storage.warehouse import Warehouse
@@ -128,8 +129,7 @@ class ExportResult:
 
 def export_sql(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     query: str,
     *,
     path: str,
@@ -142,13 +142,12 @@ def export_sql(
             "export takes a query (SELECT ..., e.g. SELECT * FROM s CHANGES (FORMAT => ODF)),"
             f" not a {type(tree).__name__} statement."
         )
-    return export(ctx, spark, warehouse, tree, path=path, file_format=FileFormat.parse(file_format))
+    return export(ctx, env, tree, path=path, file_format=FileFormat.parse(file_format))
 
 
 def export(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     query: exp.Expression,
     *,
     path: str,
@@ -159,8 +158,8 @@ def export(
     statement = f"COPY INTO '{path}'"
     with spark_errors(statement):
         ctx.require_no_transaction("COPY INTO (an export)")
-        target = _target(path, warehouse)
-        binder = Binder(ctx, spark, warehouse)
+        target = _target(path, env.warehouse)
+        binder = Binder(ctx, env)
         df = binder.query(query)
         reads = sorted(binder.stream_reads.values(), key=lambda r: r.stream.stream_id)
         consumed = tuple(_consumption(r) for r in reads)
@@ -169,7 +168,7 @@ def export(
         _io(statement, target.remove_temporaries)
         temporary = f"{TEMPORARY}{name}-{ctx.statement_id[:8]}"
         try:
-            files = _write(spark, df, target, temporary, file_format, statement=statement)
+            files = _write(env.spark, df, target, temporary, file_format, statement=statement)
             manifest = Manifest(ctx.statement_id, file_format.value, files, consumed)
             _io(statement, lambda: target.write_manifest(temporary, manifest))
             before_rename(target.uri_of(temporary))

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TypeVar
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import find_matches, inserted_rows, matched_rows, new, persisted
+from changelake.storage.env import Env
 from changelake.storage.snapshot import RID
-from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
 T = TypeVar("T")
@@ -32,8 +32,7 @@ UPDATE, REPLACE, REMOVE, INSERT, NOTHING = "U", "R", "D", "I", "N"
 
 def rewrite(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     target: Target,
     found: DataFrame,
     *,
@@ -54,10 +53,10 @@ def rewrite(
         counts = matches.per_kind
         updated = counts[UPDATE] + counts[REPLACE]
         removed, deletes, files, written = (), (), [], []
-        with persisted(matched_rows(spark, warehouse, target, matches)) as rows:
+        with persisted(matched_rows(env.spark, env.warehouse, target, matches)) as rows:
             if matches.matched:
                 removed, deletes, _ = record_deletes(
-                    warehouse,
+                    env.warehouse,
                     target,
                     rows,
                     counts=matches.per_file,
@@ -75,11 +74,11 @@ def rewrite(
             if counts[INSERT]:
                 written.append(inserted_rows(matches.rows.where(kind == INSERT), schema))
             files = write_rows(
-                warehouse,
+                env.warehouse,
                 written,
                 schema=schema,
                 table=name,
-                directory=warehouse.data_dir(ctx.statement_id, part),
+                directory=env.warehouse.data_dir(ctx.statement_id, part),
                 rows=updated + counts[INSERT],
             )
         extra = also(matches.rows) if also is not None else None

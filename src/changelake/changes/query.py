@@ -3,7 +3,7 @@ metadata, executed as one DataFrame."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
@@ -11,7 +11,7 @@ from changelake.changes.formats import Rendering, render, stamp
 from changelake.changes.plan import ChangePlan, Information, plan_changes
 from changelake.changes.scan import execute_plan
 from changelake.errors import InvalidStatementError
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, resolve
 
@@ -52,9 +52,7 @@ def plan_interval(
 
 
 def changes_between(
-    catalog: Catalog,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     info: TableInfo,
     *,
     start: int,
@@ -64,10 +62,10 @@ def changes_between(
 ) -> DataFrame:
     """The changes of ``info`` in versions ``(start, end]`` as a lazy DataFrame, rendered as a
     changelog when ``rendering`` is given."""
-    plan = plan_interval(catalog, info, start=start, end=end, information=information)
-    schema = catalog.schema_at(info.table_id, end)
+    plan = plan_interval(env.catalog, info, start=start, end=end, information=information)
+    schema = env.catalog.schema_at(info.table_id, end)
     ordered = rendering is not None and rendering.row_by_row
-    df = execute_plan(spark, warehouse, catalog, plan, schema, ordered=ordered)
+    df = execute_plan(env, plan, schema, ordered=ordered)
     if rendering is None:
         return df
-    return render(df, rendering, stamp(catalog, info, end), ordered=ordered)
+    return render(df, rendering, stamp(env.catalog, info, end), ordered=ordered)

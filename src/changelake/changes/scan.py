@@ -36,6 +36,7 @@ from changelake.storage.deletion import (
     join_side,
     read_registered,
 )
+from changelake.storage.env import Env
 from changelake.storage.local import local_dataframe
 from changelake.storage.snapshot import (
     FILE,
@@ -284,21 +285,20 @@ def output_schema(schema: TableSchema, information: Information) -> StructType:
 
 
 def execute_plan(
-    spark: SparkSession,
-    wh: Warehouse,
-    catalog: Catalog,
+    env: Env,
     plan: ChangePlan,
     schema: TableSchema,
     *,
     ordered: bool = False,
 ) -> DataFrame:
-    """The changes ``plan`` describes, as a lazy DataFrame (``catalog``: commit times for REDO).
+    """The changes ``plan`` describes, as a lazy DataFrame (the catalog: commit times for REDO).
 
     ``ordered``: in changelog order, partition after partition: by commit version (REDO), then
     ROW_ID, the DELETE half of an update first.
     """
-    before = _side(spark, wh, schema, [plan.before_files, plan.before_deleted])
-    after = _side(spark, wh, schema, [plan.after_files])
+    spark = env.spark
+    before = _side(spark, env.warehouse, schema, [plan.before_files, plan.before_deleted])
+    after = _side(spark, env.warehouse, schema, [plan.after_files])
     # REDO is sorted below anyway; the ROW_IDs of rows with a row key are their keys, which
     # ``RowOrder`` does not order: those are sorted at the end
     spread = ordered and plan.information is not Information.REDO and schema.row_key is None
@@ -322,7 +322,7 @@ def execute_plan(
         )
     df = _keyed(df, schema)
     if plan.information is Information.REDO:
-        return _with_commit_info(spark, catalog, plan, df)
+        return _with_commit_info(spark, env.catalog, plan, df)
     if ordered and not spread:
         df = df.orderBy(METADATA_ROW_ID, METADATA_ACTION)  # DELETE before INSERT
     return df.drop(TAG)

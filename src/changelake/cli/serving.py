@@ -15,12 +15,13 @@ from changelake import server
 from changelake.cli import remote
 from changelake.cli.local import connect
 from changelake.cli.target import Target
-from changelake.dynamic.scheduler import HostedScheduler, Resources, Scheduler, SchedulerSettings
+from changelake.dynamic.scheduler import HostedScheduler, Scheduler, SchedulerSettings
 from changelake.dynamic.service import TaskService, service_for
 from changelake.errors import ChangelakeError
 from changelake.sql.dashboard import DashboardData
-from changelake.sql.execute import body_runner
+from changelake.sql.execute import run_task_body
 from changelake.sql.service import StatementService
+from changelake.storage.env import Env
 
 
 @click.command()
@@ -109,25 +110,24 @@ def serve(
 
     lock, sessions = threading.Lock(), []
 
-    def resources() -> Resources:  # one session (one Spark) for the scheduler and the routes
+    def env() -> Env:  # one session (one Spark) for the scheduler and the routes
         with lock:
             if not sessions:
                 # Spark's log goes to WAREHOUSE's _logs, not to the group's --warehouse
                 served = dataclasses.replace(target, warehouse=warehouse, catalog=catalog)
                 sessions.append(connect(served))
             s = sessions[0]
-            runner = body_runner(s.spark, s.warehouse, s.catalog, s.clock)
-            return Resources(s.spark, s.warehouse, s.catalog, s.clock, runner)
+            return Env.of(s.catalog, s.clock, s.spark, s.warehouse)
 
-    service = service_for(warehouse, catalog, resources)
+    service = service_for(warehouse, catalog, env)
 
     def scheduler() -> Scheduler:
         settings = SchedulerSettings(lease=scheduler_lease)
-        return Scheduler(service.catalog, service.clock, resources, settings)
+        return Scheduler(service.catalog, service.clock, env, run_task_body, settings)
 
     def warm_up() -> None:  # while the service begins to listen: the first statement is fast
         try:
-            spark = resources().spark
+            spark = env().spark
         except ChangelakeError:
             return  # the first request (or the scheduler) reports it
         for _ in range(3):
@@ -151,9 +151,9 @@ def serve(
             announce=announce,
             background=() if no_scheduler else (HostedScheduler(scheduler),),
             dynamic_tables=service,
-            tasks=TaskService(service),
-            statements=StatementService(resources),
-            dashboard=DashboardData(resources),
+            tasks=TaskService(service, run_task_body),
+            statements=StatementService(env),
+            dashboard=DashboardData(env),
             verbose=target.verbose,
         )
     except ChangelakeError as e:

@@ -13,17 +13,15 @@ from changelake.dml.insert import append_dataframe
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
 from changelake.schema import TableSchema
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 
 
-def append(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str, data: Any
-) -> StatementResult:
+def append(ctx: StatementContext, env: Env, name: str, data: Any) -> StatementResult:
     """Append ``data`` to table ``name``, matching columns by name."""
     target = Target.for_append(ctx, name)
-    df = to_spark_dataframe(spark, data, schema=target.state.schema, table=target.info.name)
-    return append_dataframe(ctx, warehouse, target, df)
+    df = to_spark_dataframe(env.spark, data, schema=target.state.schema, table=target.info.name)
+    return append_dataframe(ctx, env.warehouse, target, df)
 
 
 def to_spark_dataframe(

@@ -8,7 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -23,6 +23,7 @@ from changelake.errors import (
 )
 from changelake.plan.bind import Binder
 from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema
+from changelake.storage.env import Env
 from changelake.storage.footers import describe_files, trusted_statistics
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
@@ -69,8 +70,7 @@ def widened_to_table(
 
 def insert(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     *,
     table: str,
     columns: list[str] | None,
@@ -82,19 +82,19 @@ def insert(
     schema, name = target.state.schema, target.info.name
     chosen = target_columns(schema, columns, table=name)
     files = None
-    binder = Binder(ctx, spark, warehouse)
+    binder = Binder(ctx, env)
     if isinstance(source, exp.Values) and not overwrite:
         files = _write_literal_rows(
-            warehouse, source, schema, chosen, table=name, statement_id=ctx.statement_id
+            env.warehouse, source, schema, chosen, table=name, statement_id=ctx.statement_id
         )
     if files is None:
         df = widened_to_table(binder.query(source), schema, chosen, table=name)
         files = write_data(
-            warehouse,
+            env.warehouse,
             df,
             schema=schema,
             table=name,
-            directory=warehouse.data_dir(ctx.statement_id),
+            directory=env.warehouse.data_dir(ctx.statement_id),
         )
     removed = tuple(f.file.path for f in target.state.files) if overwrite else ()
     write = target.write(

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql import Column as SparkColumn
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -28,8 +27,8 @@ from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
 from changelake.schema import TableSchema
+from changelake.storage.env import Env
 from changelake.storage.snapshot import POS, RID
-from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
 MERGE_ACTION = "_cl_action"
@@ -105,8 +104,7 @@ def _clauses(
 
 def merge(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     *,
     table: exp.Table,
     source: exp.Expression,
@@ -117,7 +115,7 @@ def merge(
     target = Target.of(ctx, table.name)
     schema, name = target.state.schema, target.info.name
     alias = table.alias or table.name
-    binder = Binder(ctx, spark, warehouse)
+    binder = Binder(ctx, env)
     placeholder = binder.target(target.state, table.name)
     source = binder.bind(source.copy())
     on = binder.bind(on.copy())
@@ -166,21 +164,25 @@ def merge(
         by_kind = matches.per_kind
         removed, deletes, files, written = (), (), [], []
         # Persisted lazily: read once only if matched rows feed both the DV and the new rows.
-        with persisted(matched_rows(spark, warehouse, target, matches)) as rows:
+        with persisted(matched_rows(env.spark, env.warehouse, target, matches)) as rows:
             if matches.matched:
                 removed, deletes, _ = record_deletes(
-                    warehouse, target, rows, counts=matches.per_file, statement_id=ctx.statement_id
+                    env.warehouse,
+                    target,
+                    rows,
+                    counts=matches.per_file,
+                    statement_id=ctx.statement_id,
                 )
             if by_kind[UPDATE]:
                 written.append(rows.where(kind == UPDATE).select(*_updated(clauses, schema), RID))
             if by_kind[INSERT]:
                 written.append(inserted_rows(matches.rows.where(kind == INSERT), schema))
             files = write_rows(
-                warehouse,
+                env.warehouse,
                 written,
                 schema=schema,
                 table=name,
-                directory=warehouse.data_dir(ctx.statement_id),
+                directory=env.warehouse.data_dir(ctx.statement_id),
                 rows=by_kind[UPDATE] + by_kind[INSERT],
             )
     write = target.write(

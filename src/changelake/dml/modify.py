@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -22,10 +22,10 @@ from changelake.dml.strategy import TWO_PHASES, Strategy, choose, referenced
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
 from changelake.plan.pushdown import conjuncts_for
+from changelake.storage.env import Env
 from changelake.storage.pruning import prune
 from changelake.storage.snapshot import IDENTITY, POS, RID
 from changelake.storage.spark_private import physical_plan_lines
-from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, run_checked, write_data
 from changelake.txn.context import StatementContext
 
@@ -42,8 +42,7 @@ class Planned:
 
 def _plan(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     *,
     operation: str,
     table: exp.Table,
@@ -61,17 +60,16 @@ def _plan(
     if condition is not None:
         state = state.with_files(prune(state.files, state.schema, conjuncts_for(condition, names)))
     target = Target(target.info, state)
-    binder = Binder(ctx, spark, warehouse)
+    binder = Binder(ctx, env)
     computed = values(binder, target)
     strategy = choose(
-        spark,
-        warehouse,
+        env,
         state.files,
         condition=condition,
         phase_one_columns=referenced([condition, *computed], names, state.schema),
         joined=bool(sources),
         needs_rows=operation == "UPDATE" or target.info.before_images(),
-        probe=lambda file: _probe(ctx, spark, warehouse, target, table, file, condition),
+        probe=lambda file: _probe(ctx, env, target, table, file, condition),
     )
     placeholder = binder.target(state, table.name, identity=strategy.one_pass)
     projection = address(alias) + computed
@@ -89,8 +87,7 @@ def _plan(
 
 def _probe(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     target: Target,
     table: exp.Table,
     file: LiveFile,
@@ -98,7 +95,7 @@ def _probe(
 ) -> tuple[int, int]:
     """(matches, rows examined) of ``condition`` in ``file`` of ``target``, read from its start
     until ``strategy.PROBE_MATCHES`` rows match (Spark stops the scan there) or the file ends."""
-    binder = Binder(ctx, spark, warehouse)
+    binder = Binder(ctx, env)
     placeholder = binder.target(target.state.with_files([file]), table.name)
     alias = table.alias or table.name
     select = _from_clause(placeholder, alias, []).select(exp.column(POS, table=alias), append=False)
@@ -123,8 +120,7 @@ def _from_clause(placeholder: str, alias: str, sources: list[exp.Expression]) ->
 
 def plan_delete(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     *,
     table: exp.Table,
     using: list[exp.Expression],
@@ -132,8 +128,7 @@ def plan_delete(
 ) -> Planned:
     return _plan(
         ctx,
-        spark,
-        warehouse,
+        env,
         operation="DELETE",
         table=table,
         sources=using,
@@ -144,8 +139,7 @@ def plan_delete(
 
 def delete(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     *,
     table: exp.Table,
     using: list[exp.Expression],
@@ -154,14 +148,14 @@ def delete(
     """DELETE FROM table [USING sources] [WHERE condition]."""
     if condition is None and not using:
         return remove_all_rows(ctx, Target.of(ctx, table.name), operation="DELETE")
-    planned = plan_delete(ctx, spark, warehouse, table=table, using=using, condition=condition)
+    planned = plan_delete(ctx, env, table=table, using=using, condition=condition)
     target = planned.target
     with find_matches(planned.found, target=target, operation="DELETE", joined=False) as matches:
         deleted = matches.rows
         if matches.matched and planned.strategy.how == TWO_PHASES:
-            deleted = matched_rows(spark, warehouse, target, matches)
+            deleted = matched_rows(env.spark, env.warehouse, target, matches)
         removed, deletes, count = record_deletes(
-            warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
+            env.warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
         )
     write = target.write(WriteKind.CHANGE, removed=removed, deletes=deletes, deleted=count)
     return commit_write(ctx, "DELETE", write, stream_reads=planned.binder.stream_reads.values())
@@ -169,8 +163,7 @@ def delete(
 
 def plan_update(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     *,
     table: exp.Table,
     assignments: list[exp.Expression],
@@ -202,8 +195,7 @@ def plan_update(
 
     planned = _plan(
         ctx,
-        spark,
-        warehouse,
+        env,
         operation="UPDATE",
         table=table,
         sources=[source] if source is not None else [],
@@ -215,8 +207,7 @@ def plan_update(
 
 def update(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     *,
     table: exp.Table,
     assignments: list[exp.Expression],
@@ -226,8 +217,7 @@ def update(
     """UPDATE table SET column = value, ... [FROM source] [WHERE condition]."""
     planned, assigned = plan_update(
         ctx,
-        spark,
-        warehouse,
+        env,
         table=table,
         assignments=assignments,
         source=source,
@@ -244,22 +234,26 @@ def update(
         if planned.strategy.one_pass:
             full = matches.rows
         else:
-            full = matched_rows(spark, warehouse, target, matches)
+            full = matched_rows(env.spark, env.warehouse, target, matches)
         with persisted(full) as rows:
             if matches.matched:
                 removed, deletes, count = record_deletes(
-                    warehouse, target, rows, counts=matches.per_file, statement_id=ctx.statement_id
+                    env.warehouse,
+                    target,
+                    rows,
+                    counts=matches.per_file,
+                    statement_id=ctx.statement_id,
                 )
                 changed = [
                     F.col(assigned.get(c.column_id, f"`{c.name}`")).alias(c.name)
                     for c in schema.columns
                 ]
                 files = write_data(
-                    warehouse,
+                    env.warehouse,
                     rows.select(*changed, RID),
                     schema=schema,
                     table=name,
-                    directory=warehouse.data_dir(ctx.statement_id),
+                    directory=env.warehouse.data_dir(ctx.statement_id),
                     row_id=RID,
                     partitions=partitions_for(count),
                 )

@@ -17,16 +17,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
 from sqlglot import exp
 
 from changelake.catalog.model import LiveFile
 from changelake.errors import InvalidStatementError
 from changelake.schema import TableSchema
+from changelake.storage.env import ROW_LEVEL_PLAN, Env
 from changelake.storage.footers import column_bytes
 from changelake.storage.warehouse import Warehouse
 
-MODE = "spark.changelake.rowLevelPlan"
 MODES = ("auto", "one-pass", "two-phase")
 # Candidate files this small are read once: a second Spark read costs more than the bytes saved.
 SMALL_BYTES = 32 << 20
@@ -76,8 +75,7 @@ def referenced(
 
 
 def choose(
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     files: Sequence[LiveFile],
     *,
     condition: exp.Expression | None,
@@ -95,17 +93,19 @@ def choose(
         ``spark.changelake.rowLevelPlan`` = ``one-pass`` or ``two-phase`` overrides the choice for
     a statement without a source join.
     """
-    forced = spark.conf.get(MODE, "auto").lower()
+    forced = env.settings.row_level_plan
     if forced not in MODES:
         raise InvalidStatementError(
-            f"{MODE} is {forced!r}; set it to one of {', '.join(MODES)} (auto chooses by cost)."
+            f"{ROW_LEVEL_PLAN} is {forced!r}; set it to one of {', '.join(MODES)} (auto chooses by cost)."
         )
     if not needs_rows:
         return Strategy(POSITIONS, "the table keeps no before-images")
     if joined:  # also when forced: the join's shuffle would carry full rows
         return Strategy(TWO_PHASES, "it joins a source: the join finds the matches first")
     if forced != "auto":
-        return Strategy(ONE_PASS if forced == "one-pass" else TWO_PHASES, f"{MODE} = {forced}")
+        return Strategy(
+            ONE_PASS if forced == "one-pass" else TWO_PHASES, f"{ROW_LEVEL_PLAN} = {forced}"
+        )
     if condition is None:
         return Strategy(ONE_PASS, "every row matches")
     if condition.find(exp.Select) is not None:
@@ -115,7 +115,7 @@ def choose(
     total = sum(f.file.size_bytes for f in files)
     if total <= SMALL_BYTES:
         return Strategy(ONE_PASS, f"{len(files)} candidate files, {_size(total)}: one read")
-    share = _share(warehouse, files, phase_one_columns)
+    share = _share(env.warehouse, files, phase_one_columns)
     largest = max(files, key=lambda f: f.live_rows)
     matched, examined = probe(largest)
     rate = matched / examined if examined else 0.0

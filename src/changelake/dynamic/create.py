@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from changelake.catalog.alters import AlterDynamicTable
@@ -38,8 +38,8 @@ from changelake.dynamic.refresh import data_timestamp_now, version_at
 from changelake.dynamic.spec import REFRESH_MODES, DynamicSpec, choice, table_properties, target_lag
 from changelake.errors import ConflictError, InvalidStatementError, ObjectExistsError
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
+from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
-from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import schema_of_dataframe, table_type, write_data
 from changelake.txn.context import StatementContext
 
@@ -55,9 +55,7 @@ class NewDynamicTable:
     if_exists: IfExists
 
 
-def create_dynamic_table(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, new: NewDynamicTable
-) -> StatementResult:
+def create_dynamic_table(ctx: StatementContext, env: Env, new: NewDynamicTable) -> StatementResult:
     name = new.name.lower()
     about = f"CREATE DYNAMIC TABLE {name}"
     ctx.require_no_transaction(about)
@@ -81,18 +79,18 @@ def create_dynamic_table(
     )
     data_timestamp = data_timestamp_now(ctx)
     if initialize:
-        _refresh_upstreams(ctx, spark, warehouse, definition, data_timestamp)
+        _refresh_upstreams(ctx, env, definition, data_timestamp)
         versions = {
             t: (info, version_at(ctx, info, data_timestamp))
             for t, info in definition.tables.items()
         }
     else:  # only the columns are needed now
         versions = {t: (info, ctx.read_version(info)) for t, info in definition.tables.items()}
-    state = maintained(ctx, spark, warehouse, definition, versions)
+    state = maintained(ctx, env, definition, versions)
     if state is None:
-        rows = query_rows(ctx, spark, warehouse, definition, versions, data_timestamp)
+        rows = query_rows(ctx, env, definition, versions, data_timestamp)
     else:
-        input_ = input_rows(ctx, spark, warehouse, state, versions)
+        input_ = input_rows(ctx, env, state, versions)
         rows = aggregated_rows(state, input_, [c.name for c in state.columns])
     hidden = [METADATA_ROW_ID, *(state.state if state is not None else ())]
     rows = _named(rows, new.columns, about, hidden)
@@ -109,15 +107,15 @@ def create_dynamic_table(
     files: list = []
     jobs = 0
     if initialize:
-        with counted_jobs(spark, f"creation of dynamic table {name}") as count:
+        with counted_jobs(env.spark, f"creation of dynamic table {name}") as count:
             files = write_data(
-                warehouse,
+                env.warehouse,
                 rows.select(
                     *[F.col(quoted(c.name)) for c in schema.stored], F.col(METADATA_ROW_ID)
                 ),
                 schema=schema,
                 table=name,
-                directory=warehouse.data_dir(statement_id),
+                directory=env.warehouse.data_dir(statement_id),
             )
             jobs = count()
     properties = {"data_retention_time_in_days": "1", **dict(new.spec.properties)}
@@ -169,8 +167,7 @@ def create_dynamic_table(
 
 def _refresh_upstreams(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     definition: Definition,
     data_timestamp: float,
 ) -> None:
@@ -185,8 +182,7 @@ def _refresh_upstreams(
         return
     done = refresh_round(
         ctx,
-        spark,
-        warehouse,
+        env,
         upstreams,
         data_timestamp,
         trigger=lambda _: "DOWNSTREAM",
@@ -217,8 +213,7 @@ def _named(
 
 def alter_dynamic_table(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     name: str,
     action: str,
     options: dict[str, str],
@@ -226,7 +221,7 @@ def alter_dynamic_table(
     """ALTER DYNAMIC TABLE name REFRESH | SUSPEND | RESUME | SET ..."""
     dyn = dynamic_table(ctx, name)
     if action == "REFRESH":
-        outcomes = refresh_with_upstreams(ctx, spark, warehouse, dyn.name)
+        outcomes = refresh_with_upstreams(ctx, env, dyn.name)
         mine = outcomes[-1]
         r = mine.record
         return StatementResult(

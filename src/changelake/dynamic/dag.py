@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
-
 from changelake.catalog.alters import AlterDynamicTable
 from changelake.catalog.model import DynamicTableInfo, RefreshRecord, RefreshState, SchedulingState
 from changelake.catalog.requests import (
@@ -32,7 +30,7 @@ from changelake.errors import (
     TableNotFoundError,
     did_you_mean,
 )
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext, new_statement_id
 
 _RETRIES = 3  # a manual refresh whose upstream moved to a later point meanwhile starts over
@@ -91,8 +89,7 @@ class Round:
 
 def refresh_round(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     roots: Sequence[DynamicTableInfo],
     data_timestamp: float,
     *,
@@ -133,8 +130,7 @@ def refresh_round(
             done.refreshed.append(
                 refresh_one(
                     ctx,
-                    spark,
-                    warehouse,
+                    env,
                     current,
                     data_timestamp,
                     definition,
@@ -153,8 +149,7 @@ def refresh_round(
 
 def refresh_with_upstreams(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     name: str,
     *,
     trigger: str = "MANUAL",
@@ -166,8 +161,7 @@ def refresh_with_upstreams(
     for attempt in range(_RETRIES):
         done = refresh_round(
             ctx,
-            spark,
-            warehouse,
+            env,
             [target],
             data_timestamp_now(ctx),
             trigger=lambda d: trigger if d.table_id == target.table_id else "DOWNSTREAM",
@@ -187,8 +181,7 @@ def refresh_with_upstreams(
 
 def refresh_one(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     dyn: DynamicTableInfo,
     data_timestamp: float,
     definition: Definition,
@@ -207,8 +200,7 @@ def refresh_one(
         action = plan.action
         return run_refresh(
             ctx,
-            spark,
-            warehouse,
+            env,
             plan,
             trigger=trigger,
             started_at=started,

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
@@ -43,8 +43,8 @@ from changelake.plan.ir import Col
 from changelake.plan.ir import describe as ir_describe
 from changelake.plan.subtree import input_changes, node_rows
 from changelake.schema import ROW_KEY, TableSchema, quoted
+from changelake.storage.env import Env
 from changelake.storage.snapshot import read_state
-from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import run_checked
 from changelake.txn.context import StatementContext
 
@@ -78,8 +78,7 @@ class Maintained:
 
 def maintained(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     definition: Definition,
     ends: Ends,
 ) -> Maintained | None:
@@ -88,7 +87,7 @@ def maintained(
     shape = shape_of(definition.tree) if definition.tree is not None else None
     if shape is None:
         return None
-    probe = node_rows(ctx, spark, warehouse, shape.aggregate.child, ends)
+    probe = node_rows(ctx, env, shape.aggregate.child, ends)
     arguments = [F.expr(m.argument).alias(f"a{m.index}") for m in shape.measures if m.argument]
     types = {int(f.name[1:]): f.dataType for f in probe.select(*arguments).schema.fields}
     if refusal(shape, types) is not None:
@@ -113,11 +112,9 @@ def aggregated_rows(m: Maintained, rows: DataFrame, names: list[str]) -> DataFra
     return _output(m, _grouped(m, rows), names)
 
 
-def input_rows(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, m: Maintained, ends: Ends
-) -> DataFrame:
+def input_rows(ctx: StatementContext, env: Env, m: Maintained, ends: Ends) -> DataFrame:
     """The aggregate's input rows with each table at its version in ``ends``."""
-    return node_rows(ctx, spark, warehouse, m.shape.aggregate.child, ends)
+    return node_rows(ctx, env, m.shape.aggregate.child, ends)
 
 
 def _keys(m: Maintained) -> list[Column]:
@@ -153,8 +150,7 @@ def _output(
 @contextmanager
 def maintained_delta(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     m: Maintained,
     versions: Versions,
     target: Target,
@@ -166,16 +162,16 @@ def maintained_delta(
     stored_names = [c.name for c in schema.stored]
     agg = m.shape.aggregate
     ends = {t: (info, end) for t, (info, _, end) in versions.items()}
-    found = input_changes(ctx, spark, warehouse, agg.child, versions)
+    found = input_changes(ctx, env, agg.child, versions)
     if found is None:  # no table it reads changed: no group changes
-        nothing = node_rows(ctx, spark, warehouse, agg.child, ends).limit(0)
+        nothing = node_rows(ctx, env, agg.child, ends).limit(0)
         found = nothing.withColumn(VIEW_ACTION, F.lit("INSERT")), agg.child
     changes, _ = found
     keys = _keys(m)
     summed = delta_state(m.shape, m.types)
     partial = changes.groupBy(*keys).agg(*summed) if keys else changes.agg(*summed)
     partial = partial.withColumn(VIEW_ROW_ID, group_row_id([F.col(c.id) for c in agg.keys]))
-    stored = read_state(spark, warehouse, target.state, identity=True).select(
+    stored = read_state(env.spark, env.warehouse, target.state, identity=True).select(
         F.col(quoted(ROW_KEY)).alias(_OLD + ROW_KEY),
         *[F.col(quoted(n)).alias(_OLD + n) for n in stored_names],
         *[F.col(c).alias(_OLD + c) for c in STORED],
@@ -222,7 +218,7 @@ def maintained_delta(
             *STORED,
         )
         if redo:
-            fresh = _recomputed(ctx, spark, warehouse, m, frame, ends, types)
+            fresh = _recomputed(ctx, env, m, frame, ends, types)
             old = frame.where(F.col(_REDO) & F.col(_HAD)).select(
                 *[F.col(_OLD + n).alias(n) for n in [*stored_names, *STORED]],
                 F.col(_OLD + ROW_KEY).alias(ROW_KEY),
@@ -234,15 +230,14 @@ def maintained_delta(
 
 def _recomputed(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     m: Maintained,
     frame: DataFrame,
     ends: Ends,
     types: dict[str, str],
 ) -> DataFrame:
     """The groups flagged for a recompute, from their input rows at the end."""
-    rows = node_rows(ctx, spark, warehouse, m.shape.aggregate.child, ends)
+    rows = node_rows(ctx, env, m.shape.aggregate.child, ends)
     agg = m.shape.aggregate
     if agg.keys:
         flagged = frame.where(F.col(_REDO)).select(
@@ -266,8 +261,7 @@ def _recomputed(
 
 def explain_lines(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     m: Maintained,
     versions: Versions,
 ) -> list[str]:
@@ -284,7 +278,7 @@ def explain_lines(
             "  a group whose floating-point sum's history outgrew its rows' magnitudes is"
             " recomputed from its rows at the end"
         )
-    found = input_changes(ctx, spark, warehouse, agg.child, versions)
+    found = input_changes(ctx, env, agg.child, versions)
     if found is None:
         return [*lines, "  input derivative: none (no table it reads changed)"]
     derivative = found[1]

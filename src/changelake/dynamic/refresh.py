@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from changelake.catalog.alters import AlterDynamicTable
@@ -56,9 +56,9 @@ from changelake.dynamic.maintain import (
 from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
 from changelake.plan.views import changes_over
 from changelake.schema import quoted
+from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.snapshot import read_state
-from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext, new_statement_id
 from changelake.txn.points import Point, PointKind, resolve
 
@@ -185,8 +185,7 @@ def _action(
 
 def run_refresh(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     plan: RefreshPlan,
     *,
     trigger: str,
@@ -205,10 +204,10 @@ def run_refresh(
     if plan.action != RefreshAction.NO_DATA:  # which writes nothing, needs no stored file
         target = Target(dyn.info, ctx.state(dyn.info, since))
         with (
-            counted_jobs(spark, f"refresh of dynamic table {dyn.name}") as count,
-            _delta(ctx, spark, warehouse, plan, target) as delta,
+            counted_jobs(env.spark, f"refresh of dynamic table {dyn.name}") as count,
+            _delta(ctx, env, plan, target) as delta,
         ):
-            applied = apply_delta(spark, warehouse, target, delta, statement_id=write_id)
+            applied = apply_delta(env.spark, env.warehouse, target, delta, statement_id=write_id)
             jobs = count()
     record = RefreshRecord(
         action=plan.action,
@@ -240,8 +239,7 @@ def run_refresh(
 @contextmanager
 def _delta(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     plan: RefreshPlan,
     target: Target,
 ) -> Iterator[DataFrame]:
@@ -252,17 +250,16 @@ def _delta(
     stored = [c.name for c in schema.stored]
     tree = plan.definition.tree
     ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
-    found = maintained(ctx, spark, warehouse, plan.definition, ends)
+    found = maintained(ctx, env, plan.definition, ends)
     state = stored_state(found, schema)
     if plan.action == RefreshAction.INCREMENTAL and state is not None:
-        with maintained_delta(ctx, spark, warehouse, state, plan.versions, target) as delta:
+        with maintained_delta(ctx, env, state, plan.versions, target) as delta:
             yield delta
         return
     if plan.action == RefreshAction.INCREMENTAL and tree is not None:
         df, _ = changes_over(
             ctx,
-            spark,
-            warehouse,
+            env,
             plan.dt.name,
             tree,
             plan.versions,
@@ -271,13 +268,13 @@ def _delta(
         yield _renamed(df, names, (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID))
         return
     if state is not None:
-        rows = aggregated_rows(state, input_rows(ctx, spark, warehouse, state, ends), names)
+        rows = aggregated_rows(state, input_rows(ctx, env, state, ends), names)
     else:
-        rows = query_rows(ctx, spark, warehouse, plan.definition, ends, plan.data_timestamp)
+        rows = query_rows(ctx, env, plan.definition, ends, plan.data_timestamp)
         rows = _renamed(rows, names, (METADATA_ROW_ID,))
         # state columns the query no longer maintains are left NULL
         rows = rows.select("*", *[F.lit(None).cast(c.type).alias(c.name) for c in schema.state])
-    stored_rows = read_state(spark, warehouse, target.state, identity=True)
+    stored_rows = read_state(env.spark, env.warehouse, target.state, identity=True)
     yield diff(stored_rows, rows, stored, STORED)
 
 
@@ -298,8 +295,7 @@ def _renamed(df: DataFrame, names: list[str], hidden: tuple[str, ...]) -> DataFr
 
 def explain_refresh(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     order: list[DynamicTableInfo],
     definitions: dict[int, Definition],
 ) -> list[str]:
@@ -315,8 +311,7 @@ def explain_refresh(
         if plan.action == RefreshAction.INCREMENTAL and tree is not None:
             _, view_plan = changes_over(
                 ctx,
-                spark,
-                warehouse,
+                env,
                 dyn.name,
                 tree,
                 plan.versions,
@@ -324,11 +319,11 @@ def explain_refresh(
             )
             ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
             state = stored_state(
-                maintained(ctx, spark, warehouse, plan.definition, ends),
+                maintained(ctx, env, plan.definition, ends),
                 ctx.state(dyn.info).schema,
             )
             if state is not None:
-                lines += explain_lines(ctx, spark, warehouse, state, plan.versions)
+                lines += explain_lines(ctx, env, state, plan.versions)
                 continue
             lines += ["  " + line for line in view_plan.lines()]
     return lines

@@ -29,8 +29,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql import SparkSession
-
 from changelake.catalog import Catalog
 from changelake.catalog.model import DynamicTableInfo, ExternalTableState, SchedulingState
 from changelake.catalog.requests import LeaseHeld
@@ -42,23 +40,12 @@ from changelake.dynamic.task_scheduler import due_graphs, end_orphaned_runs, run
 from changelake.errors import ChangelakeError, SourceChangedError
 from changelake.external.follow import Followed, mark_failed
 from changelake.external.objects import follow_once
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 
 LEASE = "scheduler"
 _POOL = "spark.scheduler.pool"
 _log = logging.getLogger("changelake.scheduler")
-
-
-@dataclass(frozen=True)
-class Resources:
-    """What refreshes and task runs run with (a session's)."""
-
-    spark: SparkSession
-    warehouse: Warehouse
-    catalog: Catalog
-    clock: Clock
-    run_statements: RunStatements  # a task's body, by the SQL layer
 
 
 @dataclass(frozen=True)
@@ -77,12 +64,14 @@ class Scheduler:
         self,
         catalog: Catalog,
         clock: Clock,
-        connect: Callable[[], Resources],
+        connect: Callable[[], Env],
+        run_statements: RunStatements,
         settings: SchedulerSettings | None = None,
     ):
         self.catalog = catalog
         self.clock = clock
         self._connect = connect  # Spark starts only once something is due
+        self._run_statements = run_statements  # a task's body, by the SQL layer
         self.settings = settings or SchedulerSettings()
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.epoch: int | None = None
@@ -126,12 +115,10 @@ class Scheduler:
         ctx = StatementContext(self.catalog, self.clock, None)
         graphs = due_graphs(ctx)
         if graphs:
-            resources = self._resources("tasks")
+            env = self._env("tasks")
             held = (LeaseHeld(LEASE, epoch),)
             for graph in graphs:
-                runner = Runner(
-                    ctx, resources.spark, resources.run_statements, self.holder, graph.trigger, held
-                )
+                runner = Runner(ctx, env, self._run_statements, self.holder, graph.trigger, held)
                 try:
                     self.graph_runs.append(run_due(runner, graph))
                 except ChangelakeError as e:  # one graph's trouble does not hold up the others
@@ -153,21 +140,12 @@ class Scheduler:
         ]
         if not due:
             return []
-        resources = self._resources("refreshes")
+        env = self._env("refreshes")
         done = []
         for ext in due:
             self._followed[ext.table_id] = now
             try:
-                done.append(
-                    follow_once(
-                        self.catalog,
-                        self.clock,
-                        resources.spark,
-                        resources.warehouse,
-                        ext,
-                        requirements=(LeaseHeld(LEASE, epoch),),
-                    )
-                )
+                done.append(follow_once(env, ext, requirements=(LeaseHeld(LEASE, epoch),)))
             except SourceChangedError as e:  # needs a person: stop until RESUME
                 mark_failed(self.catalog, self.clock, ext, str(e))
                 _log.warning("changelake scheduler: external table %s: %s", ext.name, e)
@@ -185,27 +163,26 @@ class Scheduler:
         if epoch is None or not due:
             return None
         ctx = StatementContext(self.catalog, self.clock, None)
-        return self._refresh(ctx, self._resources("refreshes"), due, (LeaseHeld(LEASE, epoch),))
+        return self._refresh(ctx, self._env("refreshes"), due, (LeaseHeld(LEASE, epoch),))
 
-    def _resources(self, pool: str) -> Resources:
+    def _env(self, pool: str) -> Env:
         """Spark and the rest (started on first use), this thread's jobs in Spark scheduler
         pool ``pool``: task runs and refreshes share the cores instead of queueing."""
-        resources = self._connect()
-        resources.spark.sparkContext.setLocalProperty(_POOL, pool)
-        return resources
+        env = self._connect()
+        env.spark.sparkContext.setLocalProperty(_POOL, pool)
+        return env
 
     def _refresh(
         self,
         ctx: StatementContext,
-        resources: Resources,
+        env: Env,
         due: list[DynamicTableInfo],
         held: tuple[LeaseHeld, ...],
     ) -> Round:
         due_ids = {d.table_id for d in due}
         done = refresh_round(
             ctx,
-            resources.spark,
-            resources.warehouse,
+            env,
             due,
             data_timestamp_now(ctx),
             trigger=lambda d: "SCHEDULED" if d.table_id in due_ids else "DOWNSTREAM",

@@ -14,10 +14,10 @@ from changelake.catalog.model import DynamicTableInfo, RefreshInfo, TaskInfo, Ta
 from changelake.clock import Clock, SystemClock
 from changelake.dynamic.create import alter_dynamic_table, change_dynamic_table
 from changelake.dynamic.dag import dynamic_table
-from changelake.dynamic.scheduler import Resources
 from changelake.dynamic.spec import describe_lag
-from changelake.dynamic.task_run import Runner, run_graph
+from changelake.dynamic.task_run import Runner, RunStatements, run_graph
 from changelake.dynamic.tasks import alter_task, task
+from changelake.storage.env import Env
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext, new_statement_id
 
@@ -27,14 +27,14 @@ def _iso(epoch: float | None) -> str | None:
 
 
 class DynamicTableService:
-    """What the routes call. ``connect`` gives Spark, the warehouse, a catalog and a clock (the
-    service's session), once, when something needs Spark."""
+    """What the routes call. ``connect`` gives the service's Env (its session's Spark,
+    warehouse, catalog and clock), once, when something needs Spark."""
 
-    def __init__(self, catalog: Catalog, clock: Clock, connect: Callable[[], Resources]):
+    def __init__(self, catalog: Catalog, clock: Clock, connect: Callable[[], Env]):
         self.catalog = catalog
         self.clock = clock
         self._connect = connect
-        self._resources: Resources | None = None
+        self._env: Env | None = None
         self._lock = threading.Lock()
 
     def _ctx(self) -> StatementContext:
@@ -52,10 +52,8 @@ class DynamicTableService:
 
     def refresh(self, name: str) -> dict[str, Any]:
         """ALTER DYNAMIC TABLE name REFRESH, now; answers its history row."""
-        r = self._spark()
-        alter_dynamic_table(
-            StatementContext(r.catalog, r.clock, None), r.spark, r.warehouse, name, "REFRESH", {}
-        )
+        env = self.env()
+        alter_dynamic_table(env.context(), env, name, "REFRESH", {})
         dyn = dynamic_table(self._ctx(), name)
         return refresh_row(self.catalog.refresh_history(dyn.table_id, limit=1)[0])
 
@@ -64,11 +62,12 @@ class DynamicTableService:
         change_dynamic_table(self._ctx(), name, action, {})
         return self.detail(name)
 
-    def _spark(self) -> Resources:
+    def env(self) -> Env:
+        """The service's Env (Spark starts on the first call)."""
         with self._lock:
-            if self._resources is None:
-                self._resources = self._connect()
-            return self._resources
+            if self._env is None:
+                self._env = self._connect()
+            return self._env
 
     def _describe(self, dyn: DynamicTableInfo) -> dict[str, Any]:
         d = dyn.definition
@@ -110,7 +109,7 @@ def refresh_row(r: RefreshInfo) -> dict[str, Any]:
 
 
 def service_for(
-    warehouse: str, catalog: str | None, connect: Callable[[], Resources]
+    warehouse: str, catalog: str | None, connect: Callable[[], Env]
 ) -> DynamicTableService:
     """The service of the warehouse at ``warehouse`` (catalog URL ``catalog``, default its
     SQLite file), with its own catalog connection for reads."""
@@ -119,10 +118,12 @@ def service_for(
 
 
 class TaskService:
-    """What the ``/v1/tasks`` routes call; shares the dynamic tables' Spark (``spark``)."""
+    """What the ``/v1/tasks`` routes call; shares the dynamic tables' Env; a task's statements
+    run by ``run_statements`` (the SQL layer's)."""
 
-    def __init__(self, tables: DynamicTableService):
+    def __init__(self, tables: DynamicTableService, run_statements: RunStatements):
         self.catalog, self.clock, self._tables = tables.catalog, tables.clock, tables
+        self._run_statements = run_statements
 
     def _ctx(self) -> StatementContext:
         return StatementContext(self.catalog, self.clock, None)
@@ -145,12 +146,12 @@ class TaskService:
 
     def execute(self, name: str) -> list[dict[str, Any]]:
         """EXECUTE TASK name, now: the graph run's rows, in the order they ran."""
-        r = self._tables._spark()
-        ctx = StatementContext(r.catalog, r.clock, None)
+        env = self._tables.env()
+        ctx = env.context()
         found = task(ctx, name)
         holder = f"service:{new_statement_id()[:8]}"
         done = run_graph(
-            Runner(ctx, r.spark, r.run_statements, holder, "MANUAL"), found, scheduled_at=ctx.now()
+            Runner(ctx, env, self._run_statements, holder, "MANUAL"), found, scheduled_at=ctx.now()
         )
         names = {t.task_id: t.name for t in self.catalog.list_tasks()}
         runs = self.catalog.task_runs(graph_run_id=done.graph_run_id)

@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from pyspark.sql import SparkSession
-
 from changelake.catalog.alters import AlterTask, FinishTaskRun
 from changelake.catalog.model import RunClaim, TaskInfo, TaskRun, TaskRunState
 from changelake.catalog.requests import (
@@ -28,6 +26,7 @@ from changelake.catalog.requests import (
 from changelake.dynamic import task_spec
 from changelake.dynamic.tasks import graph_of
 from changelake.errors import ChangelakeError, ConflictError
+from changelake.storage.env import Env
 from changelake.storage.jobs import cancelled_after, counted_jobs
 from changelake.txn.context import StatementContext, new_statement_id
 
@@ -35,7 +34,7 @@ Finish = Callable[[str], CommitRequest]
 # Runs a task's statements (the SQL layer's body runner): statements that can run in one
 # transaction commit together with ``finish(statement id)``; a single statement that cannot
 # (DDL, OPTIMIZE, ALTER DYNAMIC TABLE ... REFRESH) commits on its own, then ``finish`` does.
-RunStatements = Callable[[TaskInfo, Finish], None]
+RunStatements = Callable[[Env, TaskInfo, Finish], None]
 
 
 @dataclass
@@ -56,7 +55,7 @@ class Runner:
     scheduler's lease), with which body runner."""
 
     ctx: StatementContext
-    spark: SparkSession
+    env: Env
     run_statements: RunStatements
     holder: str
     trigger: str  # SCHEDULED | TRIGGERED | MANUAL
@@ -191,7 +190,7 @@ def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> tuple[str, bool]:
     (not after a lost lease or a run ended by another process)."""
     timeout = t.definition.options.timeout_ms / 1000
 
-    with counted_jobs(runner.spark, f"task {t.name}") as jobs:
+    with counted_jobs(runner.env.spark, f"task {t.name}") as jobs:
 
         def finish(statement_id: str) -> CommitRequest:
             finished = FinishTaskRun(
@@ -204,9 +203,9 @@ def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> tuple[str, bool]:
                 requirements=(TaskRunExecuting(run_id, t.name), *runner.requirements),
             )
 
-        with cancelled_after(runner.spark, timeout) as timed_out:
+        with cancelled_after(runner.env.spark, timeout) as timed_out:
             try:
-                runner.run_statements(t, finish)
+                runner.run_statements(runner.env, t, finish)
                 return "SUCCEEDED", False
             except Exception as e:  # noqa: BLE001 - any failure ends the run; the scheduler goes on
                 cancelled = timed_out()

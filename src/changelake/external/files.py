@@ -39,7 +39,6 @@ from changelake.catalog.requests import (
 )
 from changelake.catalog.store import Catalog
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
-from changelake.clock import Clock
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, SourceError, UnsupportedError
 from changelake.external.follow import Followed
@@ -47,6 +46,7 @@ from changelake.external.pgtable import drop_source_objects
 from changelake.external.rows import creation
 from changelake.external.stage import READ_FAILURES, FileFormat, Stage, check_pattern
 from changelake.schema import Column, TableSchema, check_column_name
+from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import schema_of_dataframe, write_data
@@ -72,9 +72,7 @@ class NewFilesTable:
     if_exists: IfExists
 
 
-def create(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, new: NewFilesTable
-) -> StatementResult:
+def create(ctx: StatementContext, env: Env, new: NewFilesTable) -> StatementResult:
     """Create the table with the rows of the files under its location, registered in the same
     commit; its columns are given, or inferred from those files."""
     ctx.require_no_transaction(OPERATION)
@@ -92,7 +90,7 @@ def create(
         read = list(new.columns)
         schema = _schema_of(read, about=about)
     elif listed:
-        read, schema = _inferred(spark, stage, file_format, listed, about=about)
+        read, schema = _inferred(env.spark, stage, file_format, listed, about=about)
     else:
         matching = f" matching PATTERN {new.pattern!r}" if new.pattern else ""
         raise SourceError(
@@ -106,8 +104,8 @@ def create(
         "read_columns": [list(c) for c in read],
     }
     files = _load(
-        spark,
-        warehouse,
+        env.spark,
+        env.warehouse,
         stage,
         file_format,
         listed,
@@ -222,10 +220,7 @@ def _load(
 
 
 def refresh(
-    catalog: Catalog,
-    clock: Clock,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     ext: ExternalTableInfo,
     *,
     requirements: Sequence[Requirement] = (),
@@ -236,7 +231,7 @@ def refresh(
     spec = ext.definition.spec
     stage = Stage(ext.definition.source)
     listed = stage.files(spec["pattern"])
-    registered = {f.path: f for f in catalog.external_files(ext.table_id)}
+    registered = {f.path: f for f in env.catalog.external_files(ext.table_id)}
     new = sorted(p for p in listed if p not in registered)
     changed: dict[str, Any] = {}
     report = _report(ext, registered, listed)
@@ -245,12 +240,12 @@ def refresh(
     if not new and not changed:
         return Followed(files_registered=int(ext.position or 0))
     table_id, name, version = ext.table_id, ext.name, ext.info.current_version
-    schema = catalog.schema_at(table_id, version)
+    schema = env.catalog.schema_at(table_id, version)
     statement_id = new_statement_id()
     file_format = FileFormat.of(spec["file_format"], about=f"External table {name}")
     files = _load(
-        spark,
-        warehouse,
+        env.spark,
+        env.warehouse,
         stage,
         file_format,
         new,
@@ -268,7 +263,7 @@ def refresh(
     if new:
         updates.append(RegisterFiles(table_id, tuple(listed[p] for p in new)))
         changed["position"] = position
-    updates.append(AlterExternalTable(table_id, followed_at=clock.now(), **changed))
+    updates.append(AlterExternalTable(table_id, followed_at=env.clock.now(), **changed))
     request = write_request(
         statement_id,
         REFRESH,
@@ -276,7 +271,7 @@ def refresh(
         updates=updates,
         requirements=(*requirements, FollowedFrom(table_id, name, ext.position, ext.scope)),
     )
-    result = catalog.commit([request], clock=clock)
+    result = env.catalog.commit([request], clock=env.clock)
     return Followed(
         changes=len(new),
         inserted=inserted,
@@ -318,11 +313,9 @@ def _names(paths: Sequence[str]) -> str:
     return shown if len(paths) <= _LISTED else f"{shown} and {len(paths) - _LISTED} more"
 
 
-def refresh_statement(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, ext: ExternalTableInfo
-) -> StatementResult:
+def refresh_statement(ctx: StatementContext, env: Env, ext: ExternalTableInfo) -> StatementResult:
     """ALTER EXTERNAL TABLE … REFRESH of a FILES table: one refresh."""
-    step = refresh(ctx.catalog, ctx.clock, spark, warehouse, ext)
+    step = refresh(env, ext)
     after = ctx.catalog.external_table_by_id(ext.table_id)
     error = after.error if after is not None else ""
     return StatementResult(

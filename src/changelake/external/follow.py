@@ -54,6 +54,7 @@ from changelake.external.pgoutput import (
 from changelake.external.pgtypes import converter
 from changelake.external.rows import row_key
 from changelake.schema import ROW_KEY, quoted
+from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.snapshot import read_state
 from changelake.storage.warehouse import Warehouse
@@ -100,10 +101,7 @@ class Folded:
 
 
 def follow(
-    catalog: Catalog,
-    clock: Clock,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     ext: ExternalTableInfo,
     *,
     batch: int = BATCH_CHANGES,
@@ -115,7 +113,7 @@ def follow(
     (an LSN), a step that finds nothing new but a source flushed past ``until`` moves the
     position there (no transaction ending by it is left to apply)."""
     d = ext.definition
-    info = _connection(catalog, ext)
+    info = _connection(env.catalog, ext)
     assert d.slot is not None and d.publication is not None and ext.position is not None
     with postgres.connect(info) as conn:
         try:
@@ -148,16 +146,16 @@ def follow(
             return Followed(source_lsn=ext.position, more=full)
         folded = fold(ext, transactions)
         statement_id = new_statement_id()
-        state = table_state(catalog, ext)
+        state = table_state(env.catalog, ext)
         table_id, name = ext.table_id, ext.name
         applied, jobs = TableWrite(table_id, name, state.version, WriteKind.CHANGE), 0
         if folded.rows or folded.truncated:
-            with counted_jobs(spark, f"follow of external table {ext.name}") as count:
+            with counted_jobs(env.spark, f"follow of external table {ext.name}") as count:
                 applied = apply_folded(
-                    spark, warehouse, ext, state, folded, statement_id, keep=ext.scope
+                    env.spark, env.warehouse, ext, state, folded, statement_id, keep=ext.scope
                 )
                 jobs = count()
-        moved = AlterExternalTable(table_id, position=end, followed_at=clock.now())
+        moved = AlterExternalTable(table_id, position=end, followed_at=env.clock.now())
         request = write_request(
             statement_id,
             OPERATION,
@@ -165,7 +163,7 @@ def follow(
             updates=(moved,),
             requirements=(*requirements, FollowedFrom(table_id, name, ext.position, ext.scope)),
         )
-        result = catalog.commit([request], clock=clock)
+        result = env.catalog.commit([request], clock=env.clock)
         if transactions:
             replication.advance(conn, d.slot, end)
     return Followed(

@@ -8,7 +8,6 @@ import datetime as dt
 from collections.abc import Sequence
 
 import psycopg
-from pyspark.sql import SparkSession
 
 from changelake.catalog.alters import AlterExternalTable
 from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
@@ -19,8 +18,6 @@ from changelake.catalog.requests import (
     DropTable,
     Requirement,
 )
-from changelake.catalog.store import Catalog
-from changelake.clock import Clock
 from changelake.dml.result import StatementResult
 from changelake.errors import (
     ChangelakeError,
@@ -32,7 +29,7 @@ from changelake.external import files, postgres, replication
 from changelake.external.follow import Followed, follow
 from changelake.external.pgoutput import Decoder, format_lsn, parse_lsn
 from changelake.external.pgtable import connection_of, drop_source_objects
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 
 
@@ -117,10 +114,7 @@ def set_options(ctx: StatementContext, name: str, follow_lag: float) -> Statemen
 
 
 def follow_once(
-    catalog: Catalog,
-    clock: Clock,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     ext: ExternalTableInfo,
     *,
     requirements: Sequence[Requirement] = (),
@@ -128,13 +122,11 @@ def follow_once(
     """One step of following ``ext``: a FILES table reads its new files, a PostgreSQL table one
     batch of its slot (``more`` says whether another batch waits)."""
     if ext.definition.kind == files.KIND:
-        return files.refresh(catalog, clock, spark, warehouse, ext, requirements=requirements)
-    return follow(catalog, clock, spark, warehouse, ext, requirements=requirements)
+        return files.refresh(env, ext, requirements=requirements)
+    return follow(env, ext, requirements=requirements)
 
 
-def refresh(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str
-) -> StatementResult:
+def refresh(ctx: StatementContext, env: Env, name: str) -> StatementResult:
     """ALTER EXTERNAL TABLE … REFRESH: follow until what the source had committed when the
     statement began is in (several commits if it is more than one batch); a FILES table reads
     the files it has not read yet, in one commit."""
@@ -142,11 +134,11 @@ def refresh(
     ctx.require_no_transaction(operation)
     ext = external_table(ctx, name)
     if ext.definition.kind == files.KIND:
-        return files.refresh_statement(ctx, spark, warehouse, ext)
+        return files.refresh_statement(ctx, env, ext)
     connection_of(ctx, ext.definition.connection or "")
     total = Followed()
     while True:
-        step = follow(ctx.catalog, ctx.clock, spark, warehouse, ext)
+        step = follow(env, ext)
         total = Followed(
             transactions=total.transactions + step.transactions,
             changes=total.changes + step.changes,

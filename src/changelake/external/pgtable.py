@@ -30,8 +30,8 @@ from changelake.external.postgres import to_postgres
 from changelake.external.rows import creation, stored_rows, table_schema
 from changelake.plan.predicates import parse_scope
 from changelake.schema import TableSchema
+from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
-from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
 from changelake.txn.context import StatementContext
 
@@ -67,9 +67,7 @@ def connection_of(ctx: StatementContext, name: str) -> ConnectionInfo:
     return found
 
 
-def create(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, new: NewPostgresTable
-) -> StatementResult:
+def create(ctx: StatementContext, env: Env, new: NewPostgresTable) -> StatementResult:
     """Create the external table: check the source, load it at a slot's consistent point, and
     commit the rows with that point. On failure the slot and publication are dropped again."""
     ctx.require_no_transaction(OPERATION)
@@ -92,14 +90,14 @@ def create(
                 files: list[DataFile] = []
                 if parse_scope(new.scope) != ():
                     where = None if new.scope is None else to_postgres(new.scope)
-                    df = snapshot(spark, info, source, exported, schema, where)
-                    with counted_jobs(spark, f"initial load of external table {new.name}"):
+                    df = snapshot(env.spark, info, source, exported, schema, where)
+                    with counted_jobs(env.spark, f"initial load of external table {new.name}"):
                         files = write_data(
-                            warehouse,
+                            env.warehouse,
                             stored_rows(df, schema, keys),
                             schema=schema,
                             table=new.name,
-                            directory=warehouse.data_dir(statement_id),
+                            directory=env.warehouse.data_dir(statement_id),
                         )
             definition = ExternalDefinition(
                 kind="POSTGRES",

@@ -26,7 +26,6 @@ import datetime as dt
 import time
 from collections.abc import Iterable
 
-from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -66,8 +65,8 @@ from changelake.plan.predicates import (
     union,
 )
 from changelake.schema import quoted
+from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
-from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import new_statement_id
 
 Scope = tuple[Predicate, ...] | None  # an OR of predicates; None: every row
@@ -105,12 +104,10 @@ def dependents_scope(catalog: Catalog, ext: ExternalTableInfo) -> Scope:
     return union(found, types=ext.definition.column_types) if found else ()
 
 
-def widen_for(
-    catalog: Catalog, clock: Clock, spark: SparkSession, warehouse: Warehouse, query: str
-) -> None:
+def widen_for(env: Env, query: str) -> None:
     """Before a dependent with query ``query`` is created: widen the scope of every
     DEPENDENTS external table it names so that it holds what the query reads."""
-    for ext in catalog.list_external_tables():
+    for ext in env.catalog.list_external_tables():
         if ext.definition.scope_mode != "DEPENDENTS":
             continue
         found = references(query, ext.name, _columns(ext))
@@ -118,23 +115,23 @@ def widen_for(
         if all(implies(p, scope, types=types) for p in found):
             continue
         wider = union([*(scope or ()), *found], types=types) if scope is not None else None
-        rescope(catalog, clock, spark, warehouse, ext, wider)
+        rescope(env, ext, wider)
 
 
-def settle(catalog: Catalog, clock: Clock, spark: SparkSession, warehouse: Warehouse) -> None:
+def settle(env: Env) -> None:
     """After dependents changed: give every DEPENDENTS external table exactly the scope its
     dependents need (narrowing drops the rows no dependent reads any more). A table left with
     no dependent keeps its scope and rows: emptying it would cost Spark jobs, only for the next
     dependent to load them again (or for DROP EXTERNAL TABLE to throw them away); the next
     dependent's rescope starts from the kept scope."""
-    for ext in catalog.list_external_tables():
+    for ext in env.catalog.list_external_tables():
         if ext.definition.scope_mode != "DEPENDENTS":
             continue
-        wanted = dependents_scope(catalog, ext)
+        wanted = dependents_scope(env.catalog, ext)
         if wanted == ():  # no dependent: keep what is held (still followed, reads checked)
             continue
         if scope_sql(wanted) != ext.scope:
-            rescope(catalog, clock, spark, warehouse, ext, wanted)
+            rescope(env, ext, wanted)
 
 
 def _widens(old: str | None, new: Scope, types: Types) -> bool:
@@ -153,10 +150,7 @@ def _region(include: str | None, exclude: str | None) -> str | None:
 
 
 def rescope(
-    catalog: Catalog,
-    clock: Clock,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     ext: ExternalTableInfo,
     scope: Scope,
 ) -> Followed:
@@ -167,12 +161,12 @@ def rescope(
     removed = None if widens else _region(old, new)  # R: rows it leaves out
     d = ext.definition
     assert d.slot is not None and d.connection is not None
-    info = catalog.find_connection(d.connection)
+    info = env.catalog.find_connection(d.connection)
     if info is None:
         raise ExternalTableError(f"External table {ext.name}: connection {d.connection} is gone.")
     second = f"{d.slot}_b"
     statement_id = new_statement_id()
-    staged = warehouse.data_dir(statement_id, "-base")
+    staged = env.warehouse.data_dir(statement_id, "-base")
     with postgres.connect(info) as conn:
         replication.drop_objects(conn, second, None)
         try:
@@ -181,36 +175,33 @@ def rescope(
             published = replication.row_filter(conn, source, new)
             if added is not None:  # publish the wider scope's changes before P
                 doing = f"loading the rows of {added} (the scope becomes {new or 'every row'})"
-                _progress(catalog, clock, ext.table_id, f"{doing}, since {_now(clock)}")
+                _progress(env.catalog, env.clock, ext.table_id, f"{doing}, since {_now(env.clock)}")
                 replication.set_row_filter(conn, d.publication or "", source, published)
-                state = table_state(catalog, ext)
+                state = table_state(env.catalog, ext)
                 with replication.exported_slot(info, second) as exported:
                     where = postgres.to_postgres(added)
-                    rows = snapshot(spark, info, source, exported, state.schema, where)
+                    rows = snapshot(env.spark, info, source, exported, state.schema, where)
                     typed = [F.col(quoted(c.name)).cast(c.type) for c in state.schema.stored]
-                    with counted_jobs(spark, f"bootstrap of external table {ext.name}"):
-                        rows.select(*typed).write.parquet(warehouse.uri(staged))
+                    with counted_jobs(env.spark, f"bootstrap of external table {ext.name}"):
+                        rows.select(*typed).write.parquet(env.warehouse.uri(staged))
                 start = exported.position
-            done = _commit(catalog, clock, spark, warehouse, ext, start, staged, new, removed)
+            done = _commit(env, ext, start, staged, new, removed)
             if added is None:  # the narrower scope's changes only, once it is committed
                 replication.set_row_filter(conn, d.publication or "", source, published)
             return done
         except BaseException:
             if added is not None:
-                _progress(catalog, clock, ext.table_id, None)
+                _progress(env.catalog, env.clock, ext.table_id, None)
             raise
         finally:
             replication.drop_objects(conn, second, None)
             if added is not None:
                 with contextlib.suppress(FileNotFoundError):
-                    warehouse.fs.delete_dir(warehouse.fs_path(staged))
+                    env.warehouse.fs.delete_dir(env.warehouse.fs_path(staged))
 
 
 def _commit(
-    catalog: Catalog,
-    clock: Clock,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     ext: ExternalTableInfo,
     start: int | None,
     staged: str,
@@ -221,12 +212,12 @@ def _commit(
     RESCOPING: other follows wait), then one commit that applies the second slot's transactions
     and the staged rows, moves the position to the second slot's end and sets the scope."""
     old, table_id, name = ext.scope, ext.table_id, ext.name
-    ext = _past(catalog, clock, spark, warehouse, ext, start)
+    ext = _past(env, ext, start)
     prior = ext.state
-    ext = _fence(catalog, clock, ext)
+    ext = _fence(env.catalog, env.clock, ext)
     try:
         position, transactions = parse_lsn(ext.position or "0/0"), []
-        info = catalog.find_connection(ext.definition.connection or "")
+        info = env.catalog.find_connection(ext.definition.connection or "")
         assert info is not None and ext.definition.slot is not None
         if start is not None:
             with postgres.connect(info) as conn:
@@ -236,18 +227,18 @@ def _commit(
             transactions = list(Decoder().feed(messages))
         end = max([position, *(t.end_lsn for t in transactions)])
         folded = fold(ext, transactions)
-        state = table_state(catalog, ext)
+        state = table_state(env.catalog, ext)
         statement_id = new_statement_id()
-        with counted_jobs(spark, f"rescope of external table {name}") as count:
+        with counted_jobs(env.spark, f"rescope of external table {name}") as count:
             base = None
             if start is not None:
                 typed = ", ".join(f"{quoted(c.name)} {c.type}" for c in state.schema.stored)
-                base = spark.read.schema(typed).parquet(warehouse.uri(staged))
+                base = env.spark.read.schema(typed).parquet(env.warehouse.uri(staged))
             # the stored rows compared: the touched keys' and those the new scope leaves out
             # (none holds a key of W: the table held F's rows only)
             applied = apply_folded(
-                spark,
-                warehouse,
+                env.spark,
+                env.warehouse,
                 ext,
                 state,
                 folded,
@@ -267,9 +258,9 @@ def _commit(
             updates=(rescoped,),
             requirements=(FollowedFrom(table_id, name, ext.position, old, rescoping=True),),
         )
-        result = catalog.commit([request], clock=clock)
+        result = env.catalog.commit([request], clock=env.clock)
     except BaseException:
-        _unfence(catalog, clock, table_id, prior)
+        _unfence(env.catalog, env.clock, table_id, prior)
         raise
     if end > position:  # the table holds the main slot's changes up to there too
         with postgres.connect(info) as conn:
@@ -285,10 +276,7 @@ def _commit(
 
 
 def _past(
-    catalog: Catalog,
-    clock: Clock,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     ext: ExternalTableInfo,
     start: int | None,
 ) -> ExternalTableInfo:
@@ -303,14 +291,14 @@ def _past(
                 " written. Try again."
             )
         try:
-            step = follow(catalog, clock, spark, warehouse, ext, until=start)
+            step = follow(env, ext, until=start)
         except SourceChangedError:
             raise
         except ChangelakeError:  # another follower's step or commit came first
             step = Followed(source_lsn=ext.position)
         if step.source_lsn == ext.position:
             time.sleep(0.05)  # the source has not flushed P yet, or another follower is at it
-        ext = _current(catalog, ext)
+        ext = _current(env.catalog, ext)
     return ext
 
 

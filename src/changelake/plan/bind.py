@@ -8,7 +8,7 @@ the query read that a commit must require (streams) is kept on the binder as val
 from __future__ import annotations
 
 from pyspark.errors import AnalysisException
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from changelake.catalog.model import TableInfo
@@ -27,10 +27,10 @@ from changelake.plan.predicates import check_scope, reference_predicate
 from changelake.plan.pushdown import pushable_conjuncts
 from changelake.plan.streams import has_data, read_stream
 from changelake.plan.views import view_at, view_changes
+from changelake.storage.env import Env
 from changelake.storage.pruning import prune
 from changelake.storage.snapshot import read_state
 from changelake.storage.spark_errors import translate_analysis
-from changelake.storage.warehouse import Warehouse
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
 from changelake.txn.points import resolve
@@ -42,10 +42,9 @@ _PLACEHOLDER = "__cl_ref_{}__"
 class Binder:
     """Binds the table references of one statement's queries to DataFrames."""
 
-    def __init__(self, ctx: StatementContext, spark: SparkSession, warehouse: Warehouse):
+    def __init__(self, ctx: StatementContext, env: Env):
         self.ctx = ctx
-        self.spark = spark
-        self.warehouse = warehouse
+        self.env = env
         self.bindings: dict[str, DataFrame] = {}
         self.names: dict[str, str] = {}  # placeholder -> what the user wrote
         self.stream_reads: dict[int, StreamRead] = {}
@@ -86,12 +85,12 @@ class Binder:
             return whole
         try:
             if not self.bindings:
-                return self.spark.sql(text)
+                return self.env.spark.sql(text)
             used = {k: v for k, v in self.bindings.items() if k in text}
             escaped = text.replace("{", "{{").replace("}", "}}")
             for name in used:
                 escaped = escaped.replace(name, "{" + name + "}")
-            return self.spark.sql(escaped, **used)
+            return self.env.spark.sql(escaped, **used)
         except AnalysisException as e:
             raise translate_analysis(e, names=self.names) from e
 
@@ -120,7 +119,7 @@ class Binder:
         if when is None:
             check_scope(ext.name, ext.scope, predicate, types=types)
             return
-        version = resolve(self.ctx, info, point_of(self.spark, when))
+        version = resolve(self.ctx, info, point_of(self.env.spark, when))
         record = catalog.external_scope_of_version(info.table_id, version)
         if record is None:
             raise ExternalTableError(
@@ -147,11 +146,10 @@ class Binder:
         if view_sql is not None:
             changes, when = table.args.get("changes"), table.args.get("when")
             if changes is not None:
-                information, start, end = changes_clause(self.spark, changes)
+                information, start, end = changes_clause(self.env.spark, changes)
                 df, _ = view_changes(
                     self.ctx,
-                    self.spark,
-                    self.warehouse,
+                    self.env,
                     name,
                     start=start,
                     end=end,
@@ -163,7 +161,7 @@ class Binder:
                 self._replace(table, df, alias, label=name)
                 return
             if when is not None:
-                at = view_at(self.ctx, self.spark, self.warehouse, name, point_of(self.spark, when))
+                at = view_at(self.ctx, self.env, name, point_of(self.env.spark, when))
                 self._replace(table, at, alias, label=name)
                 return
             if name.lower() in self._view_stack:
@@ -185,14 +183,14 @@ class Binder:
                     f"{name} is a stream: it reads its own interval; drop AT/BEFORE and"
                     " INFORMATION (CHANGES (FORMAT => ...) alone renders it as a changelog)."
                 )
-            df, read = read_stream(self.ctx, self.spark, self.warehouse, name, ordered=ordered)
+            df, read = read_stream(self.ctx, self.env, name, ordered=ordered)
             self.stream_reads.setdefault(read.stream.stream_id, read)
             if rendering is not None:
                 stamped = self._stamp(read.stream.view or read.stream.table_id, read)
                 df = render(df, rendering, stamped, ordered=ordered)
             self._replace(table, df, alias, label=name)
             return
-        if self.spark.catalog.tableExists(name):
+        if self.env.spark.catalog.tableExists(name):
             return  # a Spark temp view or table of the user's own
         known = catalog.object_names() + catalog.stream_names()
         raise TableNotFoundError(
@@ -204,12 +202,10 @@ class Binder:
         """The rows (or changes) of ``info`` that the reference ``table`` asks for."""
         changes = table.args.get("changes")
         if changes is not None:
-            information, start, end = changes_clause(self.spark, changes)
+            information, start, end = changes_clause(self.env.spark, changes)
             first, last = resolve_interval(self.ctx, info, start=start, end=end)
             return changes_between(
-                self.ctx.catalog,
-                self.spark,
-                self.warehouse,
+                self.env,
                 info,
                 start=first,
                 end=last,
@@ -217,12 +213,12 @@ class Binder:
                 rendering=rendering_of(changes),
             )
         when = table.args.get("when")
-        version = resolve(self.ctx, info, point_of(self.spark, when)) if when else None
+        version = resolve(self.ctx, info, point_of(self.env.spark, when)) if when else None
         state = self.ctx.state(info, version)
         conjuncts = pushable_conjuncts(table)
         if conjuncts:
             state = state.with_files(prune(state.files, state.schema, conjuncts))
-        return read_state(self.spark, self.warehouse, state)
+        return read_state(self.env.spark, self.env.warehouse, state)
 
     def _stamp(self, source: str | int, read: StreamRead) -> Commit:
         """What a stream read's changes are stamped with: for a stream on a table, the version
@@ -237,7 +233,7 @@ class Binder:
     def target(self, state: TableState, label: str, *, identity: bool = False) -> str:
         """Bind ``state`` of a write statement's target with its hidden address columns (and
         identity columns if ``identity``)."""
-        df = read_state(self.spark, self.warehouse, state, address=True, identity=identity)
+        df = read_state(self.env.spark, self.env.warehouse, state, address=True, identity=identity)
         return self.bind_dataframe(df, label)
 
     def _replace(self, table: exp.Table, df: DataFrame, alias: str, *, label: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from changelake.catalog.model import StreamInfo
 from changelake.changes.plan import Information
@@ -22,7 +22,7 @@ from changelake.plan.views import (
     changes_over,
     check_view_stream,
 )
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.streams import frontier
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
@@ -58,8 +58,7 @@ def view_stream_source(
 
 def read_stream(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     name: str,
     *,
     ordered: bool = False,
@@ -68,21 +67,19 @@ def read_stream(
     consumes them. ``ordered`` (table streams only): in changelog order, see ``execute_plan``."""
     stream = ctx.stream(name)
     if not stream.on_view:
-        return frontier.read_stream(ctx, spark, warehouse, name, ordered=ordered)
-    df, _, read = _read_view_stream(ctx, spark, warehouse, stream)
+        return frontier.read_stream(ctx, env, name, ordered=ordered)
+    df, _, read = _read_view_stream(ctx, env, stream)
     return df, read
 
 
-def stream_plan_lines(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str
-) -> list[str]:
+def stream_plan_lines(ctx: StatementContext, env: Env, name: str) -> list[str]:
     """What reading stream ``name`` now would do, for EXPLAIN."""
     stream = ctx.stream(name)
     if not stream.on_view:
         plan = frontier.stream_plan(ctx, name).plan
         assert plan is not None
         return [plan.describe()]
-    _, plan, _ = _read_view_stream(ctx, spark, warehouse, stream)
+    _, plan, _ = _read_view_stream(ctx, env, stream)
     return [f"STREAM {stream.name} on view {stream.view}:"] + plan.lines()
 
 
@@ -118,14 +115,13 @@ def _view_interval(ctx: StatementContext, stream: StreamInfo) -> tuple[Node, Ver
 
 
 def _read_view_stream(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, stream: StreamInfo
+    ctx: StatementContext, env: Env, stream: StreamInfo
 ) -> tuple[DataFrame, ViewPlan, StreamRead]:
     assert stream.view is not None
     tree, versions = _view_interval(ctx, stream)
     df, plan = changes_over(
         ctx,
-        spark,
-        warehouse,
+        env,
         stream.view,
         tree,
         versions,

@@ -3,7 +3,7 @@ dynamic tables read (a full refresh's rows, an aggregate's input changes)."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from changelake.catalog.model import TableInfo
@@ -12,20 +12,19 @@ from changelake.plan.compile import VIEW_ROW_ID, compile_node
 from changelake.plan.delta import derive
 from changelake.plan.ir import End, Node, at
 from changelake.plan.views import Leaves, Versions
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 
 
 def input_changes(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     node: Node,
     versions: Versions,
 ) -> tuple[DataFrame, Node] | None:
     """The (redundant) changes of the subtree ``node`` over the interval and its derivative, or
     None if no table it reads changed: its columns by internal id, RID and ACTION."""
-    leaves = Leaves(ctx, spark, warehouse, versions, None)
+    leaves = Leaves(ctx, env, versions, None)
     derivative = derive(node, changed=leaves.changed)
     if derivative is None:
         return None
@@ -34,27 +33,25 @@ def input_changes(
 
 def node_rows(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     node: Node,
     versions: dict[int, tuple[TableInfo, int]],
 ) -> DataFrame:
     """The rows of the subtree ``node`` with each base table at the given version: its columns
     by internal id, and RID."""
     at_versions = {t: (info, v, v) for t, (info, v) in versions.items()}
-    read = Leaves(ctx, spark, warehouse, at_versions, None).read
+    read = Leaves(ctx, env, at_versions, None).read
     return compile_node(at(node, End.START), read)
 
 
 def rows_at(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     tree: Node,
     versions: dict[int, tuple[TableInfo, int]],
 ) -> DataFrame:
     """The rows of query ``tree`` with each base table at the given version, with their
     METADATA$ROW_ID (a dynamic table's full refresh)."""
-    df = node_rows(ctx, spark, warehouse, tree, versions)
+    df = node_rows(ctx, env, tree, versions)
     names = [F.col(c.id).alias(c.name) for c in tree.columns]
     return df.select(*names, F.col(VIEW_ROW_ID).alias(METADATA_ROW_ID))

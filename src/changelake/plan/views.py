@@ -46,14 +46,13 @@ from changelake.plan.ir import (
 from changelake.plan.monotonic import appended
 from changelake.schema import quoted
 from changelake.storage import native
+from changelake.storage.env import VIEW_CHANGES_PLAN, Env, Settings
 from changelake.storage.pruning import Comparison, prune, value_range
 from changelake.storage.snapshot import read_state
-from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, PointKind, resolve
 from changelake.txn.retention import check_not_stale, recreate_hint
 
-PLAN_OPTION = "spark.changelake.viewChangesPlan"
 PLANS = ("AUTO", "INCREMENTAL", "RECOMPUTE")
 MAX_REDO_COMMITS = 256  # each commit is its own plan, and Spark plans their union at once
 
@@ -161,9 +160,7 @@ def check_view_stream(ctx: StatementContext, stream: StreamInfo) -> Node:
     return definition.tree
 
 
-def view_at(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str, point: Point
-) -> DataFrame:
+def view_at(ctx: StatementContext, env: Env, name: str, point: Point) -> DataFrame:
     """View ``name`` as of ``point`` (each base table at the version the point names)."""
     if point.kind is PointKind.STREAM:
         raise InvalidStatementError(
@@ -173,14 +170,13 @@ def view_at(
     versions = {
         t: (info, v, v) for t, (info, v, _) in _versions(ctx, name, tree, point, None).items()
     }
-    df = compile_node(at(tree, End.START), Leaves(ctx, spark, warehouse, versions, None).read)
+    df = compile_node(at(tree, End.START), Leaves(ctx, env, versions, None).read)
     return df.select(*[F.col(c.id).alias(c.name) for c in tree.columns])
 
 
 def view_changes(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     name: str,
     *,
     start: Point | None,
@@ -195,15 +191,12 @@ def view_changes(
     if refused is not None:
         raise UnsupportedError(refused.changes_message(about, name))
     versions = _versions(ctx, name, definition.tree, start, end)
-    return changes_over(
-        ctx, spark, warehouse, name, definition.tree, versions, information=information
-    )
+    return changes_over(ctx, env, name, definition.tree, versions, information=information)
 
 
 def changes_over(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     name: str,
     tree: Node,
     versions: Versions,
@@ -215,13 +208,13 @@ def changes_over(
     ``initial_rows``, every row of the view at the end as an INSERT (a stream's first read).
     APPEND_ONLY: ``tree`` is one that ``monotonic.refusal`` accepts."""
     if information is Information.REDO:
-        return _redo(ctx, spark, warehouse, name, tree, versions)
-    leaves = Leaves(ctx, spark, warehouse, versions, information)
+        return _redo(ctx, env, name, tree, versions)
+    leaves = Leaves(ctx, env, versions, information)
     if information is Information.APPEND_ONLY:
         derivative = appended(tree, changed=leaves.changed)
     else:
         derivative = derive(tree, changed=leaves.changed)
-    chosen, reason = _choose(spark, ctx, tree, derivative, versions, information)
+    chosen, reason = _choose(env.settings, ctx, tree, derivative, versions, information)
     if initial_rows:
         chosen, reason = "INITIAL ROWS", "a stream's first read returns every row at the end"
     plan = ViewPlan(
@@ -234,11 +227,11 @@ def changes_over(
     )
     names = [F.col(c.id).alias(c.name) for c in tree.columns]
     if initial_rows:
-        after = Leaves(ctx, spark, warehouse, versions, None).read
+        after = Leaves(ctx, env, versions, None).read
         return _inserts(compile_node(at(tree, End.END), after), names), plan
     if information is Information.APPEND_ONLY:
         if derivative is None:
-            return _empty(spark, tree, leaves), plan
+            return _empty(env.spark, tree, leaves), plan
         return _inserts(compile_node(derivative, leaves.read), names), plan
     if chosen == "RECOMPUTE":
         before = compile_node(at(tree, End.START), leaves.read).withColumn(
@@ -249,7 +242,7 @@ def changes_over(
         )
         signed = before.unionByName(after)
     elif derivative is None:
-        return _empty(spark, tree, leaves), plan
+        return _empty(env.spark, tree, leaves), plan
     else:
         signed = compile_node(derivative, leaves.read)
     return _consolidated(signed, tree).select(
@@ -259,8 +252,7 @@ def changes_over(
 
 def _redo(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     name: str,
     tree: Node,
     versions: Versions,
@@ -286,9 +278,7 @@ def _redo(
         for _, table_id, version in step:
             span[table_id] = (span[table_id][0], reached[table_id], version)
             reached[table_id] = version
-        df, _ = changes_over(
-            ctx, spark, warehouse, name, tree, span, information=Information.DEFAULT
-        )
+        df, _ = changes_over(ctx, env, name, tree, span, information=Information.DEFAULT)
         committed_at, _, version = step[0]
         parts.append(
             df.select(
@@ -298,7 +288,7 @@ def _redo(
                 F.lit(ordinal).alias("_cl_step"),
             )
         )
-    leaves = Leaves(ctx, spark, warehouse, versions, None)
+    leaves = Leaves(ctx, env, versions, None)
     plan = ViewPlan(
         name,
         tree,
@@ -308,7 +298,7 @@ def _redo(
         f"{len(steps)} commits, each its own minimum delta",
     )
     if not parts:
-        empty = _empty(spark, tree, leaves)
+        empty = _empty(env.spark, tree, leaves)
         return empty.select(
             "*",
             F.lit(None).cast("bigint").alias(METADATA_COMMIT_VERSION),
@@ -344,22 +334,22 @@ def _empty(spark: SparkSession, tree: Node, leaves: Leaves) -> DataFrame:
 
 
 def _choose(
-    spark: SparkSession,
+    settings: Settings,
     ctx: StatementContext,
     tree: Node,
     derivative: Node | None,
     versions: Versions,
     information: Information,
 ) -> tuple[str, str]:
-    forced = str(spark.conf.get(PLAN_OPTION, "AUTO")).upper()
+    forced = settings.view_changes_plan
     if forced not in PLANS:
         raise InvalidStatementError(
-            f"{PLAN_OPTION} is {forced!r}; set it to one of {', '.join(PLANS)}."
+            f"{VIEW_CHANGES_PLAN} is {forced!r}; set it to one of {', '.join(PLANS)}."
         )
     if information is Information.APPEND_ONLY:
         return "INCREMENTAL", "APPEND_ONLY reads only inserted rows"
     if forced != "AUTO":
-        return forced, f"forced by {PLAN_OPTION}"
+        return forced, f"forced by {VIEW_CHANGES_PLAN}"
     rows = {t: _live_rows(ctx, info, last) for t, (info, _, last) in versions.items()}
     changed = {t: _changed_rows(ctx, info, a, b) for t, (info, a, b) in versions.items()}
     recompute = 2 * sum(rows[s.table_id] for s in scans(tree))
@@ -399,14 +389,12 @@ class Leaves:
     def __init__(
         self,
         ctx: StatementContext,
-        spark: SparkSession,
-        warehouse: Warehouse,
+        env: Env,
         versions: Versions,
         information: Information | None,
     ):
         self.ctx = ctx
-        self.spark = spark
-        self.warehouse = warehouse
+        self.env = env
         self.versions = versions
         self.information = information
 
@@ -445,7 +433,7 @@ class Leaves:
             lo, hi = bounds
             within = [Comparison(key, ">=", lo), Comparison(key, "<=", hi)]
             state = state.with_files(prune(state.files, state.schema, within))
-        df = read_state(self.spark, self.warehouse, state, identity=True)
+        df = read_state(self.env.spark, self.env.warehouse, state, identity=True)
         if bounds is not None:
             df = df.where(F.col(quoted(key)).between(F.lit(bounds[0]), F.lit(bounds[1])))
         columns = [quoted(c.name) for c in state.schema.visible]
@@ -464,9 +452,7 @@ class Leaves:
     def _changes(self, info: TableInfo, first: int, last: int) -> DataFrame:
         information = self.information or Information.DEFAULT
         df = changes_between(
-            self.ctx.catalog,
-            self.spark,
-            self.warehouse,
+            self.env,
             info,
             start=first,
             end=last,

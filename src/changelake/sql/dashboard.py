@@ -15,12 +15,12 @@ from sqlglot import exp
 
 from changelake.dialect import parse_one
 from changelake.dynamic.dag import dynamic_table
-from changelake.dynamic.scheduler import Resources
 from changelake.dynamic.service import refresh_row
 from changelake.dynamic.spec import describe_lag
 from changelake.errors import ChangelakeError
 from changelake.sql import tasks
-from changelake.sql.execute import execute_on
+from changelake.sql.execute import execute
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 from changelake.txn.transaction import TransactionSlot
 from changelake.values import jsonable
@@ -39,13 +39,13 @@ TASK_RUNS = 20
 
 
 class DashboardData:
-    """The dashboard's figures, from the service's session (``resources``)."""
+    """The dashboard's figures, from the service's session (``env``)."""
 
-    def __init__(self, resources: Callable[[], Resources]):
-        self._resources = resources
+    def __init__(self, env: Callable[[], Env]):
+        self._env = env
 
     def _show(self, statement: str) -> list[dict[str, Any]]:
-        df = execute_on(self._resources(), statement, TransactionSlot())
+        df = execute(self._env(), statement, transactions=TransactionSlot())
         return [{k: jsonable(v) for k, v in row.asDict().items()} for row in df.collect()]
 
     def overview(self) -> dict[str, Any]:
@@ -53,8 +53,7 @@ class DashboardData:
         found = {name: self._show(statement) for name, statement in SECTIONS.items()}
         dynamic = {d["name"] for d in found["dynamic_tables"]}
         found["tables"] = [t for t in found["tables"] if t["name"] not in dynamic]
-        r = self._resources()
-        ctx = StatementContext(r.catalog, r.clock, None)
+        ctx = self._env().context()
         for stream in found["streams"]:
             stream["pending_rows"] = _pending(ctx, stream)
         names = tasks.HISTORY_COLUMNS.split(", ")
@@ -69,8 +68,8 @@ class DashboardData:
     def table(self, name: str) -> dict[str, Any]:
         """A table's row of SHOW TABLES, its versions (oldest first) and its storage now: data
         files and deletion-vector files (which hold the before-images) with their bytes."""
-        r = self._resources()
-        ctx = StatementContext(r.catalog, r.clock, None)
+        r = self._env()
+        ctx = r.context()
         info = ctx.table(name)
         (shown,) = [t for t in self._show("SHOW TABLES") if t["name"] == info.name]
         state = ctx.state(info)
@@ -105,8 +104,8 @@ class DashboardData:
     def dynamic_table(self, name: str) -> dict[str, Any]:
         """A dynamic table's row of SHOW DYNAMIC TABLES, its target lag in seconds, and its
         refreshes (newest first) with the lag before and after each."""
-        r = self._resources()
-        dyn = dynamic_table(StatementContext(r.catalog, r.clock, None), name)
+        r = self._env()
+        dyn = dynamic_table(r.context(), name)
         (shown,) = [d for d in self._show("SHOW DYNAMIC TABLES") if d["name"] == dyn.name]
         refreshes = r.catalog.refresh_history(dyn.table_id, limit=HISTORY_ROWS)
         history = [

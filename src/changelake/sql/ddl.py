@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pyspark.sql import SparkSession
 from sqlglot import exp
 
 from changelake.catalog.internal import check_user_may_change, check_user_name
@@ -31,7 +30,7 @@ from changelake.errors import (
 from changelake.plan.bind import Binder
 from changelake.schema import Column, TableSchema, check_column_name, normalize_type
 from changelake.sql import statements as s
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.storage.writer import schema_of_dataframe, write_data
 from changelake.txn.context import StatementContext
 
@@ -114,14 +113,12 @@ def _column_defs(schema_node: exp.Schema, *, table: str) -> TableSchema:
     return TableSchema(tuple(columns))
 
 
-def create_table(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, stmt: s.CreateTable
-) -> StatementResult:
+def create_table(ctx: StatementContext, env: Env, stmt: s.CreateTable) -> StatementResult:
     ctx.require_no_transaction("CREATE TABLE")
     name = stmt.name
     check_user_name(name, kind="table")
     properties = properties_of(stmt.properties, table=name)
-    binder = Binder(ctx, spark, warehouse)
+    binder = Binder(ctx, env)
     added: list = []
     if stmt.query is not None:
         df = binder.query(stmt.query)
@@ -132,11 +129,11 @@ def create_table(
             )
         if not (stmt.if_not_exists and ctx.catalog.find_table(name)):
             added = write_data(
-                warehouse,
+                env.warehouse,
                 df,
                 schema=schema,
                 table=name,
-                directory=warehouse.data_dir(ctx.statement_id),
+                directory=env.warehouse.data_dir(ctx.statement_id),
             )
     elif stmt.columns is not None:
         schema = _column_defs(stmt.columns, table=name)
@@ -169,13 +166,11 @@ def create_table(
     )
 
 
-def create_view(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, stmt: s.CreateView
-) -> StatementResult:
+def create_view(ctx: StatementContext, env: Env, stmt: s.CreateView) -> StatementResult:
     ctx.require_no_transaction("CREATE VIEW")
     name, query = stmt.name, stmt.query
     check_user_name(name, kind="view")
-    Binder(ctx, spark, warehouse).query(query)  # validates names and types now, not at first use
+    Binder(ctx, env).query(query)  # validates names and types now, not at first use
     depends = sorted(
         {t.name.lower() for t in query.find_all(exp.Table) if isinstance(t.this, exp.Identifier)}
         - {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}

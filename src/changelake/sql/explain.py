@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from changelake.changes.query import plan_interval, resolve_interval
@@ -15,14 +15,12 @@ from changelake.plan.points import changes_clause
 from changelake.plan.streams import stream_plan_lines
 from changelake.plan.views import view_changes
 from changelake.sql.statements import Delete, Statement, Update, statement_of
+from changelake.storage.env import Env
 from changelake.storage.spark_private import physical_plan_lines
-from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 
 
-def change_plans(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, tree: exp.Expression
-) -> list[str]:
+def change_plans(ctx: StatementContext, env: Env, tree: exp.Expression) -> list[str]:
     """The plan of every change scan (CHANGES clause on a table or view, or a stream) in
     ``tree``, from metadata, as lines."""
     lines: list[str] = []
@@ -31,14 +29,14 @@ def change_plans(
             continue
         changes = table.args.get("changes")
         if changes is not None and ctx.catalog.view_sql(table.name) is not None:
-            information, start, end = changes_clause(spark, changes)
+            information, start, end = changes_clause(env.spark, changes)
             _, plan = view_changes(
-                ctx, spark, warehouse, table.name, start=start, end=end, information=information
+                ctx, env, table.name, start=start, end=end, information=information
             )
             lines += plan.lines()
         elif changes is not None:
             info = ctx.table(table.name)
-            information, start, end = changes_clause(spark, changes)
+            information, start, end = changes_clause(env.spark, changes)
             first, last = resolve_interval(ctx, info, start=start, end=end)
             lines.append(
                 plan_interval(
@@ -46,35 +44,30 @@ def change_plans(
                 ).describe()
             )
         elif ctx.catalog.find_stream(table.name) is not None:
-            lines += stream_plan_lines(ctx, spark, warehouse, table.name)
+            lines += stream_plan_lines(ctx, env, table.name)
     return lines
 
 
-def explain(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, tree: exp.Expression
-) -> DataFrame:
+def explain(ctx: StatementContext, env: Env, tree: exp.Expression) -> DataFrame:
     if isinstance(tree, AlterDynamicTable) and tree.args["action"] == "REFRESH":
         order, definitions = in_order(ctx, [dynamic_table(ctx, tree.this.name)])
-        lines = explain_refresh(ctx, spark, warehouse, order, definitions)
-        return spark.createDataFrame([(line,) for line in lines], "plan string")
+        lines = explain_refresh(ctx, env, order, definitions)
+        return env.spark.createDataFrame([(line,) for line in lines], "plan string")
     if isinstance(tree, exp.Update | exp.Delete):
-        lines = _write_plan(ctx, spark, warehouse, statement_of(tree))
-        return spark.createDataFrame([(line,) for line in lines], "plan string")
-    lines = change_plans(ctx, spark, warehouse, tree)
-    df = Binder(ctx, spark, warehouse).query(tree)
+        lines = _write_plan(ctx, env, statement_of(tree))
+        return env.spark.createDataFrame([(line,) for line in lines], "plan string")
+    lines = change_plans(ctx, env, tree)
+    df = Binder(ctx, env).query(tree)
     lines += physical_plan_lines(df)
-    return spark.createDataFrame([(line,) for line in lines], "plan string")
+    return env.spark.createDataFrame([(line,) for line in lines], "plan string")
 
 
-def _write_plan(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, statement: Statement
-) -> list[str]:
+def _write_plan(ctx: StatementContext, env: Env, statement: Statement) -> list[str]:
     """EXPLAIN UPDATE / DELETE: how the write reads its target, and Spark's plan of that read."""
     if isinstance(statement, Update):
         planned, _ = plan_update(
             ctx,
-            spark,
-            warehouse,
+            env,
             table=statement.table,
             assignments=statement.assignments,
             source=statement.source,
@@ -86,8 +79,7 @@ def _write_plan(
         return [f"DELETE {statement.table.name}: removes every file (no Spark job)"]
     planned = plan_delete(
         ctx,
-        spark,
-        warehouse,
+        env,
         table=statement.table,
         using=statement.using,
         condition=statement.condition,

@@ -17,7 +17,7 @@ from changelake.dynamic.spec import describe_lag, target_lag
 from changelake.errors import InvalidStatementError, UnsupportedError
 from changelake.external import files, objects, pgtable
 from changelake.schema import normalize_type
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 
 
@@ -163,7 +163,7 @@ def _new_files_table(
 
 
 def create_external_table(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, st: CreateExternalTable
+    ctx: StatementContext, env: Env, st: CreateExternalTable
 ) -> StatementResult:
     about = f"CREATE EXTERNAL TABLE {st.name}"
     if st.replace and st.if_not_exists:
@@ -171,7 +171,7 @@ def create_external_table(
             f"{about}: OR REPLACE and IF NOT EXISTS exclude each other; use one."
         )
     if isinstance(st.source, FilesSource):
-        return files.create(ctx, spark, warehouse, _new_files_table(st, st.source, about=about))
+        return files.create(ctx, env, _new_files_table(st, st.source, about=about))
     columns = None
     if st.columns is not None:
         columns = tuple((n.lower(), normalize_type(t)) for n, t in st.columns)
@@ -189,14 +189,14 @@ def create_external_table(
         properties=(*properties, ("data_retention_time_in_days", "1")),
         if_exists=IfExists.of(replace=st.replace, if_not_exists=st.if_not_exists),
     )
-    return pgtable.create(ctx, spark, warehouse, new)
+    return pgtable.create(ctx, env, new)
 
 
 def alter_external_table(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, st: AlterExternalTable
+    ctx: StatementContext, env: Env, st: AlterExternalTable
 ) -> StatementResult:
     if st.action == "REFRESH":
-        return objects.refresh(ctx, spark, warehouse, st.name)
+        return objects.refresh(ctx, env, st.name)
     if st.action in ("SUSPEND", "RESUME"):
         return objects.set_state(ctx, st.name, st.action)
     about = f"ALTER EXTERNAL TABLE {st.name} SET"

@@ -19,11 +19,11 @@ from typing import Any
 import pyarrow as pa
 
 from changelake.dialect import parse_one
-from changelake.dynamic.scheduler import Resources
 from changelake.errors import InvalidStatementError, ObjectNotFoundError
 from changelake.sql import statements as s
-from changelake.sql.execute import execute_on
+from changelake.sql.execute import execute
 from changelake.storage.cancel import Cancellable
+from changelake.storage.env import Env
 from changelake.storage.spark_errors import spark_errors
 from changelake.txn.transaction import TransactionSlot
 from changelake.values import jsonable
@@ -40,12 +40,10 @@ class _Session:
 
 
 class StatementService:
-    """Runs SQL for the service; ``resources`` gives its (shared) Spark, warehouse, catalog."""
+    """Runs SQL for the service; ``env`` gives its (shared) Env: Spark, warehouse, catalog."""
 
-    def __init__(
-        self, resources: Callable[[], Resources], *, idle_seconds: float = SESSION_IDLE_SECONDS
-    ):
-        self._resources = resources
+    def __init__(self, env: Callable[[], Env], *, idle_seconds: float = SESSION_IDLE_SECONDS):
+        self._env = env
         self._idle = idle_seconds
         self._sessions: dict[str, _Session] = {}
         self._running: dict[str, Cancellable] = {}  # by the client's request id
@@ -127,11 +125,11 @@ class StatementService:
                 raise _no_session(session)
             found.used = time.monotonic()
             slot, lock = found.slot, found.lock
-        r = self._resources()
-        with lock, run.running(r.spark):
+        env = self._env()
+        with lock, run.running(env.spark):
             if found is not None and found.closed:  # ended while this statement waited
                 raise _no_session(session or "")
-            df = execute_on(r, text, slot)
+            df = execute(env, text, transactions=slot)
             # A query runs only now: a failing expression in it is translated here.
             with spark_errors(run.label):
                 if arrow:

@@ -20,7 +20,7 @@ from changelake.plan.points import point_of
 from changelake.plan.streams import view_stream_source
 from changelake.plan.views import check_view_stream
 from changelake.sql import statements as s
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, resolve
 from changelake.txn.retention import is_stale, stale_after
@@ -32,9 +32,7 @@ STREAM_COLUMNS = (
 )
 
 
-def create_stream(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, stmt: s.CreateStream
-) -> StatementResult:
+def create_stream(ctx: StatementContext, env: Env, stmt: s.CreateStream) -> StatementResult:
     ctx.require_no_transaction("CREATE STREAM")
     name = stmt.name
     check_user_name(name, kind="stream")
@@ -43,7 +41,7 @@ def create_stream(
             f"CREATE OR REPLACE STREAM IF NOT EXISTS {name}: OR REPLACE and IF NOT EXISTS exclude"
             " each other; use one."
         )
-    point = point_of(spark, stmt.point) if stmt.point is not None else None
+    point = point_of(env.spark, stmt.point) if stmt.point is not None else None
     if stmt.on_view:
         create = _on_view(ctx, stmt, point)
     else:

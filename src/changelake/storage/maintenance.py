@@ -6,11 +6,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 import pyarrow.fs as pafs
-from pyspark.sql import SparkSession
 
 from changelake.catalog import Catalog
 from changelake.catalog.requests import CommitRequest, ForgetFiles
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
+from changelake.storage.env import Env
 from changelake.storage.snapshot import RID, VER, read_state
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, write_data
@@ -29,9 +29,7 @@ class OptimizeResult:
     rows: int
 
 
-def optimize(
-    ctx: StatementContext, spark: SparkSession, warehouse: Warehouse, name: str
-) -> OptimizeResult:
+def optimize(ctx: StatementContext, env: Env, name: str) -> OptimizeResult:
     """Rewrite files carrying deletion vectors, and small files, into few large ones.
 
     Rows keep their identity and last-changed version, so change queries see no change.
@@ -45,13 +43,13 @@ def optimize(
     rows = chosen.live_rows
     added = []
     if rows:
-        df = read_state(spark, warehouse, chosen, identity=True)
+        df = read_state(env.spark, env.warehouse, chosen, identity=True)
         added = write_data(
-            warehouse,
+            env.warehouse,
             df,
             schema=state.schema,
             table=info.name,
-            directory=warehouse.data_dir(ctx.statement_id),
+            directory=env.warehouse.data_dir(ctx.statement_id),
             row_id=RID,
             row_version=VER,
             partitions=partitions_for(rows),

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from changelake.catalog.model import StreamInfo
 from changelake.catalog.requests import AdvanceStream, FrontierAt
 from changelake.changes.plan import ChangePlan, Information, plan_changes
 from changelake.changes.scan import execute_plan
-from changelake.storage.warehouse import Warehouse
+from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 from changelake.txn.retention import check_not_stale
 
@@ -70,8 +70,7 @@ def stream_plan(ctx: StatementContext, name: str) -> StreamRead:
 
 def read_stream(
     ctx: StatementContext,
-    spark: SparkSession,
-    warehouse: Warehouse,
+    env: Env,
     name: str,
     *,
     ordered: bool = False,
@@ -82,7 +81,7 @@ def read_stream(
     plan = read.plan
     assert plan is not None
     schema = ctx.catalog.schema_at(plan.table_id, plan.end_version)
-    return execute_plan(spark, warehouse, ctx.catalog, plan, schema, ordered=ordered), read
+    return execute_plan(env, plan, schema, ordered=ordered), read
 
 
 def has_data(ctx: StatementContext, name: str) -> bool:

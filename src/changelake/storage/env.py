@@ -1,0 +1,66 @@
+"""The environment statements, refreshes, follows and task runs work in: the catalog, the clock,
+Spark, the warehouse and the settings a statement reads. One value, made by whoever owns the four
+(the session, the service), passed down instead of the parts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from pyspark.sql import SparkSession
+
+from changelake.catalog import Catalog
+from changelake.clock import Clock
+from changelake.storage.warehouse import Warehouse
+from changelake.txn.context import StatementContext
+from changelake.txn.transaction import Transaction
+
+# Spark conf keys of changelake's statement settings (``SET`` them on the session's Spark).
+ROW_LEVEL_PLAN = "spark.changelake.rowLevelPlan"
+VIEW_CHANGES_PLAN = "spark.changelake.viewChangesPlan"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the Spark conf says when an Env is made; checked where a statement uses it.
+
+    ``row_level_plan``: ``auto`` | ``one-pass`` | ``two-phase`` (UPDATE/DELETE, dml/strategy.py);
+    ``view_changes_plan``: ``AUTO`` | ``INCREMENTAL`` | ``RECOMPUTE`` (changes of views,
+    plan/views.py).
+    """
+
+    row_level_plan: str = "auto"
+    view_changes_plan: str = "AUTO"
+
+    @staticmethod
+    def of(spark: SparkSession) -> Settings:
+        conf = spark.conf
+        return Settings(
+            row_level_plan=str(conf.get(ROW_LEVEL_PLAN, "auto")).lower(),
+            view_changes_plan=str(conf.get(VIEW_CHANGES_PLAN, "AUTO")).upper(),
+        )
+
+
+@dataclass(frozen=True)
+class Env:
+    """Where work runs: the catalog and clock (which a StatementContext also holds), Spark, the
+    warehouse and the settings. Make one with ``Env.of``."""
+
+    catalog: Catalog
+    clock: Clock
+    spark: SparkSession
+    warehouse: Warehouse
+
+    @staticmethod
+    def of(catalog: Catalog, clock: Clock, spark: SparkSession, warehouse: Warehouse) -> Env:
+        return Env(catalog, clock, spark, warehouse)
+
+    @cached_property
+    def settings(self) -> Settings:
+        """Spark's conf when first asked: a statement that reads no setting makes no call into
+        the JVM for them (an Env is made per statement, so a SET is seen by the next one)."""
+        return Settings.of(self.spark)
+
+    def context(self, transaction: Transaction | None = None) -> StatementContext:
+        """A fresh statement context on this catalog and clock (in ``transaction`` if open)."""
+        return StatementContext(self.catalog, self.clock, transaction)
