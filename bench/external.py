@@ -47,7 +47,7 @@ import pyarrow.parquet as pq
 import sqlalchemy as sa
 
 from bench.harness import Context, Result, compared, median_of, medians
-from changelake.external.follow import Followed, follow, table_state
+from changelake.external.postgresql.follow import Followed, follow, table_state
 from changelake.storage.env import Env
 from changelake.storage.snapshot import read_state
 

@@ -13,7 +13,7 @@ import changelake
 from changelake.catalog.requests import LeaseHeld
 from changelake.dynamic.dag import refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
-from changelake.dynamic.scheduler import LEASE, Scheduler, SchedulerSettings
+from changelake.scheduling.scheduler import LEASE, Scheduler, SchedulerSettings
 from changelake.sql.execute import run_task_body
 from changelake.storage.env import Env
 from changelake.txn.context import StatementContext

@@ -23,7 +23,7 @@ import pytest
 from tests.conftest import rows
 
 import changelake
-from changelake.dynamic.scheduler import LEASE
+from changelake.scheduling.scheduler import LEASE
 
 LEASE_SECONDS = 3.0
 

@@ -19,8 +19,6 @@ from changelake.catalog.requests import (
     TaskRunExecuting,
 )
 from changelake.dialect import parse_one, split_statements
-from changelake.dynamic.scheduler import Scheduler, SchedulerSettings
-from changelake.dynamic.task_run import RunStatements
 from changelake.errors import (
     ChangelakeError,
     ConflictError,
@@ -29,7 +27,9 @@ from changelake.errors import (
     SqlSyntaxError,
     TransactionError,
 )
+from changelake.scheduling.scheduler import Scheduler, SchedulerSettings
 from changelake.sql.execute import run_task_body
+from changelake.tasks.run import RunStatements
 
 
 @pytest.fixture

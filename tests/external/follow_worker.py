@@ -29,8 +29,8 @@ from typing import Any
 import changelake
 from changelake.dml import keyed
 from changelake.errors import ConflictError, SourceError
-from changelake.external import replication
-from changelake.external.follow import OPERATION
+from changelake.external.postgresql import replication
+from changelake.external.postgresql.follow import OPERATION
 
 FAULT = "CHANGELAKE_TEST_FAULT"
 FAULT_AT = "CHANGELAKE_TEST_FAULT_AT"

@@ -23,7 +23,7 @@ from changelake.errors import (
     InvalidStatementError,
     SourceError,
 )
-from changelake.external import files
+from changelake.external.directory import files
 from changelake.storage.env import Env
 
 

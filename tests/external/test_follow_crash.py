@@ -47,7 +47,7 @@ from tests.support.postgres import create_database
 
 import changelake
 from changelake.errors import SourceError
-from changelake.external import replication
+from changelake.external.postgresql import replication
 
 WORKER = Path(__file__).with_name("follow_worker.py")
 COLUMNS = "id, region, amount, note"

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from support.postgres import create_database
 
 from changelake.errors import ChangelakeError, SourceError, TypeMismatchError, UnsupportedError
-from changelake.external.pgoutput import (
+from changelake.external.postgresql.pgoutput import (
     UNCHANGED,
     Change,
     Decoder,
@@ -31,7 +31,7 @@ from changelake.external.pgoutput import (
     format_lsn,
     parse_lsn,
 )
-from changelake.external.pgtypes import TYPE_TABLE, converter, spark_type
+from changelake.external.postgresql.pgtypes import TYPE_TABLE, converter, spark_type
 from changelake.ingest.values import arrow_type
 from changelake.schema import Column, normalize_type
 

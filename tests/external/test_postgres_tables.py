@@ -21,7 +21,7 @@ from changelake.errors import (
     InvalidStatementError,
     SourceError,
 )
-from changelake.external import replication
+from changelake.external.postgresql import replication
 
 
 @pytest.fixture

@@ -158,7 +158,7 @@ def test_a_stream_on_the_table_or_an_outer_join_needs_every_row(scoped, source):
 
 
 def test_the_snapshot_query_carries_the_scope(session, source):
-    from changelake.external import pgtable, postgres, replication
+    from changelake.external.postgresql import pgtable, postgres, replication
     from changelake.external.rows import table_schema
 
     dsn, port, name = source
@@ -213,7 +213,7 @@ def test_a_scope_on_the_replica_identity_is_a_publication_row_filter(scoped, sou
 def test_describe_shows_a_bootstrap_under_way_and_a_failed_one_leaves_no_trace(
     scoped, source, monkeypatch
 ):
-    from changelake.external import scope
+    from changelake.external.postgresql import scope
 
     seen = []
     real = scope.snapshot

@@ -15,9 +15,9 @@ from changelake import server
 from changelake.cli import remote
 from changelake.cli.local import connect
 from changelake.cli.target import Target
-from changelake.dynamic.scheduler import HostedScheduler, Scheduler, SchedulerSettings
-from changelake.dynamic.service import TaskService, service_for
 from changelake.errors import ChangelakeError
+from changelake.scheduling.scheduler import HostedScheduler, Scheduler, SchedulerSettings
+from changelake.scheduling.service import TaskService, service_for
 from changelake.sql.dashboard import DashboardData
 from changelake.sql.execute import run_task_body
 from changelake.sql.service import StatementService

@@ -25,10 +25,11 @@ from changelake.errors import (
     ObjectNotFoundError,
     did_you_mean,
 )
-from changelake.external import files, postgres, replication
-from changelake.external.follow import Followed, follow
-from changelake.external.pgoutput import Decoder, format_lsn, parse_lsn
-from changelake.external.pgtable import connection_of, drop_source_objects
+from changelake.external.directory import files
+from changelake.external.postgresql import postgres, replication
+from changelake.external.postgresql.follow import Followed, follow
+from changelake.external.postgresql.pgoutput import Decoder, format_lsn, parse_lsn
+from changelake.external.postgresql.pgtable import connection_of, drop_source_objects
 from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 

@@ -1,5 +1,5 @@
 """``/v1/dynamic-tables``: list, detail, refresh history, refresh now, suspend and resume. The
-service hands in what answers them (``changelake.dynamic.service``); refreshes run in a worker
+service hands in what answers them (``changelake.scheduling.service``); refreshes run in a worker
 thread, as long as they take."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """``/v1/tasks``: list, detail, run history, execute now, suspend and resume. The service hands
-in what answers them (``changelake.dynamic.service``); a run executes in a worker thread, as
+in what answers them (``changelake.scheduling.service``); a run executes in a worker thread, as
 long as it takes."""
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from sqlglot import exp
 
 from changelake.dialect import parse_one
 from changelake.dynamic.dag import dynamic_table
-from changelake.dynamic.service import refresh_row
 from changelake.dynamic.spec import describe_lag
 from changelake.errors import ChangelakeError
+from changelake.scheduling.service import refresh_row
 from changelake.sql import tasks
 from changelake.sql.execute import execute
 from changelake.storage.env import Env

@@ -19,16 +19,14 @@ from changelake.dml.insert import insert
 from changelake.dml.merge import merge
 from changelake.dml.modify import delete, update
 from changelake.dml.result import StatementResult
-from changelake.dynamic import tasks as task_ddl
 from changelake.dynamic.create import (
     alter_dynamic_table,
     create_dynamic_table,
     drop_dynamic_table,
 )
-from changelake.dynamic.task_run import Finish, Runner, run_graph
 from changelake.errors import TransactionError
-from changelake.external import scope
 from changelake.external.objects import create_connection, drop_connection, drop_external_table
+from changelake.external.postgresql import scope
 from changelake.plan.bind import Binder
 from changelake.sql import apply, ddl, dynamic, external, show, tasks
 from changelake.sql import statements as s
@@ -38,6 +36,8 @@ from changelake.sql.table_functions import expand_table_functions
 from changelake.storage.env import Env
 from changelake.storage.maintenance import optimize, vacuum
 from changelake.storage.spark_errors import spark_errors
+from changelake.tasks import define as task_ddl
+from changelake.tasks.run import Finish, Runner, run_graph
 from changelake.txn.context import StatementContext, new_statement_id
 from changelake.txn.transaction import Transaction, TransactionSlot
 

@@ -15,7 +15,9 @@ from changelake.dialect import external as d
 from changelake.dml.result import StatementResult
 from changelake.dynamic.spec import describe_lag, target_lag
 from changelake.errors import InvalidStatementError, UnsupportedError
-from changelake.external import files, objects, pgtable
+from changelake.external import objects
+from changelake.external.directory import files
+from changelake.external.postgresql import pgtable
 from changelake.schema import normalize_type
 from changelake.storage.env import Env
 from changelake.txn.context import StatementContext

@@ -16,8 +16,8 @@ from changelake.catalog.requests import IfExists
 from changelake.dialect import parse_one
 from changelake.dialect import tasks as d
 from changelake.dialect.apply import ApplyChanges
-from changelake.dynamic.tasks import NewTask, task
 from changelake.errors import InvalidStatementError
+from changelake.tasks.define import NewTask, task
 from changelake.txn.context import StatementContext
 
 # What a task body of several statements may hold: what runs inside BEGIN ... COMMIT.

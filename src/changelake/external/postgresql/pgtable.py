@@ -23,10 +23,10 @@ from changelake.catalog.requests import (
 )
 from changelake.dml.result import StatementResult
 from changelake.errors import ConfigurationError, ObjectNotFoundError, SourceError, did_you_mean
-from changelake.external import postgres, replication
-from changelake.external.pgoutput import format_lsn
-from changelake.external.pgtypes import spark_type
-from changelake.external.postgres import to_postgres
+from changelake.external.postgresql import postgres, replication
+from changelake.external.postgresql.pgoutput import format_lsn
+from changelake.external.postgresql.pgtypes import spark_type
+from changelake.external.postgresql.postgres import to_postgres
 from changelake.external.rows import creation, stored_rows, table_schema
 from changelake.plan.predicates import parse_scope
 from changelake.schema import TableSchema

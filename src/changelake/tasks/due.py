@@ -1,4 +1,4 @@
-"""Which task graphs are due, for the scheduler (``scheduler.py``) to run in its round.
+"""Which task graphs are due, for the scheduler (``changelake.scheduling.scheduler``) to run in its round.
 
 A started root with a SCHEDULE is due once its ``next_at`` has come; taking the slot moves
 ``next_at`` to the next one in the same catalog transaction as the root's first run row, so a
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TaskInfo, TaskRun, TaskRunState
-from changelake.dynamic import task_spec
-from changelake.dynamic.task_run import GraphRun, Runner, claim_of, run_graph
-from changelake.dynamic.tasks import is_root, schedule_of
 from changelake.errors import ChangelakeError
+from changelake.tasks import spec as task_spec
+from changelake.tasks.define import is_root, schedule_of
+from changelake.tasks.run import GraphRun, Runner, claim_of, run_graph
 from changelake.txn.context import StatementContext
 
 _MAX_SKIPPED = 10  # slots recorded as SKIPPED after one long graph run

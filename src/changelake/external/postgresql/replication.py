@@ -23,8 +23,8 @@ from psycopg import sql
 from sqlglot import exp
 
 from changelake.catalog.model import ConnectionInfo
-from changelake.external import postgres
-from changelake.external.pgoutput import parse_lsn
+from changelake.external.postgresql import postgres
+from changelake.external.postgresql.pgoutput import parse_lsn
 
 _SAFE = re.compile(r"[^a-z0-9_]")
 

@@ -23,11 +23,11 @@ from changelake.catalog.requests import (
     Requirement,
     TaskRunExecuting,
 )
-from changelake.dynamic import task_spec
-from changelake.dynamic.tasks import graph_of
 from changelake.errors import ChangelakeError, ConflictError
 from changelake.storage.env import Env
 from changelake.storage.jobs import cancelled_after, counted_jobs
+from changelake.tasks import spec as task_spec
+from changelake.tasks.define import graph_of
 from changelake.txn.context import StatementContext, new_statement_id
 
 Finish = Callable[[str], CommitRequest]

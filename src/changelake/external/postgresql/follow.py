@@ -40,8 +40,8 @@ from changelake.clock import Clock
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, apply_delta, diff
 from changelake.errors import SourceChangedError, SourceError
-from changelake.external import postgres, replication
-from changelake.external.pgoutput import (
+from changelake.external.postgresql import postgres, replication
+from changelake.external.postgresql.pgoutput import (
     UNCHANGED,
     Change,
     Decoder,
@@ -51,7 +51,7 @@ from changelake.external.pgoutput import (
     format_lsn,
     parse_lsn,
 )
-from changelake.external.pgtypes import converter
+from changelake.external.postgresql.pgtypes import converter
 from changelake.external.rows import row_key
 from changelake.schema import ROW_KEY, quoted
 from changelake.storage.env import Env

@@ -1,5 +1,5 @@
 """The scheduler: keeps every dynamic table with a target lag within it, and runs the task
-graphs that are due (``task_scheduler.py``); hosted by ``changelake serve``.
+graphs that are due (``changelake.tasks.due``); hosted by ``changelake serve``.
 
 Each round (every ``tick`` seconds) renews the warehouse's ``scheduler`` lease, a catalog write;
 without the lease (another ``serve`` holds it) it does nothing. A warehouse with no dynamic
@@ -35,12 +35,12 @@ from changelake.catalog.requests import LeaseHeld
 from changelake.clock import Clock
 from changelake.dynamic.dag import Round, refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
-from changelake.dynamic.task_run import GraphRun, Runner, RunStatements
-from changelake.dynamic.task_scheduler import due_graphs, end_orphaned_runs, run_due
 from changelake.errors import ChangelakeError, SourceChangedError
-from changelake.external.follow import Followed, mark_failed
 from changelake.external.objects import follow_once
+from changelake.external.postgresql.follow import Followed, mark_failed
 from changelake.storage.env import Env
+from changelake.tasks.due import due_graphs, end_orphaned_runs, run_due
+from changelake.tasks.run import GraphRun, Runner, RunStatements
 from changelake.txn.context import StatementContext
 
 LEASE = "scheduler"

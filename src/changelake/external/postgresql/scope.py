@@ -45,16 +45,16 @@ from changelake.errors import (
     ExternalTableError,
     SourceChangedError,
 )
-from changelake.external import postgres, replication
-from changelake.external.follow import (
+from changelake.external.postgresql import postgres, replication
+from changelake.external.postgresql.follow import (
     Followed,
     apply_folded,
     fold,
     follow,
     table_state,
 )
-from changelake.external.pgoutput import Decoder, format_lsn, parse_lsn
-from changelake.external.pgtable import snapshot
+from changelake.external.postgresql.pgoutput import Decoder, format_lsn, parse_lsn
+from changelake.external.postgresql.pgtable import snapshot
 from changelake.plan.implication import Types
 from changelake.plan.predicates import (
     Predicate,

@@ -41,10 +41,10 @@ from changelake.catalog.store import Catalog
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, SourceError, UnsupportedError
-from changelake.external.follow import Followed
-from changelake.external.pgtable import drop_source_objects
+from changelake.external.directory.stage import READ_FAILURES, FileFormat, Stage, check_pattern
+from changelake.external.postgresql.follow import Followed
+from changelake.external.postgresql.pgtable import drop_source_objects
 from changelake.external.rows import creation
-from changelake.external.stage import READ_FAILURES, FileFormat, Stage, check_pattern
 from changelake.schema import Column, TableSchema, check_column_name
 from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs

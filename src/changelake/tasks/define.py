@@ -20,8 +20,8 @@ from changelake.catalog.requests import (
     DropTask,
     IfExists,
 )
-from changelake.dynamic import task_spec
 from changelake.errors import InvalidStatementError, ObjectNotFoundError, did_you_mean
+from changelake.tasks import spec as task_spec
 from changelake.txn.context import StatementContext
 
 

@@ -15,10 +15,10 @@ from changelake.clock import Clock, SystemClock
 from changelake.dynamic.create import alter_dynamic_table, change_dynamic_table
 from changelake.dynamic.dag import dynamic_table
 from changelake.dynamic.spec import describe_lag
-from changelake.dynamic.task_run import Runner, RunStatements, run_graph
-from changelake.dynamic.tasks import alter_task, task
 from changelake.storage.env import Env
 from changelake.storage.warehouse import Warehouse
+from changelake.tasks.define import alter_task, task
+from changelake.tasks.run import Runner, RunStatements, run_graph
 from changelake.txn.context import StatementContext, new_statement_id
 
 
