@@ -5,12 +5,19 @@ built, so that no untyped bag of column names reaches the catalog."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from changelake.catalog.model import TaskDefinition
+from changelake.catalog.model import (
+    ExternalTableState,
+    RefreshMode,
+    SchedulingState,
+    TaskDefinition,
+    TaskRunState,
+    TaskState,
+)
 
 
 class Unset(Enum):
@@ -45,6 +52,12 @@ def _check(update: object, **rules: Callable[[Any], bool]) -> None:
             raise ValueError(f"{name}: {field_name} = {found[field_name]!r} is not allowed")
 
 
+def _one_of(allowed: Iterable[str]) -> Callable[[Any], bool]:
+    """A rule: the value is one of ``allowed`` (an enum's members, or some of them)."""
+    values = tuple(allowed)
+    return lambda value: value in values
+
+
 def _count(value: Any) -> bool:
     return isinstance(value, int) and value >= 0
 
@@ -69,10 +82,10 @@ class AlterDynamicTable:
     table_id: int
     fingerprint: str | Unset = UNSET
     target_lag: float | None | Unset = UNSET  # seconds; None: DOWNSTREAM
-    refresh_mode: str | Unset = UNSET  # AUTO | FULL | INCREMENTAL
-    effective_mode: str | Unset = UNSET  # FULL | INCREMENTAL
+    refresh_mode: RefreshMode | Unset = UNSET
+    effective_mode: RefreshMode | Unset = UNSET  # FULL | INCREMENTAL
     mode_reason: str | Unset = UNSET
-    scheduling_state: str | Unset = UNSET  # ACTIVE | SUSPENDED
+    scheduling_state: SchedulingState | Unset = UNSET
     suspended_reason: str | Unset = UNSET
     failures: int | Unset = UNSET
 
@@ -81,10 +94,10 @@ class AlterDynamicTable:
             self,
             fingerprint=_text,
             target_lag=lambda v: v is None or _seconds(v),
-            refresh_mode=lambda v: v in ("AUTO", "FULL", "INCREMENTAL"),
-            effective_mode=lambda v: v in ("FULL", "INCREMENTAL"),
+            refresh_mode=_one_of(RefreshMode),
+            effective_mode=_one_of((RefreshMode.FULL, RefreshMode.INCREMENTAL)),
             mode_reason=_text,
-            scheduling_state=lambda v: v in ("ACTIVE", "SUSPENDED"),
+            scheduling_state=_one_of(SchedulingState),
             suspended_reason=_text,
             failures=_count,
         )
@@ -97,7 +110,7 @@ class AlterTask:
 
     task_id: int
     definition: TaskDefinition | Unset = UNSET
-    state: str | Unset = UNSET  # started | suspended
+    state: TaskState | Unset = UNSET
     suspended_reason: str | Unset = UNSET
     failures: int | Unset = UNSET
     next_at: float | None | Unset = UNSET  # when it runs next; None: not scheduled
@@ -106,7 +119,7 @@ class AlterTask:
         _check(
             self,
             definition=lambda v: isinstance(v, TaskDefinition),
-            state=lambda v: v in ("started", "suspended"),
+            state=_one_of(TaskState),
             suspended_reason=_text,
             failures=_count,
             next_at=lambda v: v is None or isinstance(v, int | float),
@@ -120,7 +133,7 @@ class FinishTaskRun:
     committed nothing (``Catalog.end_task_run``: FAILED, CANCELLED)."""
 
     run_id: int
-    state: str  # SUCCEEDED | FAILED | CANCELLED
+    state: TaskRunState  # SUCCEEDED | FAILED | CANCELLED
     statement_id: str | Unset = UNSET  # the statement whose commit it was
     spark_jobs: int | Unset = UNSET
     reason: str | Unset = UNSET
@@ -129,7 +142,7 @@ class FinishTaskRun:
     def __post_init__(self) -> None:
         _check(
             self,
-            state=lambda v: v in ("SUCCEEDED", "FAILED", "CANCELLED"),
+            state=_one_of((TaskRunState.SUCCEEDED, TaskRunState.FAILED, TaskRunState.CANCELLED)),
             statement_id=_text,
             spark_jobs=_count,
             reason=_text,
@@ -144,7 +157,7 @@ class AlterExternalTable:
 
     table_id: int
     scope: str | None | Unset = UNSET  # SCOPE = DEPENDENTS: the OR of predicates; None: all
-    state: str | Unset = UNSET  # ACTIVE | SUSPENDED | FAILED | RESCOPING
+    state: ExternalTableState | Unset = UNSET
     error: str | None | Unset = UNSET
     follow_lag: float | Unset = UNSET  # seconds
     followed_at: float | Unset = UNSET
@@ -155,7 +168,7 @@ class AlterExternalTable:
         _check(
             self,
             scope=_text_or_none,
-            state=lambda v: v in ("ACTIVE", "SUSPENDED", "FAILED", "RESCOPING"),
+            state=_one_of(ExternalTableState),
             error=_text_or_none,
             follow_lag=_seconds,
             followed_at=lambda v: isinstance(v, int | float),

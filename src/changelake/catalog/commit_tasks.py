@@ -9,7 +9,7 @@ from typing import Any
 from changelake.catalog import task_repo
 from changelake.catalog.alters import AlterTask, FinishTaskRun, set_fields
 from changelake.catalog.commit_state import CommitState
-from changelake.catalog.model import TaskDefinition
+from changelake.catalog.model import TaskDefinition, TaskState
 from changelake.catalog.requests import (
     DefineTask,
     DropTask,
@@ -33,7 +33,7 @@ def _define(state: CommitState, u: DefineTask) -> None:
             task_id,
             {
                 **fields,
-                "state": "suspended",
+                "state": TaskState.SUSPENDED,
                 "suspended_reason": "",
                 "failures": 0,
                 "next_at": None,

@@ -14,6 +14,7 @@ from changelake.catalog.model import (
     RefreshInfo,
     RefreshRecord,
     RefreshState,
+    SchedulingState,
 )
 from changelake.catalog.table_repo import table_info
 from changelake.errors import ConflictError
@@ -147,7 +148,7 @@ def insert(conn: Connection, table_id: int, d: DynamicDefinition) -> None:
             effective_mode=d.effective_mode,
             mode_reason=d.mode_reason,
             initialize=d.initialize,
-            scheduling_state="ACTIVE",
+            scheduling_state=SchedulingState.ACTIVE,
             suspended_reason="",
             failures=0,
             frontiers=None,

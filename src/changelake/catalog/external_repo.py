@@ -162,7 +162,7 @@ def insert(
             scope_mode=definition.scope_mode,
             scope=scope,
             follow_lag=definition.follow_lag,
-            state="ACTIVE",
+            state=ExternalTableState.ACTIVE,
             error="",
             slot=definition.slot,
             publication=definition.publication,

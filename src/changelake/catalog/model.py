@@ -54,6 +54,13 @@ class TaskRunState(StrEnum):
     CANCELLED = "CANCELLED"
 
 
+class TaskState(StrEnum):
+    """Whether a task's schedule and conditions start its runs (lower case, as stored)."""
+
+    STARTED = "started"
+    SUSPENDED = "suspended"
+
+
 class ExternalTableState(StrEnum):
     """Whether an external table follows its source (RESCOPING: while its scope changes)."""
 

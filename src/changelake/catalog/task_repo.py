@@ -17,6 +17,7 @@ from changelake.catalog.model import (
     TaskOptions,
     TaskRun,
     TaskRunState,
+    TaskState,
 )
 from changelake.errors import ConflictError
 
@@ -81,7 +82,7 @@ def insert(conn: Connection, name: str, d: TaskDefinition, *, now: float) -> int
     return conn.execute(
         t.tasks.insert().values(
             name=name.lower(),
-            state="suspended",  # as in Snowflake: a new task runs once it is resumed
+            state=TaskState.SUSPENDED,  # as in Snowflake: a new task runs once it is resumed
             suspended_reason="",
             failures=0,
             next_at=None,
@@ -160,7 +161,7 @@ def claim_and_add(
             if busy is not None and run.state == TaskRunState.EXECUTING:
                 run = dataclasses.replace(
                     run,
-                    state="SKIPPED",
+                    state=TaskRunState.SKIPPED,
                     completed_at=run.started_at,
                     reason=f"run {busy.run_id} of the graph was still executing"
                     " (ALLOW_OVERLAPPING_EXECUTION = FALSE)",

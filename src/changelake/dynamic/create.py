@@ -17,7 +17,14 @@ from pyspark.sql import functions as F
 
 from changelake.catalog.alters import AlterDynamicTable
 from changelake.catalog.internal import check_user_name
-from changelake.catalog.model import DYNAMIC_PROPERTY, DynamicDefinition, RefreshRecord
+from changelake.catalog.model import (
+    DYNAMIC_PROPERTY,
+    DynamicDefinition,
+    RefreshAction,
+    RefreshRecord,
+    RefreshState,
+    SchedulingState,
+)
 from changelake.catalog.requests import (
     CommitRequest,
     CreateTable,
@@ -139,8 +146,8 @@ def create_dynamic_table(ctx: StatementContext, env: Env, new: NewDynamicTable) 
     rows_inserted = sum(f.row_count for f in files)
     if initialize:
         record = RefreshRecord(
-            action="FULL",
-            state="SUCCEEDED",
+            action=RefreshAction.FULL,
+            state=RefreshState.SUCCEEDED,
             trigger="CREATION",
             data_timestamp=data_timestamp,
             started_at=data_timestamp,
@@ -248,9 +255,11 @@ def change_dynamic_table(
     fields: dict[str, Any] = {}
     updates: list[Update] = []
     if action == "SUSPEND":
-        fields = dict(scheduling_state="SUSPENDED", suspended_reason="suspended by ALTER")
+        fields = dict(
+            scheduling_state=SchedulingState.SUSPENDED, suspended_reason="suspended by ALTER"
+        )
     elif action == "RESUME":
-        fields = dict(scheduling_state="ACTIVE", suspended_reason="", failures=0)
+        fields = dict(scheduling_state=SchedulingState.ACTIVE, suspended_reason="", failures=0)
     else:
         if "TARGET_LAG" in options:
             fields["target_lag"] = target_lag(options["TARGET_LAG"], about=about)

@@ -14,7 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from changelake.catalog.alters import AlterDynamicTable
-from changelake.catalog.model import DynamicTableInfo, RefreshRecord, RefreshState, SchedulingState
+from changelake.catalog.model import (
+    DynamicTableInfo,
+    RefreshAction,
+    RefreshRecord,
+    RefreshState,
+    SchedulingState,
+)
 from changelake.catalog.requests import (
     CommitRequest,
     RecordRefresh,
@@ -114,7 +120,9 @@ def refresh_round(
             if blocked[0] in done.failed:
                 error = done.failed[blocked[0]]
                 reason = f"an upstream dynamic table failed: {error}"
-                _record(ctx, current, "SKIPPED", trigger(current), data_timestamp, reason)
+                _record(
+                    ctx, current, RefreshState.SKIPPED, trigger(current), data_timestamp, reason
+                )
                 done.failed[dyn.table_id] = error
             else:
                 done.lost.append(dyn.table_id)
@@ -194,7 +202,7 @@ def refresh_one(
     """Refresh ``dyn`` at ``data_timestamp`` with its query as ``definition`` (defined at the
     start of the round); a failure goes into its history, then raises."""
     started = ctx.now()
-    action = "FULL"
+    action = RefreshAction.FULL
     try:
         plan = plan_refresh(ctx, dyn, definition, data_timestamp)
         action = plan.action
@@ -213,7 +221,7 @@ def refresh_one(
         _record(
             ctx,
             dyn,
-            "FAILED",
+            RefreshState.FAILED,
             trigger,
             data_timestamp,
             str(e),
@@ -232,7 +240,7 @@ def _record(
     data_timestamp: float,
     error: str,
     *,
-    action: str = "NO_DATA",
+    action: str = RefreshAction.NO_DATA,
     started: float | None = None,
     suspend_after: int | None = None,
 ) -> None:
@@ -246,7 +254,7 @@ def _record(
             update = AlterDynamicTable(
                 dyn.table_id,
                 failures=failures,
-                scheduling_state="SUSPENDED",
+                scheduling_state=SchedulingState.SUSPENDED,
                 suspended_reason=reason,
             )
         else:

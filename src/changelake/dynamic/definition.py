@@ -74,14 +74,14 @@ def _tables(ctx: StatementContext, named: tuple[str, ...]) -> dict[int, TableInf
 def effective_mode(requested: str, definition: Definition, about: str) -> tuple[str, str]:
     """The refresh mode a definition gets for REFRESH_MODE = ``requested``, and why."""
     if requested == RefreshMode.FULL:
-        return "FULL", "REFRESH_MODE = FULL"
+        return RefreshMode.FULL, "REFRESH_MODE = FULL"
     if definition.tree is None:
         if requested == RefreshMode.INCREMENTAL:
             raise InvalidStatementError(
                 f"{about}: REFRESH_MODE = INCREMENTAL, but the query cannot be refreshed"
                 f" incrementally: {definition.refusal} Use REFRESH_MODE = FULL or AUTO."
             )
-        return "FULL", f"the query does not differentiate: {definition.refusal}"
+        return RefreshMode.FULL, f"the query does not differentiate: {definition.refusal}"
     if requested == RefreshMode.INCREMENTAL:
-        return "INCREMENTAL", "REFRESH_MODE = INCREMENTAL"
-    return "INCREMENTAL", "every operator of the query differentiates"
+        return RefreshMode.INCREMENTAL, "REFRESH_MODE = INCREMENTAL"
+    return RefreshMode.INCREMENTAL, "every operator of the query differentiates"

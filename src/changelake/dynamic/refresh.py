@@ -30,6 +30,7 @@ from changelake.catalog.model import (
     RefreshAction,
     RefreshMode,
     RefreshRecord,
+    RefreshState,
     TableInfo,
 )
 from changelake.catalog.requests import (
@@ -163,24 +164,24 @@ def _action(
     ends: dict[int, int],
 ) -> tuple[str, str]:
     if dyn.frontiers is None:
-        return "FULL", "its first refresh"
+        return RefreshAction.FULL, "its first refresh"
     if definition.fingerprint != dyn.definition.fingerprint:
-        return "REINITIALIZE", "a view its query reads was replaced"
+        return RefreshAction.REINITIALIZE, "a view its query reads was replaced"
     if set(frontiers) != set(ends):
-        return "REINITIALIZE", "a table its query reads was replaced"
+        return RefreshAction.REINITIALIZE, "a table its query reads was replaced"
     for t, start in frontiers.items():
         try:
             ctx.check_readable(definition.tables[t], start)
         except TimeTravelError:
             return (
-                "REINITIALIZE",
+                RefreshAction.REINITIALIZE,
                 f"the history of {definition.tables[t].name} since its last refresh left retention",
             )
     if all(ends[t] == start for t, start in frontiers.items()) and definition.tables:
-        return "NO_DATA", "no table it reads changed since its last refresh"
+        return RefreshAction.NO_DATA, "no table it reads changed since its last refresh"
     if dyn.definition.effective_mode == RefreshMode.FULL:
-        return "FULL", dyn.definition.mode_reason
-    return "INCREMENTAL", "its query's changes since the last refresh"
+        return RefreshAction.FULL, dyn.definition.mode_reason
+    return RefreshAction.INCREMENTAL, "its query's changes since the last refresh"
 
 
 def run_refresh(
@@ -211,7 +212,7 @@ def run_refresh(
             jobs = count()
     record = RefreshRecord(
         action=plan.action,
-        state="SUCCEEDED",
+        state=RefreshState.SUCCEEDED,
         trigger=trigger,
         data_timestamp=plan.data_timestamp,
         started_at=started_at,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from changelake.catalog.model import RefreshMode
 from changelake.errors import InvalidStatementError
 
-REFRESH_MODES = ("AUTO", "FULL", "INCREMENTAL")
+REFRESH_MODES = tuple(RefreshMode)
 INITIALIZE = ("ON_CREATE", "ON_SCHEDULE")
 _UNITS = {
     "second": 1.0,
@@ -68,7 +69,7 @@ class DynamicSpec:
     """CREATE DYNAMIC TABLE's options: lag (None: DOWNSTREAM), modes, table properties."""
 
     target_lag: float | None
-    refresh_mode: str = "AUTO"
+    refresh_mode: str = RefreshMode.AUTO
     initialize: str = "ON_CREATE"
     properties: tuple[tuple[str, str], ...] = ()
 
@@ -84,7 +85,10 @@ def spec_of(options: dict[str, str], *, about: str) -> DynamicSpec:
     return DynamicSpec(
         target_lag=target_lag(options["TARGET_LAG"], about=about),
         refresh_mode=choice(
-            options.get("REFRESH_MODE", "AUTO"), REFRESH_MODES, option="REFRESH_MODE", about=about
+            options.get("REFRESH_MODE", RefreshMode.AUTO),
+            REFRESH_MODES,
+            option="REFRESH_MODE",
+            about=about,
         ),
         initialize=choice(
             options.get("INITIALIZE", "ON_CREATE"), INITIALIZE, option="INITIALIZE", about=about

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import psycopg
 
 from changelake.catalog.alters import AlterExternalTable
-from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
+from changelake.catalog.model import ConnectionInfo, ExternalTableInfo, ExternalTableState
 from changelake.catalog.requests import (
     CommitRequest,
     CreateConnection,
@@ -98,9 +98,9 @@ def set_state(ctx: StatementContext, name: str, action: str) -> StatementResult:
     """ALTER EXTERNAL TABLE … SUSPEND | RESUME: whether the service follows it."""
     ext = external_table(ctx, name)
     if action == "RESUME":
-        update = AlterExternalTable(ext.table_id, state="ACTIVE", error="")
+        update = AlterExternalTable(ext.table_id, state=ExternalTableState.ACTIVE, error="")
     else:
-        update = AlterExternalTable(ext.table_id, state="SUSPENDED")
+        update = AlterExternalTable(ext.table_id, state=ExternalTableState.SUSPENDED)
     operation = f"ALTER EXTERNAL TABLE {action}"
     ctx.commit(CommitRequest(ctx.statement_id, operation, (update,)))
     return StatementResult(ctx.statement_id, operation, ext.name, message=f"{ext.name}: {action}.")

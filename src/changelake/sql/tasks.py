@@ -11,7 +11,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from changelake.catalog.model import TaskInfo, TaskRun
+from changelake.catalog.model import TaskInfo, TaskRun, TaskState
 from changelake.catalog.requests import IfExists
 from changelake.dialect import parse_one
 from changelake.dialect import tasks as d
@@ -185,7 +185,7 @@ def history_rows(ctx: StatementContext, name: str | None, limit: int | None) -> 
         (t.name, None, None, 1, "SCHEDULED", "SCHEDULED", None, _ts(t.next_at))
         + (None, None, None, None, 0)
         for t in tasks
-        if t.next_at is not None and t.state == "started" and task_id in (None, t.task_id)
+        if t.next_at is not None and t.state == TaskState.STARTED and task_id in (None, t.task_id)
     ]
     found = scheduled + [_history_row(r, names) for r in runs]
     return found if limit is None else found[:limit]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from changelake.catalog.alters import AlterTask
-from changelake.catalog.model import TaskDefinition, TaskInfo
+from changelake.catalog.model import TaskDefinition, TaskInfo, TaskState
 from changelake.catalog.requests import (
     CommitRequest,
     DefineTask,
@@ -110,7 +110,9 @@ def alter_task(ctx: StatementContext, name: str, action: str, args: Mapping[str,
     d = t.definition
     fields: dict[str, Any] = {}
     if action == "RESUME":
-        fields = dict(state="started", suspended_reason="", failures=0, next_at=_first_run(ctx, t))
+        fields = dict(
+            state=TaskState.STARTED, suspended_reason="", failures=0, next_at=_first_run(ctx, t)
+        )
         if is_root(t) and d.schedule is None and d.condition is None:
             raise InvalidStatementError(
                 f"{about}: task {t.name} has neither a SCHEDULE, a WHEN condition nor AFTER,"
@@ -118,7 +120,7 @@ def alter_task(ctx: StatementContext, name: str, action: str, args: Mapping[str,
                 " or run it with EXECUTE TASK."
             )
     elif action == "SUSPEND":
-        fields = dict(state="suspended", next_at=None)
+        fields = dict(state=TaskState.SUSPENDED, next_at=None)
     elif action in ("SET", "UNSET"):
         d = _set(d, args, about, unset=action == "UNSET")
     elif action in ("ADD AFTER", "REMOVE AFTER"):
@@ -147,7 +149,7 @@ def alter_task(ctx: StatementContext, name: str, action: str, args: Mapping[str,
     if d != t.definition:
         fields["definition"] = d
         when = (d.schedule, d.after) != (t.definition.schedule, t.definition.after)
-        if t.state == "started" and when:
+        if t.state == TaskState.STARTED and when:
             fields["next_at"] = _first_run(ctx, replace(t, definition=d))
     _commit(ctx, f"ALTER TASK {action}", AlterTask(t.task_id, **fields))
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from changelake.catalog import Catalog
-from changelake.catalog.model import TaskInfo, TaskRun, TaskRunState
+from changelake.catalog.model import TaskInfo, TaskRun, TaskRunState, TaskState
 from changelake.errors import ChangelakeError
 from changelake.tasks import spec as task_spec
 from changelake.tasks.define import is_root, schedule_of
@@ -38,7 +38,7 @@ def due_graphs(ctx: StatementContext) -> list[Due]:
     now = ctx.now()
     found = []
     for t in ctx.catalog.list_tasks():
-        if t.state != "started" or not is_root(t):
+        if t.state != TaskState.STARTED or not is_root(t):
             continue
         schedule = schedule_of(t)
         if schedule is not None:
@@ -93,7 +93,7 @@ def _skip_passed(runner: Runner, task_id: int, catalog: Catalog) -> None:
                 task_id=task_id,
                 graph_run_id=None,
                 attempt=1,
-                state="SKIPPED",
+                state=TaskRunState.SKIPPED,
                 trigger="SCHEDULED",
                 reason="the previous graph run was still executing"
                 " (ALLOW_OVERLAPPING_EXECUTION = FALSE)",
@@ -132,7 +132,7 @@ def end_orphaned_runs(catalog: Catalog, holder: str, now: float) -> int:
         ended += catalog.end_task_run(
             run.run_id,
             {
-                "state": "FAILED",
+                "state": TaskRunState.FAILED,
                 "reason": reason,
                 "error": f"{run.holder} stopped (or lost its lease) during the run; nothing"
                 " it did was committed",

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from changelake.catalog.alters import AlterTask, FinishTaskRun
-from changelake.catalog.model import RunClaim, TaskInfo, TaskRun, TaskRunState
+from changelake.catalog.model import RunClaim, TaskInfo, TaskRun, TaskRunState, TaskState
 from changelake.catalog.requests import (
     CommitRequest,
     LeaseHeld,
@@ -90,10 +90,13 @@ def run_graph(
         try:
             reason = _skip_reason(ctx, t, root, done, by_id)
         except ChangelakeError as e:  # e.g. its WHEN names a dropped stream
-            if _add(runner, t, done, scheduled_at, claim, state="FAILED", error=str(e)) is None:
+            if (
+                _add(runner, t, done, scheduled_at, claim, state=TaskRunState.FAILED, error=str(e))
+                is None
+            ):
                 return done
         else:
-            state = "SKIPPED" if reason else "EXECUTING"
+            state = TaskRunState.SKIPPED if reason else TaskRunState.EXECUTING
             run_id = _add(runner, t, done, scheduled_at, claim, state=state, reason=reason)
             if run_id is None or (claim is not None and done.states[t.name] != state):
                 return done  # the slot or the lease was lost, or the graph is running
@@ -123,7 +126,7 @@ def _skip_reason(
             if before in by_id and done.states[by_id[before].name] != TaskRunState.SUCCEEDED:
                 name = by_id[before].name
                 return f"predecessor {name} did not succeed ({done.states[name]})"
-        if t.state != "started":
+        if t.state != TaskState.STARTED:
             return "the task is suspended"
     if t.definition.condition is not None:
         tree = task_spec.condition(t.definition.condition, about=f"task {t.name}")
@@ -175,7 +178,9 @@ def _execute(
 ) -> None:
     for attempt in range(1, retries + 2):
         if attempt > 1:
-            found = _add(runner, t, done, scheduled_at, None, state="EXECUTING", attempt=attempt)
+            found = _add(
+                runner, t, done, scheduled_at, None, state=TaskRunState.EXECUTING, attempt=attempt
+            )
             if found is None:
                 return
             run_id = found
@@ -194,7 +199,7 @@ def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> tuple[str, bool]:
 
         def finish(statement_id: str) -> CommitRequest:
             finished = FinishTaskRun(
-                run_id, "SUCCEEDED", statement_id=statement_id, spark_jobs=jobs()
+                run_id, TaskRunState.SUCCEEDED, statement_id=statement_id, spark_jobs=jobs()
             )
             return CommitRequest(
                 new_statement_id(),
@@ -206,11 +211,11 @@ def _attempt(runner: Runner, t: TaskInfo, run_id: int) -> tuple[str, bool]:
         with cancelled_after(runner.env.spark, timeout) as timed_out:
             try:
                 runner.run_statements(runner.env, t, finish)
-                return "SUCCEEDED", False
+                return TaskRunState.SUCCEEDED, False
             except Exception as e:  # noqa: BLE001 - any failure ends the run; the scheduler goes on
                 cancelled = timed_out()
                 error = str(e) if isinstance(e, ChangelakeError) else f"{type(e).__name__}: {e}"
-                state = "CANCELLED" if cancelled else "FAILED"
+                state = TaskRunState.CANCELLED if cancelled else TaskRunState.FAILED
                 reason = (
                     f"ran longer than USER_TASK_TIMEOUT_MS = {t.definition.options.timeout_ms}"
                     if cancelled
@@ -240,7 +245,7 @@ def _count_failure(runner: Runner, root: TaskInfo, done: GraphRun) -> None:
     if done.failed and limit and failures >= limit:
         update = replace(
             update,
-            state="suspended",
+            state=TaskState.SUSPENDED,
             next_at=None,
             suspended_reason=f"suspended after {failures} failed runs in a row"
             f" (SUSPEND_TASK_AFTER_NUM_FAILURES = {limit})",

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from changelake.arrow_types import arrow_type
 from changelake.catalog.alters import AlterExternalTable
-from changelake.catalog.model import ConnectionInfo, ExternalTableInfo
+from changelake.catalog.model import ConnectionInfo, ExternalTableInfo, ExternalTableState
 from changelake.catalog.requests import (
     CommitRequest,
     FollowedFrom,
@@ -437,5 +437,5 @@ def _delta(
 
 def mark_failed(catalog: Catalog, clock: Clock, ext: ExternalTableInfo, error: str) -> None:
     """Stop following ``ext`` until it is resumed, with ``error`` for SHOW and DESCRIBE."""
-    update = AlterExternalTable(ext.table_id, state="FAILED", error=error)
+    update = AlterExternalTable(ext.table_id, state=ExternalTableState.FAILED, error=error)
     catalog.commit([CommitRequest(new_statement_id(), "FOLLOW FAILED", (update,))], clock=clock)

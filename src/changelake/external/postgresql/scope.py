@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.catalog.alters import AlterExternalTable
-from changelake.catalog.model import ExternalTableInfo
+from changelake.catalog.model import ExternalTableInfo, ExternalTableState
 from changelake.catalog.requests import (
     CommitRequest,
     FollowedFrom,
@@ -315,7 +315,7 @@ def _current(catalog: Catalog, ext: ExternalTableInfo) -> ExternalTableInfo:
 def _fence(catalog: Catalog, clock: Clock, ext: ExternalTableInfo) -> ExternalTableInfo:
     """Mark ``ext`` RESCOPING at its current position: from then on no other follow commits."""
     for _ in range(_ATTEMPTS):
-        update = AlterExternalTable(ext.table_id, state="RESCOPING")
+        update = AlterExternalTable(ext.table_id, state=ExternalTableState.RESCOPING)
         fence = FollowedFrom(ext.table_id, ext.name, ext.position, ext.scope)
         try:
             catalog.commit(
