@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from changelake.catalog import Catalog
+from changelake.catalog.alters import FinishTaskRun
 from changelake.catalog.model import TaskInfo, TaskRun, TaskRunState, TaskState
 from changelake.errors import ChangelakeError
 from changelake.tasks import spec as task_spec
@@ -129,14 +130,12 @@ def end_orphaned_runs(catalog: Catalog, holder: str, now: float) -> int:
             reason = "the scheduler running it stopped before it finished"
         else:
             continue
-        ended += catalog.end_task_run(
+        ending = FinishTaskRun(
             run.run_id,
-            {
-                "state": TaskRunState.FAILED,
-                "reason": reason,
-                "error": f"{run.holder} stopped (or lost its lease) during the run; nothing"
-                " it did was committed",
-                "completed_at": now,
-            },
+            TaskRunState.FAILED,
+            reason=reason,
+            error=f"{run.holder} stopped (or lost its lease) during the run; nothing it did was"
+            " committed",
         )
+        ended += catalog.end_task_run(ending, completed_at=now)
     return ended
