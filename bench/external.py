@@ -399,8 +399,8 @@ def follow_step(ctx: Context, table: str) -> Step:
     began = time.perf_counter()
     followed = follow(Env.of(s.catalog, s.clock, ctx.spark, s.warehouse), ext)
     returned = time.perf_counter()
-    assert followed.position is not None
-    return Step(returned, _lsn(followed.position), returned - began, followed)
+    assert followed.source_lsn is not None
+    return Step(returned, _lsn(followed.source_lsn), returned - began, followed)
 
 
 def latencies(writer: Writer, steps: list[Step], *, since: float) -> list[float]:
