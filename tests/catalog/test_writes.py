@@ -10,7 +10,7 @@ from changelake.catalog.alters import (
     AlterExternalTable,
     AlterTask,
     FinishTaskRun,
-    set_fields,
+    fields_set,
 )
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.catalog.requests import (
@@ -144,6 +144,6 @@ def test_typed_updates_are_checked_when_built(make, message):
 
 def test_a_typed_update_sets_only_what_it_names():
     update = AlterExternalTable(3, scope=None, position="0/16")
-    assert set_fields(update) == {"scope": None, "position": "0/16"}
-    assert set_fields(AlterDynamicTable(2, target_lag=None)) == {"target_lag": None}
-    assert set_fields(FinishTaskRun(5, "FAILED", error="x")) == {"state": "FAILED", "error": "x"}
+    assert fields_set(update) == {"scope": None, "position": "0/16"}
+    assert fields_set(AlterDynamicTable(2, target_lag=None)) == {"target_lag": None}
+    assert fields_set(FinishTaskRun(5, "FAILED", error="x")) == {"state": "FAILED", "error": "x"}

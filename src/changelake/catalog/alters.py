@@ -32,7 +32,7 @@ class Unset(Enum):
 UNSET = Unset.UNSET
 
 
-def set_fields(update: object) -> dict[str, object]:
+def fields_set(update: object) -> dict[str, object]:
     """The fields an ``Alter…`` update sets (those not UNSET), by name; its first field, the
     object's id, left out."""
     named = dataclasses.fields(update)  # type: ignore[arg-type]
@@ -43,7 +43,7 @@ def set_fields(update: object) -> dict[str, object]:
 
 def _check(update: object, **rules: Callable[[Any], bool]) -> None:
     """Refuse an update that sets nothing, or sets a field to a value its rule refuses."""
-    found = set_fields(update)
+    found = fields_set(update)
     name = type(update).__name__
     if not found:
         raise ValueError(f"{name} sets nothing")

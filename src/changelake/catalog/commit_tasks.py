@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from changelake.catalog import task_repo
-from changelake.catalog.alters import AlterTask, FinishTaskRun, set_fields
+from changelake.catalog.alters import AlterTask, FinishTaskRun, fields_set
 from changelake.catalog.commit_state import CommitState
 from changelake.catalog.model import TaskDefinition, TaskState
 from changelake.catalog.requests import (
@@ -47,7 +47,7 @@ def _define(state: CommitState, u: DefineTask) -> None:
 
 
 def _alter(state: CommitState, u: AlterTask) -> None:
-    fields = set_fields(u)
+    fields = fields_set(u)
     definition = fields.pop("definition", None)
     if isinstance(definition, TaskDefinition):
         fields.update(task_repo.definition_fields(definition))
@@ -91,7 +91,7 @@ def _check_acyclic(state: CommitState, changed: int) -> None:
 
 
 def _finish(state: CommitState, u: FinishTaskRun) -> None:
-    state.finished_runs.append((u.run_id, set_fields(u)))  # stamped at the end
+    state.finished_runs.append((u.run_id, fields_set(u)))  # stamped at the end
 
 
 def record_runs(state: CommitState) -> None:

@@ -22,7 +22,7 @@ from changelake.catalog import (
 )
 from changelake.catalog import commit as commit_path
 from changelake.catalog import tables as t
-from changelake.catalog.alters import FinishTaskRun, set_fields
+from changelake.catalog.alters import FinishTaskRun, fields_set
 from changelake.catalog.db import engine_for, migrate, reading, retrying, writing
 from changelake.catalog.model import (
     ChannelInfo,
@@ -308,7 +308,7 @@ class Catalog:
     def end_task_run(self, ending: FinishTaskRun, *, completed_at: float) -> bool:
         """End an EXECUTING run that committed nothing (FAILED, CANCELLED): False if it had
         ended already."""
-        fields = {**set_fields(ending), "completed_at": completed_at}
+        fields = {**fields_set(ending), "completed_at": completed_at}
 
         def attempt() -> bool:
             with writing(self.engine) as conn:
