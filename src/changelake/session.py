@@ -97,10 +97,11 @@ class Session:
                 end=point_from_python(end, Edge.END) if end is not None else None,
                 information=Information.parse(information),
             )
+            df = df.frame(self.spark)
             return render(df, rendering, Commit(name.lower())) if rendering else df
         info, first, last, kind = _interval(self._context(), name, start, end, information, before)
         between = {"start": first, "end": last, "information": kind, "rendering": rendering}
-        return changes_between(self._env(), info, **between)
+        return changes_between(self._env(), info, **between).frame(self.spark)
 
     def change_plan(
         self,

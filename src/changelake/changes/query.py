@@ -3,15 +3,14 @@ metadata, executed as one DataFrame."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
-
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
 from changelake.changes.formats import Rendering, render, stamp
 from changelake.changes.plan import ChangePlan, Information, plan_changes
-from changelake.changes.scan import execute_plan
+from changelake.changes.scan import change_relation
 from changelake.errors import InvalidStatementError
 from changelake.storage.env import Env
+from changelake.storage.relation import Relation
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, resolve
 
@@ -59,13 +58,14 @@ def changes_between(
     end: int,
     information: Information,
     rendering: Rendering | None = None,
-) -> DataFrame:
-    """The changes of ``info`` in versions ``(start, end]`` as a lazy DataFrame, rendered as a
+) -> Relation:
+    """The changes of ``info`` in versions ``(start, end]`` as one relation, rendered as a
     changelog when ``rendering`` is given."""
     plan = plan_interval(env.catalog, info, start=start, end=end, information=information)
     schema = env.catalog.schema_at(info.table_id, end)
     ordered = rendering is not None and rendering.row_by_row
-    df = execute_plan(env, plan, schema, ordered=ordered)
+    rel = change_relation(env, plan, schema, ordered=ordered)
     if rendering is None:
-        return df
-    return render(df, rendering, stamp(env.catalog, info, end), ordered=ordered)
+        return rel
+    df = rel.frame(env.spark)
+    return Relation.of_frame(render(df, rendering, stamp(env.catalog, info, end), ordered=ordered))

@@ -26,7 +26,6 @@ from changelake.changes.columns import (
 )
 from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information
 from changelake.schema import STORED_ROW_ID, TableSchema, quoted
-from changelake.storage import native
 from changelake.storage.deletion import (
     DV_FILE,
     KEY,
@@ -37,13 +36,14 @@ from changelake.storage.deletion import (
     read_registered,
 )
 from changelake.storage.env import Env
-from changelake.storage.local import local_dataframe
+from changelake.storage.local import local_relation
+from changelake.storage.relation import Relation
 from changelake.storage.snapshot import (
     FILE,
     RID,
+    empty_relation,
     logical_schema,
     physical_schema,
-    same_address,
     scan_files,
 )
 from changelake.storage.warehouse import Warehouse
@@ -85,10 +85,10 @@ def _columns(schema: TableSchema, tag: str, *, rid: str = RID) -> list[str]:
     ]
 
 
-def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows) -> DataFrame:
+def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows) -> Relation:
     """One scan of all the part's files, less the positions of the DVs it subtracts."""
     files = {f.path: f for f in part.files}
-    df = scan_files(
+    rel = scan_files(
         spark,
         wh,
         physical_schema(schema),
@@ -99,13 +99,13 @@ def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRow
         tags=part.tags,
     )
     if part.inserted_only:
-        df = df.where(f"{STORED_ROW_ID} IS NULL")
-    return native.select(df, _columns(schema, "_i_tag"))
+        rel = rel.where(f"{STORED_ROW_ID} IS NULL")
+    return rel.select(*_columns(schema, "_i_tag"))
 
 
 def _deleted(
     spark: SparkSession, wh: Warehouse, schema: TableSchema, part: DeletedRows
-) -> DataFrame:
+) -> Relation:
     """The deleted rows: from the before-images of the DV files that carry them (no data file
     read), else from one scan of the data files joined with the positions."""
     by_path = {f.path: f for f in part.files}
@@ -116,20 +116,21 @@ def _deleted(
     frames = []
     if imaged:
         images = read_registered(spark, wh, image_schema(physical), imaged)
-        frames.append(native.select(images, _columns(schema, TAG, rid=STORED_ROW_ID)))
+        frames.append(images.select(*_columns(schema, TAG, rid=STORED_ROW_ID)))
     if plain:
         files = list({data.path: data for _, data, _ in plain}.values())
-        df = scan_files(spark, wh, physical, files, positions=True, identity=True)
-        dv = join_side(spark, wh, plain, tagged=True)
-        cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
-        df = df.join(dv, cond, "inner")
-        frames.append(native.select(df, _columns(schema, TAG)))
-    return frames[0] if len(frames) == 1 else frames[0].unionByName(frames[1])
+        rows = scan_files(spark, wh, physical, files, positions=True, identity=True)
+        dv = Relation.of_frame(join_side(spark, wh, plain, tagged=True))
+        cond = f"_l.{KEY} = _r.{KEY} AND _l.{FILE} >= _r.{DV_FILE} AND _l.{FILE} <= _r.{DV_FILE}"
+        columns = [f"_l.{quoted(c)}" for c in rows.columns] + [f"_r.{TAG}"]
+        joined = rows.join(dv, cond, columns=columns)
+        frames.append(joined.select(*_columns(schema, TAG)))
+    return frames[0] if len(frames) == 1 else frames[0].union(frames[1])
 
 
 def _side(
     spark: SparkSession, wh: Warehouse, schema: TableSchema, parts: list[FileRows | DeletedRows]
-) -> DataFrame | None:
+) -> Relation | None:
     frames = []
     for part in parts:
         if part.empty:
@@ -142,7 +143,7 @@ def _side(
         return None
     out = frames[0]
     for frame in frames[1:]:
-        out = out.unionByName(frame)
+        out = out.union(frame)
     return out
 
 
@@ -182,39 +183,45 @@ class RowOrder:
     def partitions(self) -> int:
         return 1 << self.bits
 
-    def spread(self, df: DataFrame, table_id: int) -> DataFrame:
-        """``df`` (with ``RID``) plus ``_X`` and ``_P``, partitioned by ``_P``."""
-        x = F.expr(_scrambled_sql(table_id, RID))
-        low = x.bitwiseAND(F.lit((1 << self.width) - 1))
-        part = F.shiftright(low, self.width - self.bits).cast("int")
-        out = df.select("*", x.alias(_X), part.alias(_P))
-        return out.repartitionById(self.partitions, F.col(_P))
+    def spread(self, spark: SparkSession, rel: Relation, table_id: int) -> Relation:
+        """``rel`` (with ``RID``) plus ``_X`` and ``_P``, partitioned by ``_P``: partition ``i``
+        holds the rows whose ``_P`` is ``i``, which SQL cannot say (its hints hash or sample),
+        so this step is a DataFrame's (only ordered changelogs take it)."""
+        x = _scrambled_sql(table_id, RID)
+        part = f"CAST(shiftright({x} & {(1 << self.width) - 1}, {self.width - self.bits}) AS INT)"
+        out = rel.select("*", f"{x} AS {_X}", f"{part} AS {_P}")
+        spread = out.frame(spark).repartitionById(self.partitions, F.col(_P))
+        return Relation.of_frame(spread, out.columns)
 
 
 def _labelled(
-    df: DataFrame, schema: TableSchema, action: str, table_id: int, order: RowOrder | None
-) -> DataFrame:
+    spark: SparkSession,
+    rel: Relation,
+    schema: TableSchema,
+    action: str,
+    table_id: int,
+    order: RowOrder | None,
+) -> Relation:
     if order is not None:
-        df = order.spread(df, table_id).sortWithinPartitions(_X)
-    return native.select(
-        df,
-        [quoted(c.name) for c in schema.columns]
-        + [
-            f"'{action}' AS {quoted(METADATA_ACTION)}",
-            f"false AS {quoted(METADATA_ISUPDATE)}",
-            f"{row_id(table_id, RID)} AS {quoted(METADATA_ROW_ID)}",
-            TAG,
-        ],
+        spread = order.spread(spark, rel, table_id)
+        rel = Relation.query(f"SELECT * FROM {{r}} AS _s SORT BY {_X}", spread.columns, r=spread)
+    return rel.select(
+        *[quoted(c.name) for c in schema.columns],
+        f"'{action}' AS {quoted(METADATA_ACTION)}",
+        f"false AS {quoted(METADATA_ISUPDATE)}",
+        f"{row_id(table_id, RID)} AS {quoted(METADATA_ROW_ID)}",
+        TAG,
     )
 
 
 def _minimize(
-    before: DataFrame,
-    after: DataFrame,
+    spark: SparkSession,
+    before: Relation,
+    after: Relation,
     schema: TableSchema,
     table_id: int,
     order: RowOrder | None,
-) -> DataFrame:
+) -> Relation:
     """Pairs the two sides by identity, in one merge join: its output is sorted by (tag, ROW_ID)
     in each partition, and each pair yields its DELETE half first.
 
@@ -233,28 +240,29 @@ def _minimize(
     state = {c.name for c in schema.state}
     compared = ", ".join(quoted(c.name) for c in schema.columns if c.name not in state)
 
-    def side(df: DataFrame, image: str) -> DataFrame:
+    def side(rel: Relation, image: str) -> Relation:
         if order is not None:
-            df = order.spread(df, table_id)
+            rel = order.spread(spark, rel, table_id)
             keys = [_X, _P]
         else:
             keys = [f"{identity} AS {_X}", f"0 AS {_P}"]
-        return native.select(
-            df,
-            [TAG, *keys, f"struct({cols}) AS {image}", f"struct({compared}) AS {image}c"],
+        return rel.select(
+            TAG, *keys, f"struct({cols}) AS {image}", f"struct({compared}) AS {image}c"
         )
 
-    joined = side(before, "_b").join(side(after, "_a"), [TAG, _X, _P], "full_outer")
-    events = native.select(joined.where("NOT (_bc <=> _ac)"), [TAG, _X, f"{PAIR_EVENTS} AS _e"])
-    return native.select(
-        events.where("_e IS NOT NULL"),
-        [f"_e.v.{quoted(c.name)} AS {quoted(c.name)}" for c in schema.columns]
-        + [
-            f"_e.a AS {quoted(METADATA_ACTION)}",
-            f"_e.u AS {quoted(METADATA_ISUPDATE)}",
-            f"{shown} AS {quoted(METADATA_ROW_ID)}",
-            TAG,
-        ],
+    joined = Relation.query(
+        f"SELECT {TAG}, {_X}, {PAIR_EVENTS} AS _e FROM {{b}} AS _b0 FULL OUTER JOIN {{a}} AS _a0"
+        f" USING ({TAG}, {_X}, {_P}) WHERE NOT (_bc <=> _ac)",
+        [TAG, _X, "_e"],
+        b=side(before, "_b"),
+        a=side(after, "_a"),
+    )
+    return joined.where("_e IS NOT NULL").select(
+        *[f"_e.v.{quoted(c.name)} AS {quoted(c.name)}" for c in schema.columns],
+        f"_e.a AS {quoted(METADATA_ACTION)}",
+        f"_e.u AS {quoted(METADATA_ISUPDATE)}",
+        f"{shown} AS {quoted(METADATA_ROW_ID)}",
+        TAG,
     )
 
 
@@ -291,7 +299,18 @@ def execute_plan(
     *,
     ordered: bool = False,
 ) -> DataFrame:
-    """The changes ``plan`` describes, as a lazy DataFrame (the catalog: commit times for REDO).
+    """``change_relation`` as a DataFrame."""
+    return change_relation(env, plan, schema, ordered=ordered).frame(env.spark)
+
+
+def change_relation(
+    env: Env,
+    plan: ChangePlan,
+    schema: TableSchema,
+    *,
+    ordered: bool = False,
+) -> Relation:
+    """The changes ``plan`` describes, as one relation (the catalog: commit times for REDO).
 
     ``ordered``: in changelog order, partition after partition: by commit version (REDO), then
     ROW_ID, the DELETE half of an update first.
@@ -306,52 +325,61 @@ def execute_plan(
     if spread:
         order = RowOrder.for_plan(plan, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
     if before is not None and after is not None:
-        df = _minimize(before, after, schema, plan.table_id, order)
+        rel = _minimize(spark, before, after, schema, plan.table_id, order)
     elif after is not None:
-        df = _labelled(after, schema, "INSERT", plan.table_id, order)
+        rel = _labelled(spark, after, schema, "INSERT", plan.table_id, order)
     elif before is not None:
-        df = _labelled(before, schema, "DELETE", plan.table_id, order)
+        rel = _labelled(spark, before, schema, "DELETE", plan.table_id, order)
     else:
-        empty = StructType(list(logical_schema(schema).fields) + [StructField(TAG, LongType())])
-        df = _labelled(
-            spark.createDataFrame([], empty).withColumn(RID, F.lit(None).cast("bigint")),
-            schema,
-            "INSERT",
-            plan.table_id,
-            None,
-        )
-    df = _keyed(df, schema)
+        typed = [(c.name, c.type) for c in schema.columns] + [(TAG, "bigint"), (RID, "bigint")]
+        rel = _labelled(spark, empty_relation(typed), schema, "INSERT", plan.table_id, None)
+    rel = _keyed(rel, schema)
     if plan.information is Information.REDO:
-        return _with_commit_info(spark, env.catalog, plan, df)
+        return _with_commit_info(env.catalog, plan, rel)
     if ordered and not spread:
-        df = df.orderBy(METADATA_ROW_ID, METADATA_ACTION)  # DELETE before INSERT
-    return df.drop(TAG)
+        # DELETE before INSERT
+        rel = Relation.query(
+            f"SELECT * FROM {{r}} AS _o ORDER BY {quoted(METADATA_ROW_ID)}, {quoted(METADATA_ACTION)}",
+            rel.columns,
+            r=rel,
+        )
+    return rel.drop(TAG)
 
 
-def _keyed(df: DataFrame, schema: TableSchema) -> DataFrame:
+def _keyed(rel: Relation, schema: TableSchema) -> Relation:
     """A dynamic table's changes: their ROW_ID is the row key (the defining query's ROW_ID),
     which is not a column of the output, nor are its state columns."""
     key = schema.row_key
     if key is None:
-        return df
-    keyed = df.withColumn(METADATA_ROW_ID, F.col(quoted(key.name)))
-    return keyed.drop(key.name, *[c.name for c in schema.state])
+        return rel
+    gone = {key.name, *[c.name for c in schema.state]}
+    return rel.select(
+        *[
+            quoted(key.name) + f" AS {quoted(METADATA_ROW_ID)}"
+            if c == METADATA_ROW_ID
+            else quoted(c)
+            for c in rel.columns
+            if c not in gone
+        ]
+    )
 
 
-def _with_commit_info(
-    spark: SparkSession, catalog: Catalog, plan: ChangePlan, df: DataFrame
-) -> DataFrame:
+def _with_commit_info(catalog: Catalog, plan: ChangePlan, rel: Relation) -> Relation:
     versions = catalog.versions(
         plan.table_id, after_exclusive=plan.start_version, upto_inclusive=plan.end_version
     )
-    commits = local_dataframe(
-        spark,
+    commits = local_relation(
         [(v.version, dt.datetime.fromtimestamp(v.committed_at)) for v in versions],
         [(TAG, "bigint"), (METADATA_COMMIT_TIMESTAMP, "timestamp")],
     )
-    out = df.join(F.broadcast(commits), TAG, "left")
-    return out.select(
-        *[c for c in df.columns if c != TAG],
-        F.col(TAG).alias(METADATA_COMMIT_VERSION),
-        F.col(METADATA_COMMIT_TIMESTAMP),
-    ).orderBy(METADATA_COMMIT_VERSION, METADATA_ROW_ID, METADATA_ACTION)
+    own = [f"_l.{quoted(c)}" for c in rel.columns if c != TAG]
+    columns = [
+        *own,
+        f"_l.{TAG} AS {quoted(METADATA_COMMIT_VERSION)}",
+        f"_r.{quoted(METADATA_COMMIT_TIMESTAMP)}",
+    ]
+    out = rel.join(commits, f"_l.{TAG} = _r.{TAG}", "left", columns=columns, hint="BROADCAST(_r)")
+    order = [METADATA_COMMIT_VERSION, METADATA_ROW_ID, METADATA_ACTION]
+    return Relation.query(
+        f"SELECT * FROM {{r}} AS _o ORDER BY {', '.join(map(quoted, order))}", out.columns, r=out
+    )

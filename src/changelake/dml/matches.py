@@ -134,7 +134,9 @@ def matched_rows(
     files = [f.file for f in target.state.files if file_name(f.file.path) in matches.per_file]
     schema = target.state.schema
     physical = physical_schema(schema)
-    scanned = scan_files(spark, warehouse, physical, files, positions=True, identity=True)
+    scanned = scan_files(spark, warehouse, physical, files, positions=True, identity=True).frame(
+        spark
+    )
     computed = [c for c in matches.rows.columns if c not in ADDRESS]
     found = matches.rows.where(F.col(FILE).isNotNull())
     found = found.select(*[F.col(c).alias(f"_m{c}") for c in ADDRESS], *computed)

@@ -129,7 +129,7 @@ def _grouped(m: Maintained, rows: DataFrame) -> DataFrame:
     measures = [*values, *full_state(m.shape, m.types)]
     keys = _keys(m)
     out = rows.groupBy(*keys).agg(*measures) if keys else rows.agg(*measures)
-    rid = group_row_id([F.col(c.id) for c in agg.keys])
+    rid = F.expr(group_row_id([c.id for c in agg.keys]))
     return out.select(*[F.col(c.id) for c in agg.columns], *m.state, rid.alias(VIEW_ROW_ID))
 
 
@@ -170,7 +170,7 @@ def maintained_delta(
     keys = _keys(m)
     summed = delta_state(m.shape, m.types)
     partial = changes.groupBy(*keys).agg(*summed) if keys else changes.agg(*summed)
-    partial = partial.withColumn(VIEW_ROW_ID, group_row_id([F.col(c.id) for c in agg.keys]))
+    partial = partial.withColumn(VIEW_ROW_ID, F.expr(group_row_id([c.id for c in agg.keys])))
     stored = read_state(env.spark, env.warehouse, target.state, identity=True).select(
         F.col(quoted(ROW_KEY)).alias(_OLD + ROW_KEY),
         *[F.col(quoted(n)).alias(_OLD + n) for n in stored_names],

@@ -258,7 +258,7 @@ def _delta(
             yield delta
         return
     if plan.action == RefreshAction.INCREMENTAL and tree is not None:
-        df, _ = changes_over(
+        rel, _ = changes_over(
             ctx,
             env,
             plan.dt.name,
@@ -266,7 +266,9 @@ def _delta(
             plan.versions,
             information=Information.DEFAULT,
         )
-        yield _renamed(df, names, (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID))
+        yield _renamed(
+            rel.frame(env.spark), names, (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID)
+        )
         return
     if state is not None:
         rows = aggregated_rows(state, input_rows(ctx, env, state, ends), names)

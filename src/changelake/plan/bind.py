@@ -29,7 +29,8 @@ from changelake.plan.streams import has_data, read_stream
 from changelake.plan.views import view_at, view_changes
 from changelake.storage.env import Env
 from changelake.storage.pruning import prune
-from changelake.storage.snapshot import read_state
+from changelake.storage.relation import Relation, leaves_of
+from changelake.storage.snapshot import state_relation
 from changelake.storage.spark_errors import translate_analysis
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
@@ -45,7 +46,7 @@ class Binder:
     def __init__(self, ctx: StatementContext, env: Env):
         self.ctx = ctx
         self.env = env
-        self.bindings: dict[str, DataFrame] = {}
+        self.bindings: dict[str, Relation] = {}
         self.names: dict[str, str] = {}  # placeholder -> what the user wrote
         self.stream_reads: dict[int, StreamRead] = {}
         self._view_stack: list[str] = []
@@ -73,35 +74,41 @@ class Binder:
 
     def bind_dataframe(self, df: DataFrame, label: str) -> str:
         """Register ``df`` under a fresh placeholder; returns the placeholder name."""
+        return self.bind_relation(Relation.of_frame(df), label)
+
+    def bind_relation(self, rel: Relation, label: str) -> str:
+        """Register ``rel`` under a fresh placeholder; returns the placeholder name."""
         name = _PLACEHOLDER.format(len(self.bindings))
-        self.bindings[name] = df
+        self.bindings[name] = rel
         self.names[name] = label
         return name
 
     def run(self, tree: exp.Expression) -> DataFrame:
+        """The query ``tree`` as one plan: each placeholder is its relation's query, and the
+        JVM analyses the whole once (``Relation.frame``)."""
+        try:
+            return self.relation(tree).frame(self.env.spark)
+        except AnalysisException as e:
+            raise translate_analysis(e, names=self.names) from e
+
+    def relation(self, tree: exp.Expression) -> Relation:
+        """The query ``tree`` with its placeholders' relations in place (its columns unknown)."""
         text = to_spark(tree)
         whole = self._whole_table(text)
         if whole is not None:
             return whole
-        try:
-            if not self.bindings:
-                return self.env.spark.sql(text)
-            used = {k: v for k, v in self.bindings.items() if k in text}
-            escaped = text.replace("{", "{{").replace("}", "}}")
-            for name in used:
-                escaped = escaped.replace(name, "{" + name + "}")
-            return self.env.spark.sql(escaped, **used)
-        except AnalysisException as e:
-            raise translate_analysis(e, names=self.names) from e
+        used = {k: v for k, v in self.bindings.items() if k in text}
+        for name, rel in used.items():
+            text = text.replace(name, f"({rel.sql})")
+        return Relation(text, (), leaves_of(used))
 
-    def _whole_table(self, text: str) -> DataFrame | None:
-        """The bound DataFrame itself when ``text`` is ``SELECT * FROM`` one placeholder: Spark
-        would analyse a temporary view and the query for the same rows (~40 ms)."""
-        for name, df in self.bindings.items():
+    def _whole_table(self, text: str) -> Relation | None:
+        """The bound relation itself when ``text`` is ``SELECT * FROM`` one placeholder."""
+        for name, rel in self.bindings.items():
             if text == f"SELECT * FROM {name}" or text.startswith(f"SELECT * FROM {name} AS "):
                 alias = text.removeprefix(f"SELECT * FROM {name}").removeprefix(" AS ")
                 if alias == "" or alias.replace("_", "").isalnum():
-                    return df
+                    return rel
         return None
 
     # -- tables -------------------------------------------------------------------------------
@@ -140,14 +147,14 @@ class Binder:
         if info is not None:
             if info.is_external():
                 self._check_scope(info, table)
-            self._replace(table, self.table_dataframe(info, table), alias, label=name)
+            self._replace(table, self.table_relation(info, table), alias, label=name)
             return
         view_sql = catalog.view_sql(name)
         if view_sql is not None:
             changes, when = table.args.get("changes"), table.args.get("when")
             if changes is not None:
                 information, start, end = changes_clause(self.env.spark, changes)
-                df, _ = view_changes(
+                rel, _ = view_changes(
                     self.ctx,
                     self.env,
                     name,
@@ -157,8 +164,9 @@ class Binder:
                 )
                 rendering = rendering_of(changes)
                 if rendering is not None:
-                    df = render(df, rendering, Commit(name.lower()))
-                self._replace(table, df, alias, label=name)
+                    rendered = render(rel.frame(self.env.spark), rendering, Commit(name.lower()))
+                    rel = Relation.of_frame(rendered)
+                self._replace(table, rel, alias, label=name)
                 return
             if when is not None:
                 at = view_at(self.ctx, self.env, name, point_of(self.env.spark, when))
@@ -183,12 +191,13 @@ class Binder:
                     f"{name} is a stream: it reads its own interval; drop AT/BEFORE and"
                     " INFORMATION (CHANGES (FORMAT => ...) alone renders it as a changelog)."
                 )
-            df, read = read_stream(self.ctx, self.env, name, ordered=ordered)
+            rel, read = read_stream(self.ctx, self.env, name, ordered=ordered)
             self.stream_reads.setdefault(read.stream.stream_id, read)
             if rendering is not None:
                 stamped = self._stamp(read.stream.view or read.stream.table_id, read)
-                df = render(df, rendering, stamped, ordered=ordered)
-            self._replace(table, df, alias, label=name)
+                rendered = render(rel.frame(self.env.spark), rendering, stamped, ordered=ordered)
+                rel = Relation.of_frame(rendered)
+            self._replace(table, rel, alias, label=name)
             return
         if self.env.spark.catalog.tableExists(name):
             return  # a Spark temp view or table of the user's own
@@ -198,7 +207,7 @@ class Binder:
             " SHOW TABLES and SHOW STREAMS list what exists."
         )
 
-    def table_dataframe(self, info: TableInfo, table: exp.Table) -> DataFrame:
+    def table_relation(self, info: TableInfo, table: exp.Table) -> Relation:
         """The rows (or changes) of ``info`` that the reference ``table`` asks for."""
         changes = table.args.get("changes")
         if changes is not None:
@@ -218,7 +227,7 @@ class Binder:
         conjuncts = pushable_conjuncts(table)
         if conjuncts:
             state = state.with_files(prune(state.files, state.schema, conjuncts))
-        return read_state(self.env.spark, self.env.warehouse, state)
+        return state_relation(self.env.spark, self.env.warehouse, state)
 
     def _stamp(self, source: str | int, read: StreamRead) -> Commit:
         """What a stream read's changes are stamped with: for a stream on a table, the version
@@ -233,11 +242,13 @@ class Binder:
     def target(self, state: TableState, label: str, *, identity: bool = False) -> str:
         """Bind ``state`` of a write statement's target with its hidden address columns (and
         identity columns if ``identity``)."""
-        df = read_state(self.env.spark, self.env.warehouse, state, address=True, identity=identity)
-        return self.bind_dataframe(df, label)
+        rel = state_relation(
+            self.env.spark, self.env.warehouse, state, address=True, identity=identity
+        )
+        return self.bind_relation(rel, label)
 
-    def _replace(self, table: exp.Table, df: DataFrame, alias: str, *, label: str) -> None:
-        placeholder = self.bind_dataframe(df, label)
+    def _replace(self, table: exp.Table, rel: Relation, alias: str, *, label: str) -> None:
+        placeholder = self.bind_relation(rel, label)
         table.replace(
             exp.Table(
                 this=exp.to_identifier(placeholder),

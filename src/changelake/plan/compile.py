@@ -1,4 +1,4 @@
-"""Compiling IR trees to Spark DataFrames, one function per node type.
+"""Compiling IR trees to one relation (SQL text over the reads), one function per node type.
 
 A compiled node has one column per output column (named by its internal id), ``_cl_vrid`` (the
 row's ROW_ID as the view defines it) and, below a ``Delta`` leaf, ``_cl_vact`` (INSERT or
@@ -9,10 +9,8 @@ incremental and the recompute-and-diff plan compile through here, so their ids a
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
-
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
 from changelake.plan.ir import (
     Aggregate,
@@ -36,29 +34,31 @@ from changelake.plan.ir import (
     keyed,
 )
 from changelake.schema import quoted
-from changelake.storage import native
+from changelake.storage.relation import Relation, leaves_of
 
 VIEW_ROW_ID = "_cl_vrid"
 VIEW_ACTION = "_cl_vact"
 
 # A leaf's rows: the scan's table columns by their names in the table, VIEW_ROW_ID, and
 # VIEW_ACTION for a Delta.
-Leaf = Callable[[At | Delta | Scan], DataFrame]
+Leaf = Callable[[At | Delta | Scan], Relation]
+
+_ctes = itertools.count()
 
 
-def compile_node(node: Node, leaf: Leaf) -> DataFrame:
-    """``node`` as a lazy DataFrame, reading its leaves through ``leaf``."""
+def compile_node(node: Node, leaf: Leaf) -> Relation:
+    """``node`` as one relation, reading its leaves through ``leaf``."""
     if isinstance(node, Scan | At | Delta):
         return _leaf(node, leaf)
     if isinstance(node, Filter):
-        return compile_node(node.child, leaf).where(F.expr(node.condition))
+        return compile_node(node.child, leaf).where(node.condition)
     if isinstance(node, Project):
-        df = compile_node(node.child, leaf)
+        rel = compile_node(node.child, leaf)
         outputs = [f"({e}) AS {c.id}" for c, e in zip(node.outputs, node.expressions, strict=True)]
-        return native.select(df, [*outputs, *_hidden(df)])
+        return rel.select(*outputs, *_hidden(rel))
     if isinstance(node, Branch):
-        df = compile_node(node.child, leaf)
-        return df.withColumn(VIEW_ROW_ID, F.concat(F.lit(node.tag), F.col(VIEW_ROW_ID)))
+        rel = compile_node(node.child, leaf)
+        return _replaced(rel, VIEW_ROW_ID, f"concat('{node.tag}', {VIEW_ROW_ID})")
     if isinstance(node, Join):
         return _join(node, leaf)
     if isinstance(node, Union):
@@ -70,21 +70,33 @@ def compile_node(node: Node, leaf: Leaf) -> DataFrame:
     if isinstance(node, Pad):
         return _pad(node, leaf)
     if isinstance(node, Signed):
-        return compile_node(node.child, leaf).withColumn(VIEW_ACTION, F.lit(node.action))
+        return _replaced(compile_node(node.child, leaf), VIEW_ACTION, f"'{node.action}'")
     if isinstance(node, Regroup):
         return _regroup(node, leaf)
     raise TypeError(f"cannot compile {type(node).__name__}")
 
 
-def _hidden(df: DataFrame) -> list[str]:
-    return [VIEW_ROW_ID, *_action(df)]
+def _replaced(rel: Relation, name: str, expression: str) -> Relation:
+    """``rel`` with the column ``name`` (added if missing) computed by ``expression``."""
+    items = [f"{expression} AS {name}" if c == name else quoted(c) for c in rel.columns]
+    if name not in rel.columns:
+        items.append(f"{expression} AS {name}")
+    return rel.select(*items)
 
 
-def _leaf(node: Scan | At | Delta, leaf: Leaf) -> DataFrame:
+def _hidden(rel: Relation) -> list[str]:
+    return [VIEW_ROW_ID, *_action(rel)]
+
+
+def _action(rel: Relation) -> list[str]:
+    return [VIEW_ACTION] if VIEW_ACTION in rel.columns else []
+
+
+def _leaf(node: Scan | At | Delta, leaf: Leaf) -> Relation:
     scan = node if isinstance(node, Scan) else node.scan
-    df = leaf(node)
+    rel = leaf(node)
     columns = [f"{quoted(s)} AS {c.id}" for s, c in zip(scan.sources, scan.columns, strict=True)]
-    return native.select(df, [*columns, *_hidden(df)])
+    return rel.select(*columns, *_hidden(rel))
 
 
 def _pair_id_sql(left: str, right: str) -> str:
@@ -93,124 +105,139 @@ def _pair_id_sql(left: str, right: str) -> str:
     return f"md5(concat(coalesce({left}, '∅'), '|', coalesce({right}, '∅')))"
 
 
-def _join(node: Join, leaf: Leaf) -> DataFrame:
-    left = compile_node(node.left, leaf).withColumnRenamed(VIEW_ROW_ID, "_cl_lrid")
-    right = compile_node(node.right, leaf).withColumnRenamed(VIEW_ROW_ID, "_cl_rrid")
+def _join(node: Join, leaf: Leaf) -> Relation:
+    left = _replaced_id(compile_node(node.left, leaf), "_cl_lrid")
+    right = _replaced_id(compile_node(node.right, leaf), "_cl_rrid")
+    filtering = node.kind in (JoinKind.SEMI, JoinKind.ANTI)  # the left side's rows only
+    action = [f"_l.{VIEW_ACTION}"] if VIEW_ACTION in left.columns else []
+    if VIEW_ACTION in right.columns and not filtering:
+        if action:
+            raise TypeError("a join of two changes has no one action")
+        action = [f"_r.{VIEW_ACTION}"]
+    rid = "_cl_lrid" if filtering else _pair_id_sql("_cl_lrid", "_cl_rrid")
+    outputs = [c.id for c in node.columns]
     if node.kind is JoinKind.CROSS and node.condition is None:
-        joined = left.crossJoin(right)
+        how = "cross"
     else:
         how = "inner" if node.kind is JoinKind.CROSS else node.kind.value
-        joined = left.join(right, F.expr(node.condition or "TRUE"), how)
-    if node.kind in (JoinKind.SEMI, JoinKind.ANTI):
-        rid = "_cl_lrid"
-    else:
-        rid = _pair_id_sql("_cl_lrid", "_cl_rrid")
-    outputs = [c.id for c in node.columns]
-    return native.select(joined, [*outputs, f"{rid} AS {VIEW_ROW_ID}", *_action(joined)])
+    columns = [*outputs, f"{rid} AS {VIEW_ROW_ID}", *action]
+    return left.join(right, node.condition or "TRUE", how, columns=columns)
 
 
-def _pad(node: Pad, leaf: Leaf) -> DataFrame:
-    df = compile_node(node.child, leaf)
+def _replaced_id(rel: Relation, name: str) -> Relation:
+    return rel.select(*[f"{VIEW_ROW_ID} AS {name}" if c == VIEW_ROW_ID else c for c in rel.columns])
+
+
+def _pad(node: Pad, leaf: Leaf) -> Relation:
+    rel = compile_node(node.child, leaf)
     nulls = [f"NULL AS {c.id}" for c in node.nulls]
     own = [c.id for c in node.child.columns]
     if node.side == "left":
-        return native.select(
-            df,
-            [*own, *nulls, f"{_pair_id_sql(VIEW_ROW_ID, 'NULL')} AS {VIEW_ROW_ID}", *_action(df)],
-        )
-    return native.select(
-        df, [*nulls, *own, f"{_pair_id_sql('NULL', VIEW_ROW_ID)} AS {VIEW_ROW_ID}", *_action(df)]
-    )
+        rid = f"{_pair_id_sql(VIEW_ROW_ID, 'NULL')} AS {VIEW_ROW_ID}"
+        return rel.select(*own, *nulls, rid, *_action(rel))
+    rid = f"{_pair_id_sql('NULL', VIEW_ROW_ID)} AS {VIEW_ROW_ID}"
+    return rel.select(*nulls, *own, rid, *_action(rel))
 
 
-def _action(df: DataFrame) -> list[str]:
-    return [VIEW_ACTION] if VIEW_ACTION in df.columns else []
-
-
-def _union(node: Union, leaf: Leaf) -> DataFrame:
+def _union(node: Union, leaf: Leaf) -> Relation:
     left = compile_node(node.left, leaf)
     right = compile_node(node.right, leaf)
     renamed = [
         f"{b.id} AS {a.id}" for a, b in zip(node.left.columns, node.right.columns, strict=True)
     ]
-    return left.unionByName(native.select(right, [*renamed, *_hidden(right)]))
+    return left.union(right.select(*renamed, *_hidden(right)))
 
 
-def _grouped(node: Aggregate, df: DataFrame) -> DataFrame:
-    """The aggregate of ``df`` (the child's rows); a group's ROW_ID hashes its keys."""
-    if VIEW_ACTION in df.columns:
+def _grouped(node: Aggregate, rel: Relation) -> Relation:
+    """The aggregate of ``rel`` (the child's rows); a group's ROW_ID hashes its keys."""
+    if VIEW_ACTION in rel.columns:
         raise TypeError("an aggregate's input must be a state, not changes")
-    keys = [F.expr(e).alias(c.id) for c, e in zip(node.keys, node.key_expressions, strict=True)]
-    values = [
-        F.expr(e).alias(c.id) for c, e in zip(node.values, node.value_expressions, strict=True)
-    ]
+    keys = [f"{e} AS {c.id}" for c, e in zip(node.keys, node.key_expressions, strict=True)]
+    values = [f"{e} AS {c.id}" for c, e in zip(node.values, node.value_expressions, strict=True)]
+    ids = [c.id for c in node.columns]
     if not values:
-        out = df.select(*keys).distinct()
+        text = f"SELECT DISTINCT {', '.join(keys)} FROM {{child}} AS _g"
     elif keys:
-        out = df.groupBy(*keys).agg(*values)
+        grouping = ", ".join(node.key_expressions)
+        text = f"SELECT {', '.join([*keys, *values])} FROM {{child}} AS _g GROUP BY {grouping}"
     else:
-        out = df.agg(*values)
+        text = f"SELECT {', '.join(values)} FROM {{child}} AS _g"
+    out = Relation.query(
+        text, [*[c.id for c in node.keys], *[c.id for c in node.values]], child=rel
+    )
     # to_json tells NULL from '' and 1 from '1'; the keys are named by position, not by the
     # plan's internal ids, so one grouping has one ROW_ID however the query was built (over a
     # view or over a dynamic table of it); no keys: one group, one id
-    rid = group_row_id([F.col(c.id) for c in node.keys])
-    return out.select(*[F.col(c.id) for c in node.columns], rid.alias(VIEW_ROW_ID))
+    rid = group_row_id([c.id for c in node.keys])
+    return out.select(*ids, f"{rid} AS {VIEW_ROW_ID}")
 
 
-def group_row_id(keys: list[Column]) -> Column:
-    """The ROW_ID of the group with these key values (in GROUP BY order)."""
-    key_columns = [k.alias(f"k{i}") for i, k in enumerate(keys)]
-    return F.md5(F.to_json(F.struct(*key_columns))) if key_columns else F.md5(F.lit(""))
+def group_row_id(keys: list[str]) -> str:
+    """The ROW_ID of the group with these key values (SQL text over the key columns, in GROUP BY
+    order)."""
+    if not keys:
+        return "md5('')"
+    fields = ", ".join(f"'k{i}', {k}" for i, k in enumerate(keys))
+    return f"md5(to_json(named_struct({fields})))"
 
 
-def _windowed(node: Window, df: DataFrame) -> DataFrame:
-    """The window functions over ``df`` (the child's rows); rows keep their ids."""
-    if VIEW_ACTION in df.columns:
+def _windowed(node: Window, rel: Relation) -> Relation:
+    """The window functions over ``rel`` (the child's rows); rows keep their ids."""
+    if VIEW_ACTION in rel.columns:
         raise TypeError("a window's input must be a state, not changes")
-    outputs = [F.expr(e).alias(c.id) for c, e in zip(node.outputs, node.expressions, strict=True)]
-    return df.select(*[F.col(c.id) for c in node.child.columns], *outputs, F.col(VIEW_ROW_ID))
+    outputs = [f"{e} AS {c.id}" for c, e in zip(node.outputs, node.expressions, strict=True)]
+    return rel.select(*[c.id for c in node.child.columns], *outputs, VIEW_ROW_ID)
 
 
-def _regroup(node: Regroup, leaf: Leaf) -> DataFrame:
+def _regroup(node: Regroup, leaf: Leaf) -> Relation:
     """The touched groups at the start, their input rows read once, and at the end: the same
     rows with the input's net changes applied (a deleted or updated row leaves by ROW_ID, and
-    the inserted rows join), so the input is not read a second time."""
+    the inserted rows join), so the input is not read a second time. The net changes and the
+    start rows are named once (a CTE each) and used twice."""
     stateful = node.stateful
-    columns = [F.col(c.id) for c in stateful.child.columns]
-    net = net_changes(compile_node(node.delta, leaf), stateful.child.columns)
+    columns = [c.id for c in stateful.child.columns]
+    n = next(_ctes)
+    net_name, start_name = f"_cl_net{n}", f"_cl_start{n}"
+    net_rel = net_changes(compile_node(node.delta, leaf), stateful.child.columns)
     before_rows = at(stateful.child, End.START)
     if node.bounded is not None:
         before_rows = keyed(before_rows, *node.bounded)
-    start = compile_node(before_rows, leaf)
+    start_rel = compile_node(before_rows, leaf)
+    net = Relation(f"SELECT * FROM {net_name}", net_rel.columns)
+    start = Relation(f"SELECT * FROM {start_name}", start_rel.columns)
     if node.keys:
         keys = list(node.keys)
-        touched = net.select(*[F.expr(e).alias(f"_cl_t{i}") for i, e in enumerate(keys)])
-        with_keys = start.select("*", *[F.expr(e).alias(f"_cl_k{i}") for i, e in enumerate(keys)])
-        same = [F.col(f"_cl_k{i}").eqNullSafe(F.col(f"_cl_t{i}")) for i in range(len(keys))]
-        cond = same[0]
-        for more in same[1:]:
-            cond = cond & more
-        start = with_keys.join(touched.distinct(), cond, "left_semi").select(
-            *columns, F.col(VIEW_ROW_ID)
-        )
-    gone = net.where(F.col(VIEW_ACTION) == "DELETE").select(F.col(VIEW_ROW_ID).alias("_cl_gone"))
-    kept = start.join(gone, F.col(VIEW_ROW_ID) == F.col("_cl_gone"), "left_anti")
-    end = kept.unionByName(
-        net.where(F.col(VIEW_ACTION) == "INSERT").select(*columns, F.col(VIEW_ROW_ID))
-    )
+        touched = net.select(*[f"{e} AS _cl_t{i}" for i, e in enumerate(keys)])
+        touched = Relation.query("SELECT DISTINCT * FROM {t} AS _t", touched.columns, t=touched)
+        with_keys = start.select("*", *[f"{e} AS _cl_k{i}" for i, e in enumerate(keys)])
+        cond = " AND ".join(f"_l._cl_k{i} <=> _r._cl_t{i}" for i in range(len(keys)))
+        start = with_keys.join(touched, cond, "left_semi", columns=[*columns, VIEW_ROW_ID])
+    gone = net.where(f"{VIEW_ACTION} = 'DELETE'").select(f"{VIEW_ROW_ID} AS _cl_gone")
+    kept = start.join(gone, f"_l.{VIEW_ROW_ID} = _r._cl_gone", "left_anti")
+    end = kept.union(net.where(f"{VIEW_ACTION} = 'INSERT'").select(*columns, VIEW_ROW_ID))
     apply = _grouped if isinstance(stateful, Aggregate) else _windowed
-    before = apply(stateful, start).withColumn(VIEW_ACTION, F.lit("DELETE"))  # type: ignore[arg-type]
-    after = apply(stateful, end).withColumn(VIEW_ACTION, F.lit("INSERT"))  # type: ignore[arg-type]
-    return before.unionByName(after)
+    before = _replaced(apply(stateful, start), VIEW_ACTION, "'DELETE'")  # type: ignore[arg-type]
+    after = _replaced(apply(stateful, end), VIEW_ACTION, "'INSERT'")  # type: ignore[arg-type]
+    both = before.union(after)
+    text = (
+        f"WITH {net_name} AS ({net_rel.sql}), {start_name} AS ({start_rel.sql})"
+        f" SELECT * FROM ({both.sql}) AS _rg"
+    )
+    return Relation(text, both.columns, leaves_of({"n": net_rel, "s": start_rel, "b": both}))
 
 
-def net_changes(signed: DataFrame, columns: tuple[Col, ...]) -> DataFrame:
+def net_changes(signed: Relation, columns: tuple[Col, ...]) -> Relation:
     """The minimum delta of a redundant one: per ROW_ID and values, inserts minus deletes, as
     that many rows with ACTION INSERT (or DELETE)."""
-    ids = [F.col(c.id) for c in columns]
-    sign = F.when(F.col(VIEW_ACTION) == "INSERT", 1).otherwise(-1)
-    net = signed.groupBy(F.col(VIEW_ROW_ID), *ids).agg(F.sum(sign).alias("_cl_net"))
-    repeated = F.explode(F.array_repeat(F.lit(0), F.abs(F.col("_cl_net")).cast("int")))
-    rows = net.where(F.col("_cl_net") != 0).select("*", repeated.alias("_cl_n"))
-    action = F.when(F.col("_cl_net") > 0, "INSERT").otherwise("DELETE")
-    return rows.select(*ids, F.col(VIEW_ROW_ID), action.alias(VIEW_ACTION))
+    ids = [c.id for c in columns]
+    grouped = ", ".join([VIEW_ROW_ID, *ids])
+    sign = f"CASE WHEN {VIEW_ACTION} = 'INSERT' THEN 1 ELSE -1 END"
+    net = Relation.query(
+        f"SELECT {grouped}, sum({sign}) AS _cl_net FROM {{s}} AS _n GROUP BY {grouped}",
+        [VIEW_ROW_ID, *ids, "_cl_net"],
+        s=signed,
+    )
+    repeated = "explode(array_repeat(0, CAST(abs(_cl_net) AS INT))) AS _cl_n"
+    rows = net.where("_cl_net != 0").select("*", repeated)
+    action = f"CASE WHEN _cl_net > 0 THEN 'INSERT' ELSE 'DELETE' END AS {VIEW_ACTION}"
+    return rows.select(*ids, VIEW_ROW_ID, action)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
-
 from changelake.catalog.model import StreamInfo
 from changelake.changes.plan import Information
 from changelake.errors import UnsupportedError
@@ -23,6 +21,7 @@ from changelake.plan.views import (
     check_view_stream,
 )
 from changelake.storage.env import Env
+from changelake.storage.relation import Relation
 from changelake.streams import frontier
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
@@ -62,14 +61,14 @@ def read_stream(
     name: str,
     *,
     ordered: bool = False,
-) -> tuple[DataFrame, StreamRead]:
+) -> tuple[Relation, StreamRead]:
     """The pending changes of stream ``name`` (on a table or a view), and the frontier move that
-    consumes them. ``ordered`` (table streams only): in changelog order, see ``execute_plan``."""
+    consumes them. ``ordered`` (table streams only): in changelog order, see ``change_relation``."""
     stream = ctx.stream(name)
     if not stream.on_view:
         return frontier.read_stream(ctx, env, name, ordered=ordered)
-    df, _, read = _read_view_stream(ctx, env, stream)
-    return df, read
+    rel, _, read = _read_view_stream(ctx, env, stream)
+    return rel, read
 
 
 def stream_plan_lines(ctx: StatementContext, env: Env, name: str) -> list[str]:
@@ -116,10 +115,10 @@ def _view_interval(ctx: StatementContext, stream: StreamInfo) -> tuple[Node, Ver
 
 def _read_view_stream(
     ctx: StatementContext, env: Env, stream: StreamInfo
-) -> tuple[DataFrame, ViewPlan, StreamRead]:
+) -> tuple[Relation, ViewPlan, StreamRead]:
     assert stream.view is not None
     tree, versions = _view_interval(ctx, stream)
-    df, plan = changes_over(
+    rel, plan = changes_over(
         ctx,
         env,
         stream.view,
@@ -129,4 +128,4 @@ def _read_view_stream(
         initial_rows=stream.pending_initial_rows,
     )
     ends = tuple((t, last) for t, (_, _, last) in sorted(versions.items()))
-    return df, plan, StreamRead(stream, ends)
+    return rel, plan, StreamRead(stream, ends)

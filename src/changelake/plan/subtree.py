@@ -28,7 +28,7 @@ def input_changes(
     derivative = derive(node, changed=leaves.changed)
     if derivative is None:
         return None
-    return compile_node(derivative, leaves.read), derivative
+    return compile_node(derivative, leaves.read).frame(env.spark), derivative
 
 
 def node_rows(
@@ -41,7 +41,7 @@ def node_rows(
     by internal id, and RID."""
     at_versions = {t: (info, v, v) for t, (info, v) in versions.items()}
     read = Leaves(ctx, env, at_versions, None).read
-    return compile_node(at(node, End.START), read)
+    return compile_node(at(node, End.START), read).frame(env.spark)
 
 
 def rows_at(

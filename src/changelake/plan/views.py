@@ -9,12 +9,8 @@ matched by ROW_ID). The planner picks the cheaper from catalog metadata (rows th
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 from dataclasses import dataclass
-
-from pyspark.sql import Column, DataFrame, SparkSession, Window
-from pyspark.sql import functions as F
 
 from changelake.catalog.model import StreamInfo, TableInfo
 from changelake.changes.columns import (
@@ -38,6 +34,7 @@ from changelake.plan.ir import (
     Node,
     Regroup,
     Scan,
+    Signed,
     at,
     children,
     describe,
@@ -45,10 +42,11 @@ from changelake.plan.ir import (
 )
 from changelake.plan.monotonic import appended
 from changelake.schema import quoted
-from changelake.storage import native
 from changelake.storage.env import VIEW_CHANGES_PLAN, Env, Settings
+from changelake.storage.local import sql_literal
 from changelake.storage.pruning import Comparison, prune, value_range
-from changelake.storage.snapshot import read_state
+from changelake.storage.relation import Relation
+from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, PointKind, resolve
 from changelake.txn.retention import check_not_stale, recreate_hint
@@ -160,7 +158,7 @@ def check_view_stream(ctx: StatementContext, stream: StreamInfo) -> Node:
     return definition.tree
 
 
-def view_at(ctx: StatementContext, env: Env, name: str, point: Point) -> DataFrame:
+def view_at(ctx: StatementContext, env: Env, name: str, point: Point) -> Relation:
     """View ``name`` as of ``point`` (each base table at the version the point names)."""
     if point.kind is PointKind.STREAM:
         raise InvalidStatementError(
@@ -170,8 +168,8 @@ def view_at(ctx: StatementContext, env: Env, name: str, point: Point) -> DataFra
     versions = {
         t: (info, v, v) for t, (info, v, _) in _versions(ctx, name, tree, point, None).items()
     }
-    df = compile_node(at(tree, End.START), Leaves(ctx, env, versions, None).read)
-    return df.select(*[F.col(c.id).alias(c.name) for c in tree.columns])
+    rel = compile_node(at(tree, End.START), Leaves(ctx, env, versions, None).read)
+    return rel.select(*[f"{c.id} AS {quoted(c.name)}" for c in tree.columns])
 
 
 def view_changes(
@@ -182,7 +180,7 @@ def view_changes(
     start: Point | None,
     end: Point | None,
     information: Information,
-) -> tuple[DataFrame, ViewPlan]:
+) -> tuple[Relation, ViewPlan]:
     """The changes of view ``name`` between the points, with METADATA$ACTION, METADATA$ISUPDATE
     and METADATA$ROW_ID, and the plan that computes them."""
     about = f"CHANGES on view {name}"
@@ -203,7 +201,7 @@ def changes_over(
     *,
     information: Information,
     initial_rows: bool = False,
-) -> tuple[DataFrame, ViewPlan]:
+) -> tuple[Relation, ViewPlan]:
     """The changes of view ``name`` (IR ``tree``) over one interval per base table; with
     ``initial_rows``, every row of the view at the end as an INSERT (a stream's first read).
     APPEND_ONLY: ``tree`` is one that ``monotonic.refusal`` accepts."""
@@ -225,29 +223,22 @@ def changes_over(
         chosen,
         reason,
     )
-    names = [F.col(c.id).alias(c.name) for c in tree.columns]
+    names = [f"{c.id} AS {quoted(c.name)}" for c in tree.columns]
     if initial_rows:
         after = Leaves(ctx, env, versions, None).read
         return _inserts(compile_node(at(tree, End.END), after), names), plan
     if information is Information.APPEND_ONLY:
         if derivative is None:
-            return _empty(env.spark, tree, leaves), plan
+            return _empty(tree, leaves), plan
         return _inserts(compile_node(derivative, leaves.read), names), plan
     if chosen == "RECOMPUTE":
-        before = compile_node(at(tree, End.START), leaves.read).withColumn(
-            VIEW_ACTION, F.lit("DELETE")
-        )
-        after = compile_node(at(tree, End.END), leaves.read).withColumn(
-            VIEW_ACTION, F.lit("INSERT")
-        )
-        signed = before.unionByName(after)
+        before = compile_node(Signed(at(tree, End.START), "DELETE"), leaves.read)
+        signed = before.union(compile_node(Signed(at(tree, End.END), "INSERT"), leaves.read))
     elif derivative is None:
-        return _empty(env.spark, tree, leaves), plan
+        return _empty(tree, leaves), plan
     else:
         signed = compile_node(derivative, leaves.read)
-    return _consolidated(signed, tree).select(
-        *names, F.col(METADATA_ACTION), F.col(METADATA_ISUPDATE), F.col(METADATA_ROW_ID)
-    ), plan
+    return _consolidated(signed, tree, names), plan
 
 
 def _redo(
@@ -256,7 +247,7 @@ def _redo(
     name: str,
     tree: Node,
     versions: Versions,
-) -> tuple[DataFrame, ViewPlan]:
+) -> tuple[Relation, ViewPlan]:
     """REDO: the view's minimum delta of each commit to its base tables, in commit order. A
     commit is one statement (a transaction writing two base tables is one commit); its
     METADATA$COMMIT_VERSION is the version it made of a base table it wrote (the one created
@@ -278,14 +269,15 @@ def _redo(
         for _, table_id, version in step:
             span[table_id] = (span[table_id][0], reached[table_id], version)
             reached[table_id] = version
-        df, _ = changes_over(ctx, env, name, tree, span, information=Information.DEFAULT)
+        rel, _ = changes_over(ctx, env, name, tree, span, information=Information.DEFAULT)
         committed_at, _, version = step[0]
         parts.append(
-            df.select(
+            rel.select(
                 "*",
-                F.lit(version).cast("bigint").alias(METADATA_COMMIT_VERSION),
-                F.lit(dt.datetime.fromtimestamp(committed_at)).alias(METADATA_COMMIT_TIMESTAMP),
-                F.lit(ordinal).alias("_cl_step"),
+                f"CAST({version} AS BIGINT) AS {quoted(METADATA_COMMIT_VERSION)}",
+                f"timestamp_micros({round(committed_at * 1_000_000)})"
+                f" AS {quoted(METADATA_COMMIT_TIMESTAMP)}",
+                f"{ordinal} AS _cl_step",
             )
         )
     leaves = Leaves(ctx, env, versions, None)
@@ -298,39 +290,45 @@ def _redo(
         f"{len(steps)} commits, each its own minimum delta",
     )
     if not parts:
-        empty = _empty(env.spark, tree, leaves)
+        empty = _empty(tree, leaves)
         return empty.select(
             "*",
-            F.lit(None).cast("bigint").alias(METADATA_COMMIT_VERSION),
-            F.lit(None).cast("timestamp").alias(METADATA_COMMIT_TIMESTAMP),
+            f"CAST(NULL AS BIGINT) AS {quoted(METADATA_COMMIT_VERSION)}",
+            f"CAST(NULL AS TIMESTAMP) AS {quoted(METADATA_COMMIT_TIMESTAMP)}",
         ), plan
-    out = functools.reduce(DataFrame.unionByName, parts)
-    return out.orderBy("_cl_step", METADATA_ROW_ID, METADATA_ACTION).drop("_cl_step"), plan
+    out = functools.reduce(Relation.union, parts)
+    order = ", ".join(["_cl_step", quoted(METADATA_ROW_ID), quoted(METADATA_ACTION)])
+    ordered = Relation.query(f"SELECT * FROM {{r}} AS _o ORDER BY {order}", out.columns, r=out)
+    return ordered.drop("_cl_step"), plan
 
 
-def _inserts(df: DataFrame, names: list[Column]) -> DataFrame:
-    return df.select(
+def _inserts(rel: Relation, names: list[str]) -> Relation:
+    return rel.select(
         *names,
-        F.lit("INSERT").alias(METADATA_ACTION),
-        F.lit(False).alias(METADATA_ISUPDATE),
-        F.col(VIEW_ROW_ID).alias(METADATA_ROW_ID),
+        f"'INSERT' AS {quoted(METADATA_ACTION)}",
+        f"false AS {quoted(METADATA_ISUPDATE)}",
+        f"{VIEW_ROW_ID} AS {quoted(METADATA_ROW_ID)}",
     )
 
 
-def _consolidated(signed: DataFrame, tree: Node) -> DataFrame:
+def _consolidated(signed: Relation, tree: Node, names: list[str]) -> Relation:
     """The minimum delta of a redundant one; a ROW_ID left with a DELETE and an INSERT is an
     update (METADATA$ISUPDATE, computed last)."""
-    rows = net_changes(signed, tree.columns).withColumn(METADATA_ACTION, F.col(VIEW_ACTION))
-    by_id = Window.partitionBy(VIEW_ROW_ID)
-    update = F.min(METADATA_ACTION).over(by_id) != F.max(METADATA_ACTION).over(by_id)
-    return rows.withColumn(METADATA_ISUPDATE, update).withColumn(
-        METADATA_ROW_ID, F.col(VIEW_ROW_ID)
+    rows = net_changes(signed, tree.columns)
+    by_id = f"OVER (PARTITION BY {VIEW_ROW_ID})"
+    update = f"min({VIEW_ACTION}) {by_id} != max({VIEW_ACTION}) {by_id}"
+    return rows.select(
+        *names,
+        f"{VIEW_ACTION} AS {quoted(METADATA_ACTION)}",
+        f"{update} AS {quoted(METADATA_ISUPDATE)}",
+        f"{VIEW_ROW_ID} AS {quoted(METADATA_ROW_ID)}",
     )
 
 
-def _empty(spark: SparkSession, tree: Node, leaves: Leaves) -> DataFrame:
-    df = compile_node(at(tree, End.START), leaves.read).limit(0)
-    return _inserts(df, [F.col(c.id).alias(c.name) for c in tree.columns])
+def _empty(tree: Node, leaves: Leaves) -> Relation:
+    rel = compile_node(at(tree, End.START), leaves.read)
+    none = Relation.query("SELECT * FROM {r} AS _e LIMIT 0", rel.columns, r=rel)
+    return _inserts(none, [f"{c.id} AS {quoted(c.name)}" for c in tree.columns])
 
 
 def _choose(
@@ -402,7 +400,7 @@ class Leaves:
         _, first, last = self.versions[scan.table_id]
         return first < last
 
-    def read(self, node: At | Delta | Scan) -> DataFrame:
+    def read(self, node: At | Delta | Scan) -> Relation:
         scan = node if isinstance(node, Scan) else node.scan
         info, first, last = self.versions[scan.table_id]
         if isinstance(node, Delta):
@@ -412,7 +410,7 @@ class Leaves:
                 # what the view could join an inserted row with: the start state and every
                 # inserted row, with its values as inserted
                 added = self._changes(info, first, last).drop(VIEW_ACTION)
-                return self._state(info, first).unionByName(added)
+                return self._state(info, first).union(added)
             return self._state(info, last)
         key = node.key if isinstance(node, At) else None
         return self._state(info, first, key=key, changed=(first, last))
@@ -424,7 +422,7 @@ class Leaves:
         *,
         key: str | None = None,
         changed: tuple[int, int] = (0, 0),
-    ) -> DataFrame:
+    ) -> Relation:
         """The table at ``version``; with ``key``, only the files (and rows) whose ``key`` may
         be one of the values in the files the changes over ``changed`` read."""
         state = self.ctx.state(info, version)
@@ -433,12 +431,13 @@ class Leaves:
             lo, hi = bounds
             within = [Comparison(key, ">=", lo), Comparison(key, "<=", hi)]
             state = state.with_files(prune(state.files, state.schema, within))
-        df = read_state(self.env.spark, self.env.warehouse, state, identity=True)
+        rel = state_relation(self.env.spark, self.env.warehouse, state, identity=True)
         if bounds is not None:
-            df = df.where(F.col(quoted(key)).between(F.lit(bounds[0]), F.lit(bounds[1])))
+            lo, hi = (sql_literal(b) for b in bounds)
+            rel = rel.where(f"{quoted(key)} BETWEEN {lo} AND {hi}")
         columns = [quoted(c.name) for c in state.schema.visible]
         rid = table_row_id(info.table_id, state.schema)
-        return native.select(df, [*columns, f"{rid} AS {VIEW_ROW_ID}"])
+        return rel.select(*columns, f"{rid} AS {VIEW_ROW_ID}")
 
     def _touched(self, info: TableInfo, key: str, changed: tuple[int, int]) -> tuple | None:
         first, last = changed
@@ -449,9 +448,9 @@ class Leaves:
         schema = self.ctx.catalog.schema_at(info.table_id, last)
         return value_range(files, schema, key)
 
-    def _changes(self, info: TableInfo, first: int, last: int) -> DataFrame:
+    def _changes(self, info: TableInfo, first: int, last: int) -> Relation:
         information = self.information or Information.DEFAULT
-        df = changes_between(
+        rel = changes_between(
             self.env,
             info,
             start=first,
@@ -459,9 +458,9 @@ class Leaves:
             information=information,
         )
         schema = self.ctx.catalog.schema_at(info.table_id, last)
-        columns = [F.col(quoted(c.name)) for c in schema.visible]
-        return df.select(
+        columns = [quoted(c.name) for c in schema.visible]
+        return rel.select(
             *columns,
-            F.col(METADATA_ROW_ID).alias(VIEW_ROW_ID),
-            F.col(METADATA_ACTION).alias(VIEW_ACTION),
+            f"{quoted(METADATA_ROW_ID)} AS {VIEW_ROW_ID}",
+            f"{quoted(METADATA_ACTION)} AS {VIEW_ACTION}",
         )

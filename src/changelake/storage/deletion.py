@@ -25,8 +25,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from changelake.catalog.model import DataFile
-from changelake.schema import STORED_ROW_ID
-from changelake.storage.local import lookup
+from changelake.schema import STORED_ROW_ID, quoted
+from changelake.storage import native
+from changelake.storage.local import lookup_relation
+from changelake.storage.relation import Relation
 from changelake.storage.warehouse import Warehouse
 
 DV_FILE = "file_name"
@@ -141,14 +143,23 @@ def image_schema(physical: StructType) -> StructType:
 
 def read_registered(
     spark: SparkSession, warehouse: Warehouse, schema: StructType, parts: Sequence[Part]
-) -> DataFrame:
+) -> Relation:
     """The rows (``schema``: DV columns) of the DV files of ``parts`` that belong to a registered
-    pair, with ``_d_size`` (the data file's size) and ``_cl_tag``: one scan of all the DV files."""
-    df = spark.read.schema(schema).parquet(*sorted({warehouse.uri(dv) for dv, _, _ in parts}))
-    df = df.select("*", F.col("_metadata.file_name").alias("_d_dv"))
+    pair, with ``_d_size`` (the data file's size) and ``_cl_tag``: one scan of all the DV files
+    (by changelake's reader, whose ``_cl_file`` is the DV file's name, where the session has it)."""
+    uris = sorted({warehouse.uri(dv) for dv, _, _ in parts})
+    own = [quoted(f.name) for f in schema.fields]
+    if native.reader_available(spark):
+        virtual = StructField(native.VIRTUAL[0], StringType())
+        read = native.read_relation(uris, StructType([*schema.fields, virtual]), [])
+        rel = read.select(*own, f"{native.VIRTUAL[0]} AS _d_dv")
+    else:
+        df = spark.read.schema(schema).parquet(*uris)
+        df = df.select("*", F.col("_metadata.file_name").alias("_d_dv"))
+        rel = Relation.of_frame(df, [*schema.fieldNames(), "_d_dv"])
     pairs = sorted({(_name(data.path), _name(dv), data.size_bytes, tag) for dv, data, tag in parts})
-    return lookup(
-        df,
+    return lookup_relation(
+        rel,
         [(DV_FILE, "string"), ("_d_dv", "string")],
         [("_d_size", "bigint"), (TAG, "bigint")],
         pairs,
@@ -158,6 +169,6 @@ def read_registered(
 def _distributed(
     spark: SparkSession, warehouse: Warehouse, parts: Sequence[Part], *, tagged: bool
 ) -> DataFrame:
-    df = read_registered(spark, warehouse, POSITIONS, parts)
-    key = F.expr(address_key("_d_size", DV_POS)).alias(KEY)
-    return df.select(DV_FILE, DV_POS, key, *([TAG] if tagged else []))
+    rel = read_registered(spark, warehouse, POSITIONS, parts)
+    key = f"{address_key('_d_size', DV_POS)} AS {KEY}"
+    return rel.select(DV_FILE, DV_POS, key, *([TAG] if tagged else [])).frame(spark)

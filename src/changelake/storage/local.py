@@ -12,15 +12,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from changelake.schema import quoted
+from changelake.storage.relation import Relation
 
 # Up to this many rows, a lookup is inlined as expressions rather than joined.
 INLINE_ROWS = 8
 
 
-def _literal(value: Any) -> str:
+def sql_literal(value: Any) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, bool):
@@ -40,24 +40,30 @@ def _literal(value: Any) -> str:
 
 
 def _cast(value: Any, type_: str) -> str:
-    return f"CAST({_literal(value)} AS {type_})"
+    return f"CAST({sql_literal(value)} AS {type_})"
 
 
-def local_dataframe(
-    spark: SparkSession, rows: Sequence[Sequence[Any]], columns: Sequence[tuple[str, str]]
-) -> DataFrame:
-    """A DataFrame of ``rows`` with ``columns`` = [(name, Spark SQL type)], as a local relation."""
+def local_relation(rows: Sequence[Sequence[Any]], columns: Sequence[tuple[str, str]]) -> Relation:
+    """A relation of ``rows`` with ``columns`` = [(name, Spark SQL type)], as a local relation."""
     names = [f"_l{i}" for i in range(len(columns))]
     projection = ", ".join(
         f"CAST({n} AS {type_}) AS `{name}`" for n, (name, type_) in zip(names, columns, strict=True)
     )
     if rows:
-        values = ", ".join("(" + ", ".join(_literal(v) for v in row) + ")" for row in rows)
+        values = ", ".join("(" + ", ".join(sql_literal(v) for v in row) + ")" for row in rows)
         where = ""
     else:
         values = "(" + ", ".join("NULL" for _ in columns) + ")"
         where = " WHERE FALSE"
-    return spark.sql(f"SELECT {projection} FROM VALUES {values} AS t({', '.join(names)}){where}")
+    text = f"SELECT {projection} FROM VALUES {values} AS t({', '.join(names)}){where}"
+    return Relation.of_sql(text, [name for name, _ in columns])
+
+
+def local_dataframe(
+    spark: SparkSession, rows: Sequence[Sequence[Any]], columns: Sequence[tuple[str, str]]
+) -> DataFrame:
+    """``local_relation`` as a DataFrame."""
+    return spark.sql(local_relation(rows, columns).sql)
 
 
 def equal_unhashed(a: Column, b: Column) -> Column:
@@ -73,7 +79,17 @@ def lookup(
     values: Sequence[tuple[str, str]],
     rows: Sequence[Sequence[Any]],
 ) -> DataFrame:
-    """``df`` inner-joined with the small table ``rows`` on its ``keys`` columns, adding its
+    """``lookup_relation`` of a DataFrame."""
+    return lookup_relation(Relation.of_frame(df), keys, values, rows).frame(df.sparkSession)
+
+
+def lookup_relation(
+    rel: Relation,
+    keys: Sequence[tuple[str, str]],
+    values: Sequence[tuple[str, str]],
+    rows: Sequence[Sequence[Any]],
+) -> Relation:
+    """``rel`` inner-joined with the small table ``rows`` on its ``keys`` columns, adding its
     ``values`` columns; ``keys`` and ``values`` are [(name, Spark SQL type)], rows hold keys then
     values, and at most one row matches a key.
 
@@ -82,31 +98,32 @@ def lookup(
     the other keys compared only for rows whose first key matched. Put a cheap, selective key
     (a long) first.
     """
+    own = [quoted(c) for c in rel.columns]
     if len(rows) <= INLINE_ROWS:
-        # As SQL text: one call into the JVM each, where building them from Column objects made
-        # ~10 per row, a third of the calls planning a CHANGES query made.
         cases = "".join(
             " WHEN "
             + " AND ".join(
-                f"{quoted(n)} = {_literal(v)}" for (n, _), v in zip(keys, row, strict=False)
+                f"{quoted(n)} = {sql_literal(v)}" for (n, _), v in zip(keys, row, strict=False)
             )
             + f" THEN {i}"
             for i, row in enumerate(rows, start=1)
         )
-        df = df.withColumn("_l_ordinal", F.expr(f"CASE WHEN FALSE THEN 0{cases} END"))
-        picked = {
-            name: F.expr(
+        picked = [
+            (
                 f"CAST(element_at(array({', '.join(_cast(row[len(keys) + k], type_) for row in rows)}),"
-                f" _l_ordinal) AS {type_})"
+                f" _l_ordinal) AS {type_}) AS {quoted(name)}"
                 if rows
-                else f"CAST(NULL AS {type_})"
+                else f"CAST(NULL AS {type_}) AS {quoted(name)}"
             )
             for k, (name, type_) in enumerate(values)
-        }
-        return df.where(F.col("_l_ordinal").isNotNull()).withColumns(picked).drop("_l_ordinal")
-    table = local_dataframe(df.sparkSession, rows, [(f"_l_{n}", t) for n, t in keys] + list(values))
+        ]
+        ordinal = rel.select(*own, f"CASE WHEN FALSE THEN 0{cases} END AS _l_ordinal")
+        return ordinal.where("_l_ordinal IS NOT NULL").select(*own, *picked)
+    table = local_relation(rows, [(f"_l_{n}", t) for n, t in keys] + list(values))
     first, *rest = [name for name, _ in keys]
-    cond: Column = df[first] == table[f"_l_{first}"]
+    cond = f"_l.{quoted(first)} = _r.{quoted('_l_' + first)}"
     for name in rest:
-        cond = cond & equal_unhashed(df[name], table[f"_l_{name}"])
-    return df.join(F.broadcast(table), cond).drop(*[f"_l_{n}" for n, _ in keys])
+        a, b = f"_l.{quoted(name)}", f"_r.{quoted('_l_' + name)}"
+        cond += f" AND {a} >= {b} AND {a} <= {b}"  # see equal_unhashed
+    columns = [f"_l.{c}" for c in own] + [f"_r.{quoted(n)}" for n, _ in values]
+    return rel.join(table, cond, columns=columns, hint="BROADCAST(_r)")

@@ -42,6 +42,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.types import StructType
 
+from changelake.storage.relation import Read, Relation
 from changelake.storage.spark_private import (
     catalyst_column,
     catalyst_expression,
@@ -180,12 +181,10 @@ def reader_available(spark: SparkSession) -> bool:
 FileRead = tuple[str, tuple[int | None, int | None, int | None], pa.Array | None]
 
 
-def read_parquet(
-    spark: SparkSession, uris: Sequence[str], schema: StructType, files: Sequence[FileRead]
-) -> DataFrame:
+def read_relation(uris: Sequence[str], schema: StructType, files: Sequence[FileRead]) -> Relation:
     """The rows of the Parquet files ``uris`` read with changelake's file format: ``schema``'s
     physical columns and any of the ``VIRTUAL`` columns, each file's positions skipped
-    inside the reader."""
+    inside the reader. A leaf of a relation: built by the JVM with the statement's plan."""
     table = bytearray()
     any_positions = False
     for name, constants, positions in files:
@@ -196,11 +195,8 @@ def read_parquet(
         table += _name(name) + struct.pack("<q3qi", mask, *values, count)
         if count:
             table += _longs(positions)
-    make = jvm_class(spark, f"{PACKAGE}.ChangelakeParquet")
-    jdf = make.read(
-        spark._jsparkSession, "\n".join(uris), schema.json(), bytes(table), any_positions
-    )
-    return ClassicDataFrame(jdf, spark)
+    read = Read(tuple(uris), schema.json(), bytes(table), any_positions)
+    return Relation.of_read(read, schema.fieldNames())
 
 
 def select(df: DataFrame, exprs: Sequence[str]) -> DataFrame:

@@ -34,6 +34,7 @@ from changelake.storage.deletion import (
     read_positions,
 )
 from changelake.storage.local import equal_unhashed, lookup
+from changelake.storage.relation import Relation
 from changelake.storage.spark_private import parse_type
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.snapshot import TableState
@@ -77,32 +78,47 @@ def read_state(
     identity: bool = False,
     address: bool = False,
 ) -> DataFrame:
+    """``state_relation`` as a DataFrame."""
+    rel = state_relation(spark, warehouse, state, identity=identity, address=address)
+    return rel.frame(spark)
+
+
+def state_relation(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    state: TableState,
+    *,
+    identity: bool = False,
+    address: bool = False,
+) -> Relation:
     """The live rows of ``state`` with logical column names, plus the hidden address columns if
     ``address`` and the address and identity columns if ``identity``. A dynamic table's row key
     comes only with ``address`` or ``identity`` (it is part of a row's identity)."""
-    physical = physical_schema(state.schema)
     shown = state.schema.columns if identity or address else state.schema.visible
     logical = [f"{quoted(c.physical)} AS {quoted(c.name)}" for c in shown]
     hidden = [h for h in (*ADDRESS, *IDENTITY) if identity or (address and h in ADDRESS)]
     if not state.files:
-        empty = StructType(
-            list(physical.fields)
-            + [StructField(FILE, StringType())]
-            + [StructField(h, LongType()) for h in (POS, KEY, *IDENTITY)]
-        )
-        return native.select(spark.createDataFrame([], empty), logical + hidden)
-
+        typed = [(c.physical, c.type) for c in state.schema.columns]
+        typed += [(STORED_ROW_ID, "bigint"), (ROW_VERSION, "bigint"), (FILE, "string")]
+        typed += [(h, "bigint") for h in (POS, KEY, *IDENTITY)]
+        return empty_relation(typed).select(*logical, *hidden)
     parts = [(dv, f.file, None) for f in state.files for dv in f.dv_paths]
-    df = scan_files(
+    rel = scan_files(
         spark,
         warehouse,
-        physical,
+        physical_schema(state.schema),
         state.files,
         positions=identity or address,
         identity=identity,
         deleted=parts,
     )
-    return native.select(df, logical + hidden)
+    return rel.select(*logical, *hidden)
+
+
+def empty_relation(columns: Sequence[tuple[str, str]]) -> Relation:
+    """No rows, with ``columns`` = [(name, Spark SQL type)]."""
+    items = ", ".join(f"CAST(NULL AS {t}) AS {quoted(n)}" for n, t in columns)
+    return Relation.of_sql(f"SELECT {items} WHERE FALSE", [n for n, _ in columns])
 
 
 def same_address(
@@ -123,7 +139,7 @@ def scan_files(
     identity: bool = False,
     deleted: Sequence[Part] = (),
     tags: Sequence[int] | None = None,
-) -> DataFrame:
+) -> Relation:
     """The rows of the given files less the positions the deletion vectors of ``deleted``
     record, with physical column names; with the address columns and ``_cl_size`` if
     ``positions``, and ``_cl_rid`` / ``_cl_ver`` if ``identity`` (and ``_i_tag``, one value per
@@ -141,7 +157,7 @@ def scan_files(
     df = _scan(spark, warehouse, physical, data, positions=positions or identity or bool(deleted))
     if deleted:
         df = _without_deleted(df, warehouse, deleted)
-    return _with_identity(df, data, tags=tags) if identity else df
+    return Relation.of_frame(_with_identity(df, data, tags=tags) if identity else df)
 
 
 def _read(
@@ -154,7 +170,7 @@ def _read(
     tags: Sequence[int] | None,
     positions: bool,
     identity: bool,
-) -> DataFrame:
+) -> Relation:
     by_file: dict[str, list[pa.Array]] = {}
     for (_, data, _), pos in zip(deleted, found, strict=True):
         by_file.setdefault(file_name(data.path), []).append(pos)
@@ -167,13 +183,13 @@ def _read(
     virtual = [StructField(native.VIRTUAL[0], StringType())]
     virtual += [StructField(name, LongType()) for name in native.VIRTUAL[1:]]
     uris = [warehouse.uri(f.path) for f in files]
-    df = native.read_parquet(spark, uris, StructType(list(physical.fields) + virtual), reads)
+    rel = native.read_relation(uris, StructType(list(physical.fields) + virtual), reads)
     columns = [quoted(f.name) for f in physical.fields]
     if positions:
         columns += [FILE, POS, SIZE, f"{address_key(SIZE, POS)} AS {KEY}"]
     if identity:
         columns += [*_IDENTITY, "_i_tag"]
-    return native.select(df, columns)
+    return rel.select(*columns)
 
 
 def _scan(

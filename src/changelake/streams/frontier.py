@@ -8,13 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
-
 from changelake.catalog.model import StreamInfo
 from changelake.catalog.requests import AdvanceStream, FrontierAt
 from changelake.changes.plan import ChangePlan, Information, plan_changes
-from changelake.changes.scan import execute_plan
+from changelake.changes.scan import change_relation
 from changelake.storage.env import Env
+from changelake.storage.relation import Relation
 from changelake.txn.context import StatementContext
 from changelake.txn.retention import check_not_stale
 
@@ -74,14 +73,14 @@ def read_stream(
     name: str,
     *,
     ordered: bool = False,
-) -> tuple[DataFrame, StreamRead]:
-    """The stream's pending changes (``ordered``: in changelog order, see ``execute_plan``),
+) -> tuple[Relation, StreamRead]:
+    """The stream's pending changes (``ordered``: in changelog order, see ``change_relation``),
     and the frontier move that consumes them."""
     read = stream_plan(ctx, name)
     plan = read.plan
     assert plan is not None
     schema = ctx.catalog.schema_at(plan.table_id, plan.end_version)
-    return execute_plan(env, plan, schema, ordered=ordered), read
+    return change_relation(env, plan, schema, ordered=ordered), read
 
 
 def has_data(ctx: StatementContext, name: str) -> bool:
