@@ -101,7 +101,8 @@ class Session:
             return render(df, rendering, Commit(name.lower())) if rendering else df
         info, first, last, kind = _interval(self._context(), name, start, end, information, before)
         between = {"start": first, "end": last, "information": kind, "rendering": rendering}
-        return changes_between(self._env(), info, **between).frame(self.spark)
+        env = self._env()
+        return changes_between(env.context(), env, info, **between).frame(self.spark)
 
     def change_plan(
         self,

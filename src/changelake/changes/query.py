@@ -51,6 +51,7 @@ def plan_interval(
 
 
 def changes_between(
+    ctx: StatementContext,
     env: Env,
     info: TableInfo,
     *,
@@ -61,11 +62,11 @@ def changes_between(
 ) -> Relation:
     """The changes of ``info`` in versions ``(start, end]`` as one relation, rendered as a
     changelog when ``rendering`` is given."""
-    plan = plan_interval(env.catalog, info, start=start, end=end, information=information)
-    schema = env.catalog.schema_at(info.table_id, end)
+    plan = plan_interval(ctx.catalog, info, start=start, end=end, information=information)
+    schema = ctx.catalog.schema_at(info.table_id, end)
     ordered = rendering is not None and rendering.row_by_row
     rel = change_relation(env, plan, schema, ordered=ordered)
     if rendering is None:
         return rel
     df = rel.frame(env.spark)
-    return Relation.of_frame(render(df, rendering, stamp(env.catalog, info, end), ordered=ordered))
+    return Relation.of_frame(render(df, rendering, stamp(ctx.catalog, info, end), ordered=ordered))

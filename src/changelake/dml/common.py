@@ -14,6 +14,7 @@ from changelake.catalog.model import DataFile, NewDeletes, TableInfo
 from changelake.catalog.requests import AdvanceStream, FrontierAt
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.dml.result import StatementResult
+from changelake.errors import DuplicateTargetRowError
 from changelake.schema import TableSchema
 from changelake.storage.snapshot import RID, file_name
 from changelake.storage.warehouse import Warehouse
@@ -55,25 +56,40 @@ def record_deletes(
     target: Target,
     deleted: DataFrame,
     *,
-    counts: Mapping[str, int],
+    counts: Mapping[str, int] | None,
     statement_id: str,
+    small: bool = False,
+    unique: str | None = None,
 ) -> tuple[tuple[str, ...], tuple[NewDeletes, ...], int]:
     """Write the deleted positions as a DV file; returns (removed paths, DV deletes, row count).
 
     ``deleted`` has the positions and, unless the table's BEFORE_IMAGES property is FALSE, the
     rows' old values and identity (see ``write_deletes``), kept as before-images; ``counts`` has
-    the deleted rows per data file name. Files that lose all their live rows are removed outright
-    instead of carrying a DV.
+    the deleted rows per data file name, or None to count what was written (``small``: see
+    ``write_deletes``). ``unique``: the statement, if a position written twice means a target
+    row matched several source rows (DuplicateTargetRowError). Files that lose all their live
+    rows are removed outright instead of carrying a DV.
     """
-    by_name = write_deletes(
+    by_name, repeated = write_deletes(
         warehouse,
         deleted,
         counts=counts,
         directory=warehouse.dv_dir(statement_id),
         table=target.info.name,
         images=target.state.schema if target.info.before_images() else None,
+        small=small,
     )
+    if repeated and unique is not None:
+        raise duplicate_target_row(unique, target.info.name)
     return split_deletes(target.state, by_name)
+
+
+def duplicate_target_row(operation: str, table: str) -> DuplicateTargetRowError:
+    return DuplicateTargetRowError(
+        f"{operation} on {table}: a target row matched more than one source row, so the result"
+        " would depend on row order. Make the join condition match at most one source row per"
+        " target row (e.g. deduplicate the source)."
+    )
 
 
 def split_deletes(

@@ -21,8 +21,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.dml.common import Target
-from changelake.errors import DuplicateTargetRowError
+from changelake.dml.common import Target, duplicate_target_row
 from changelake.schema import TableSchema
 from changelake.storage.deletion import KEY
 from changelake.storage.snapshot import (
@@ -109,11 +108,7 @@ def find_matches(
         )
         per_file = {r[FILE]: r["_n"] for r in counts if r[FILE] is not None}
         if joined and any(r["_n"] != r["_d"] for r in counts if r[FILE] is not None):
-            raise DuplicateTargetRowError(
-                f"{operation} on {target.info.name}: a target row matched more than one source"
-                " row, so the result would depend on row order. Make the join condition match at"
-                " most one source row per target row (e.g. deduplicate the source)."
-            )
+            raise duplicate_target_row(operation, target.info.name)
         per_kind = {k: sum(r[f"_k{i}"] for r in counts) for i, k in enumerate(kinds)}
         yield Matches(rows, per_file, per_kind)
 

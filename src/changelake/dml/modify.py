@@ -24,7 +24,7 @@ from changelake.plan.bind import Binder
 from changelake.plan.pushdown import conjuncts_for
 from changelake.storage.env import Env
 from changelake.storage.pruning import prune
-from changelake.storage.snapshot import IDENTITY, POS, RID
+from changelake.storage.snapshot import FILE, IDENTITY, POS, RID
 from changelake.storage.spark_private import physical_plan_lines
 from changelake.storage.writer import partitions_for, run_checked, write_data
 from changelake.txn.context import StatementContext
@@ -150,9 +150,21 @@ def delete(
         return remove_all_rows(ctx, Target.of(ctx, table.name), operation="DELETE")
     planned = plan_delete(ctx, env, table=table, using=using, condition=condition)
     target = planned.target
+    if planned.strategy.how != TWO_PHASES:
+        # one job: the DV is written from the statement's query, and counted from the file
+        removed, deletes, count = record_deletes(
+            env.warehouse,
+            target,
+            _matched(planned.found),
+            counts=None,
+            statement_id=ctx.statement_id,
+            small=_small(target),
+        )
+        write = target.write(WriteKind.CHANGE, removed=removed, deletes=deletes, deleted=count)
+        return commit_write(ctx, "DELETE", write, stream_reads=planned.binder.stream_reads.values())
     with find_matches(planned.found, target=target, operation="DELETE", joined=False) as matches:
         deleted = matches.rows
-        if matches.matched and planned.strategy.how == TWO_PHASES:
+        if matches.matched:
             deleted = matched_rows(env.spark, env.warehouse, target, matches)
         removed, deletes, count = record_deletes(
             env.warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
@@ -224,17 +236,15 @@ def update(
         condition=condition,
     )
     target = planned.target
-    schema, name = target.state.schema, target.info.name
+    if planned.strategy.one_pass:
+        return _update_in_one_pass(ctx, env, planned, assigned, joined=source is not None)
     removed, deletes, count, files = (), (), 0, []
     with find_matches(
         planned.found, target=target, operation="UPDATE", joined=source is not None
     ) as matches:
         # The matched rows feed two writes (DV with before-images, new rows): persisted, the
         # matched files are read once and both writes see the same rows.
-        if planned.strategy.one_pass:
-            full = matches.rows
-        else:
-            full = matched_rows(env.spark, env.warehouse, target, matches)
+        full = matched_rows(env.spark, env.warehouse, target, matches)
         with persisted(full) as rows:
             if matches.matched:
                 removed, deletes, count = record_deletes(
@@ -244,23 +254,76 @@ def update(
                     counts=matches.per_file,
                     statement_id=ctx.statement_id,
                 )
-                changed = [
-                    F.col(assigned.get(c.column_id, f"`{c.name}`")).alias(c.name)
-                    for c in schema.columns
-                ]
-                files = write_data(
-                    env.warehouse,
-                    rows.select(*changed, RID),
-                    schema=schema,
-                    table=name,
-                    directory=env.warehouse.data_dir(ctx.statement_id),
-                    row_id=RID,
-                    partitions=partitions_for(count),
-                )
+                files = _write_updated(ctx, env, target, rows, assigned, count)
     write = target.write(
         WriteKind.CHANGE, added=tuple(files), removed=removed, deletes=deletes, updated=count
     )
     return commit_write(ctx, "UPDATE", write, stream_reads=planned.binder.stream_reads.values())
+
+
+def _update_in_one_pass(
+    ctx: StatementContext, env: Env, planned: Planned, assigned: dict[int, str], *, joined: bool
+) -> StatementResult:
+    """An UPDATE whose query selects the old rows too: its matched rows, persisted, are written
+    as the DV (with before-images, counted from the file) and as the new rows: two jobs."""
+    target = planned.target
+    files: list = []
+    with persisted(_matched(planned.found)) as rows:
+        removed, deletes, count = record_deletes(
+            env.warehouse,
+            target,
+            rows,
+            counts=None,
+            statement_id=ctx.statement_id,
+            small=_small(target),
+            unique="UPDATE" if joined else None,
+        )
+        if count:
+            files = _write_updated(ctx, env, target, rows, assigned, count)
+    write = target.write(
+        WriteKind.CHANGE, added=tuple(files), removed=removed, deletes=deletes, updated=count
+    )
+    return commit_write(ctx, "UPDATE", write, stream_reads=planned.binder.stream_reads.values())
+
+
+def _write_updated(
+    ctx: StatementContext,
+    env: Env,
+    target: Target,
+    rows: DataFrame,
+    assigned: dict[int, str],
+    count: int,
+) -> list:
+    """The new rows of an UPDATE's matched ``rows`` (persisted): new values where assigned, their
+    ids kept."""
+    schema = target.state.schema
+    changed = [
+        F.col(assigned.get(c.column_id, f"`{c.name}`")).alias(c.name) for c in schema.columns
+    ]
+    return write_data(
+        env.warehouse,
+        rows.select(*changed, RID),
+        schema=schema,
+        table=target.info.name,
+        directory=env.warehouse.data_dir(ctx.statement_id),
+        row_id=RID,
+        partitions=partitions_for(count),
+        cached=True,
+    )
+
+
+# Up to this many candidate rows a row-level write reads its target in one task: no shuffle to
+# spread the read, and one job per write.
+SMALL_INPUT_ROWS = 1_000_000
+
+
+def _small(target: Target) -> bool:
+    return sum(f.live_rows for f in target.state.files) <= SMALL_INPUT_ROWS
+
+
+def _matched(found: DataFrame) -> DataFrame:
+    """The rows of a statement's query that address a target row."""
+    return found.where(F.col(FILE).isNotNull())
 
 
 def explain_write(planned: Planned, operation: str) -> list[str]:

@@ -214,6 +214,7 @@ class Binder:
             information, start, end = changes_clause(self.env.spark, changes)
             first, last = resolve_interval(self.ctx, info, start=start, end=end)
             return changes_between(
+                self.ctx,
                 self.env,
                 info,
                 start=first,

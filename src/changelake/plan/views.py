@@ -451,6 +451,7 @@ class Leaves:
     def _changes(self, info: TableInfo, first: int, last: int) -> Relation:
         information = self.information or Information.DEFAULT
         rel = changes_between(
+            self.ctx,
             self.env,
             info,
             start=first,

@@ -66,6 +66,26 @@ def _rows(warehouse: Warehouse, dv_paths: Sequence[str]) -> int:
     return sum(_footer(warehouse, p)[1] for p in dv_paths)
 
 
+def counted(spark: SparkSession, warehouse: Warehouse, dv_path: str) -> tuple[dict[str, int], bool]:
+    """(positions per data file name, whether a position appears twice) of one DV file: read on
+    the driver with PyArrow up to ``DRIVER_POSITIONS`` rows (metadata, no Spark job), else
+    counted by a Spark job. A write's counts come from what it wrote, not from a job before it."""
+    if _footer(warehouse, dv_path)[1] > DRIVER_POSITIONS:
+        df = spark.read.parquet(warehouse.uri(dv_path))
+        got = df.groupBy(DV_FILE).agg(F.count("*").alias("n"), F.countDistinct(DV_POS).alias("d"))
+        rows = got.collect()
+        return {r[DV_FILE]: r["n"] for r in rows}, any(r["n"] != r["d"] for r in rows)
+    table = pq.read_table(
+        warehouse.fs_path(dv_path), columns=[DV_FILE, DV_POS], filesystem=warehouse.fs
+    )
+    per_file = table.group_by(DV_FILE).aggregate([(DV_POS, "count")])
+    counts = dict(
+        zip(per_file[DV_FILE].to_pylist(), per_file[f"{DV_POS}_count"].to_pylist(), strict=True)
+    )
+    distinct = table.group_by([DV_FILE, DV_POS]).aggregate([]).num_rows
+    return counts, distinct != table.num_rows
+
+
 def address_key(size: str, pos: str) -> str:
     """A row's address as one long, as SQL text over its data file's size and its position: the
     size (low 32 bits) above the position.

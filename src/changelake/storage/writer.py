@@ -18,7 +18,7 @@ from pyspark.sql.types import DataType
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.errors import InvalidStatementError, TypeMismatchError, UnsupportedError
 from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema, check_column_name
-from changelake.storage.deletion import DV_FILE, DV_POS
+from changelake.storage.deletion import DV_FILE, DV_POS, counted
 from changelake.storage.footers import describe_files
 from changelake.storage.snapshot import FILE, POS, RID, VER, spark_type
 from changelake.storage.spark_errors import current_statement, not_null_marker, spark_errors
@@ -105,8 +105,10 @@ def write_data(
     row_id: str | None = None,
     row_version: str | None = None,
     partitions: int | None = None,
+    cached: bool = False,
 ) -> list[DataFile]:
-    """Write ``df`` as data files into ``directory`` (not committed).
+    """Write ``df`` as data files into ``directory`` (not committed), in ``partitions`` files if
+    given (``cached``: ``df`` is a projection of persisted rows, regrouped without a shuffle).
 
     The first columns of ``df`` are the table's, in table order; ``row_id`` and ``row_version``
     name further columns of ``df`` holding identities to materialize.
@@ -117,7 +119,7 @@ def write_data(
     out = df.select(*columns)
     if partitions is not None:
         # Rows already in memory are regrouped for free; otherwise spread the write evenly.
-        out = out.coalesce(partitions) if df.is_cached else out.repartition(partitions)
+        out = out.coalesce(partitions) if cached or df.is_cached else out.repartition(partitions)
     run_checked(lambda: out.write.mode("append").parquet(warehouse.uri(directory)), table=table)
     return describe_files(warehouse, directory)
 
@@ -130,33 +132,44 @@ def write_deletes(
     warehouse: Warehouse,
     deleted: DataFrame,
     *,
-    counts: Mapping[str, int],
+    counts: Mapping[str, int] | None,
     directory: str,
     table: str,
     images: TableSchema | None,
-) -> dict[str, NewDeletes]:
+    small: bool = False,
+) -> tuple[dict[str, NewDeletes], bool]:
     """Write the deleted (``_cl_file``, ``_cl_pos``) pairs of ``deleted`` as one DV file; with
     ``images`` (the table's schema), each beside the row's before-image: ``deleted`` then also
     has the old values under the columns' names and ``_cl_rid`` / ``_cl_ver``.
 
-    ``counts`` (deleted rows per data file name, counted by the caller) is what is returned, as
-    the deletes recorded per data file name.
+    Returns the deletes recorded per data file name and whether a position was written twice.
+    ``counts``: the deleted rows per data file name, when the caller counted them (then nothing
+    is written for none); else they are read from the file written (``deletion.counted``), so
+    the write is the statement's only job. ``small``: ``deleted`` comes from a small input,
+    which one task reads (no shuffle, no second job).
     """
-    if not counts:
-        return {}
+    if counts is not None and not counts:
+        return {}, False
     columns = [F.col(FILE).alias(DV_FILE), F.col(POS).alias(DV_POS)]
     if images is not None:
         columns += [F.col(f"`{c.name}`").cast(c.type).alias(c.physical) for c in images.columns]
         columns += [F.col(RID).alias(STORED_ROW_ID), F.col(VER).alias(ROW_VERSION)]
-    # One file, through a shuffle of the (few) deleted rows, so the read that finds them (or
-    # materializes them, when ``deleted`` is persisted but not yet computed) stays parallel.
-    dv = deleted.select(*columns).repartition(1)
+    # One file; from a large input through a shuffle of the (few) deleted rows, so the read that
+    # finds them (or materializes them, when ``deleted`` is persisted) stays parallel.
+    selected = deleted.select(*columns)
+    dv = selected.coalesce(1) if small else selected.repartition(1)
     run_checked(lambda: dv.write.mode("append").parquet(warehouse.uri(directory)), table=table)
-    (dv_file,) = describe_files(warehouse, directory)
+    written = describe_files(warehouse, directory)
+    if not written:
+        return {}, False
+    (dv_file,) = written
+    repeated = False
+    if counts is None:
+        counts, repeated = counted(deleted.sparkSession, warehouse, dv_file.path)
     return {
         name: NewDeletes(file_path="", dv_path=dv_file.path, row_count=n)
         for name, n in counts.items()
-    }
+    }, repeated
 
 
 _SPARK_TO_TYPE = {

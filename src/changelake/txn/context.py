@@ -15,6 +15,7 @@ from changelake.catalog.requests import (
 )
 from changelake.clock import Clock
 from changelake.errors import TransactionError
+from changelake.txn.reads import StatementReads
 from changelake.txn.retention import check_readable
 from changelake.txn.snapshot import TableState
 from changelake.txn.transaction import Transaction, version_in
@@ -41,6 +42,8 @@ class StatementContext:
     _snapshot: Snapshot | None = None
 
     def __post_init__(self) -> None:
+        if not isinstance(self.catalog, StatementReads):
+            self.catalog = StatementReads(self.catalog)
         # Taken before any table is looked up: a TableInfo read later is never older than the
         # snapshot, so a table whose current version is in it needs no further read.
         if self.transaction is None:

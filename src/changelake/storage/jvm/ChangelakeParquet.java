@@ -15,8 +15,6 @@ import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
-import org.apache.spark.api.java.JavaSparkContext;
-import org.apache.spark.broadcast.Broadcast;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -50,7 +48,7 @@ import scala.runtime.AbstractFunction1;
  * inside the reader: a scan of changelake's data files needs no join, no {@code _metadata}
  * struct and no per-row lookup of the row's file.
  *
- * <p>Per data file, a broadcast table holds a set of positions (the rows to skip) and three
+ * <p>Per data file, a table (inline or broadcast, see {@link Shared}) holds a set of positions (the rows to skip) and three
  * BIGINT constants (base row id, the version that wrote the file, a tag).
  * The data schema may name virtual columns, which the reader fills without reading Parquet:
  * {@code _cl_file} (the file's name), {@code _cl_pos} (the row's position in the file),
@@ -59,7 +57,7 @@ import scala.runtime.AbstractFunction1;
  * batch by batch; the constants are constant vectors. Spark's own reader does everything else:
  * vectorized decoding, column pruning, filter pushdown, row-group statistics.
  *
- * <p>The broadcast table is little-endian: per file, an int32 length and the UTF-8 name, an int64
+ * <p>The table is little-endian: per file, an int32 length and the UTF-8 name, an int64
  * null mask (bit i: constant i is NULL), the three int64 constants, an int32 count and that many
  * int64 positions.
  */
@@ -72,7 +70,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   private static final List<String> VIRTUAL =
       List.of(FILE, POS, SIZE, "_i_base", "_i_version", "_i_tag");
 
-  private final Broadcast<byte[]> table;
+  private final Shared table;
   private final boolean positions;
   // What equality compares: the table's content (two reads of the same state are one scan).
   private final String digest;
@@ -81,7 +79,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
    * {@code positions}: whether any file of the table has a set of positions to apply;
    * {@code digest}: a digest of the table's bytes.
    */
-  public ChangelakeParquet(Broadcast<byte[]> table, boolean positions, String digest) {
+  ChangelakeParquet(Shared table, boolean positions, String digest) {
     this.table = table;
     this.positions = positions;
     this.digest = digest;
@@ -101,8 +99,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
       }
     }
     StructType columns = (StructType) DataType.fromJson(schema);
-    Broadcast<byte[]> shared =
-        new JavaSparkContext(spark.sparkContext()).broadcast(table);
+    Shared shared = Shared.of(spark, table);
     String digest;
     try {
       digest = HexFormat.of().formatHex(MessageDigest.getInstance("SHA-256").digest(table));
@@ -269,14 +266,14 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     private static final long serialVersionUID = 1L;
 
     private final scala.Function1<PartitionedFile, Iterator<InternalRow>> read;
-    private final Broadcast<byte[]> table;
+    private final Shared table;
     private final int[] source;
     private final int index;
     private final DataType[] types;
     private final boolean batches;
     private transient Map<String, Integer> offsets;
 
-    Reader(scala.Function1<PartitionedFile, Iterator<InternalRow>> read, Broadcast<byte[]> table,
+    Reader(scala.Function1<PartitionedFile, Iterator<InternalRow>> read, Shared table,
         int[] source, int index, DataType[] types, boolean batches) {
       this.read = read;
       this.table = table;

@@ -1,0 +1,77 @@
+"""The catalog as one statement reads it: what history says cannot change is asked once.
+
+A statement asks the same things of the catalog many times (a view's changes plan each base
+table's interval to choose a plan, then again to read it; each leaf reads a table's state): a
+table's schema and live files at a version, the files an interval of versions touched, the
+versions of a closed interval, a view's text. Once committed these never change, so within one
+statement the first answer is kept. Everything else (current versions, streams, leases, commits)
+goes to the catalog every time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from changelake.catalog import Catalog
+from changelake.catalog.model import LiveFile, TrackedFile, VersionInfo
+from changelake.schema import TableSchema
+
+
+class StatementReads(Catalog):
+    """``catalog`` with its history reads kept for one statement. It is a Catalog by delegation:
+    it opens no engine of its own, and what it does not keep is the wrapped catalog's."""
+
+    def __init__(self, catalog: Catalog):  # noqa: D107 - no Catalog.__init__: nothing is opened
+        self._catalog = catalog
+        self._kept: dict[tuple, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._catalog, name)
+
+    @property
+    def wrapped(self) -> Catalog:
+        return self._catalog
+
+    def _once(self, key: tuple, read: Any) -> Any:
+        if key not in self._kept:
+            self._kept[key] = read()
+        return self._kept[key]
+
+    def schema_at(self, table_id: int, version: int) -> TableSchema:
+        key = ("schema_at", table_id, version)
+        return self._once(key, lambda: self._catalog.schema_at(table_id, version))
+
+    def snapshot_files(self, table_id: int, version: int) -> list[LiveFile]:
+        key = ("snapshot_files", table_id, version)
+        return list(self._once(key, lambda: self._catalog.snapshot_files(table_id, version)))
+
+    def files_changed_between(
+        self, table_id: int, *, start_exclusive: int, end_inclusive: int
+    ) -> list[TrackedFile]:
+        key = ("files_changed_between", table_id, start_exclusive, end_inclusive)
+        return list(
+            self._once(
+                key,
+                lambda: self._catalog.files_changed_between(
+                    table_id, start_exclusive=start_exclusive, end_inclusive=end_inclusive
+                ),
+            )
+        )
+
+    def versions(
+        self, table_id: int, *, after_exclusive: int = -1, upto_inclusive: int | None = None
+    ) -> list[VersionInfo]:
+        def read() -> list[VersionInfo]:
+            return self._catalog.versions(
+                table_id, after_exclusive=after_exclusive, upto_inclusive=upto_inclusive
+            )
+
+        if upto_inclusive is None:  # up to the latest: not history yet
+            return read()
+        return list(self._once(("versions", table_id, after_exclusive, upto_inclusive), read))
+
+    def view_sql(self, name: str) -> str | None:
+        found = self._once(("view_sql", name.lower()), lambda: self._catalog.view_sql(name))
+        if found is None:
+            del self._kept[("view_sql", name.lower())]  # a view created later in the statement
+        return found
