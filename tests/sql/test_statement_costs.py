@@ -26,9 +26,9 @@ CEILINGS: dict[str, tuple[int, int, int]] = {
     "select": (10, 1, 9),
     "changes of a table": (12, 3, 11),
     "changes of a 3-table view": (23, 8, 56),
-    "update": (77, 2, 25),
-    "delete": (38, 1, 22),
-    "dt refresh": (141, 11, 76),
+    "update": (30, 2, 25),
+    "delete": (17, 1, 22),
+    "dt refresh": (96, 11, 76),
 }
 
 

@@ -22,6 +22,8 @@ from changelake.dml.strategy import TWO_PHASES, Strategy, choose, referenced
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
 from changelake.plan.pushdown import conjuncts_for
+from changelake.schema import quoted
+from changelake.storage import native
 from changelake.storage.env import Env
 from changelake.storage.pruning import prune
 from changelake.storage.snapshot import FILE, IDENTITY, POS, RID
@@ -298,11 +300,11 @@ def _write_updated(
     ids kept."""
     schema = target.state.schema
     changed = [
-        F.col(assigned.get(c.column_id, f"`{c.name}`")).alias(c.name) for c in schema.columns
+        f"{assigned.get(c.column_id, quoted(c.name))} AS {quoted(c.name)}" for c in schema.columns
     ]
     return write_data(
         env.warehouse,
-        rows.select(*changed, RID),
+        native.select(rows, [*changed, RID]),
         schema=schema,
         table=target.info.name,
         directory=env.warehouse.data_dir(ctx.statement_id),

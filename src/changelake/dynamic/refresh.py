@@ -17,7 +17,7 @@ replaced, a table it reads was replaced, or their history left retention).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -57,6 +57,7 @@ from changelake.dynamic.maintain import (
 from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
 from changelake.plan.views import changes_over
 from changelake.schema import quoted
+from changelake.storage import native
 from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.snapshot import read_state
@@ -266,34 +267,32 @@ def _delta(
             plan.versions,
             information=Information.DEFAULT,
         )
-        yield _renamed(
-            rel.frame(env.spark), names, (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID)
-        )
+        hidden = (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID)
+        yield rel.select(*_renaming(rel.columns, names, hidden)).frame(env.spark)
         return
     if state is not None:
         rows = aggregated_rows(state, input_rows(ctx, env, state, ends), names)
     else:
         rows = query_rows(ctx, env, plan.definition, ends, plan.data_timestamp)
-        rows = _renamed(rows, names, (METADATA_ROW_ID,))
+        rows = native.select(rows, _renaming(rows.columns, names, (METADATA_ROW_ID,)))
         # state columns the query no longer maintains are left NULL
         rows = rows.select("*", *[F.lit(None).cast(c.type).alias(c.name) for c in schema.state])
     stored_rows = read_state(env.spark, env.warehouse, target.state, identity=True)
     yield diff(stored_rows, rows, stored, STORED)
 
 
-def _renamed(df: DataFrame, names: list[str], hidden: tuple[str, ...]) -> DataFrame:
-    """``df``'s query columns renamed by position to the dynamic table's column names."""
-    shown = [c for c in df.columns if c not in hidden]
+def _renaming(columns: Sequence[str], names: list[str], hidden: tuple[str, ...]) -> list[str]:
+    """The query's ``columns`` renamed by position to the dynamic table's column ``names``, and
+    the ``hidden`` ones as they are (SQL expressions)."""
+    shown = [c for c in columns if c not in hidden]
     if len(shown) != len(names):
         raise DynamicTableError(
             f"The query now has {len(shown)} column(s) ({', '.join(shown)}), the dynamic table"
             f" {len(names)} ({', '.join(names)}): a table it reads gained or lost a column"
             " (SELECT * reads them all). Recreate it with CREATE OR REPLACE DYNAMIC TABLE."
         )
-    return df.select(
-        *[F.col(quoted(a)).alias(b) for a, b in zip(shown, names, strict=True)],
-        *[F.col(h) for h in hidden],
-    )
+    renamed = [f"{quoted(a)} AS {quoted(b)}" for a, b in zip(shown, names, strict=True)]
+    return [*renamed, *[quoted(h) for h in hidden]]
 
 
 def explain_refresh(

@@ -10,16 +10,23 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TypeVar
 
-from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.errors import InvalidStatementError, TypeMismatchError, UnsupportedError
-from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema, check_column_name
+from changelake.schema import (
+    ROW_VERSION,
+    STORED_ROW_ID,
+    Column,
+    TableSchema,
+    check_column_name,
+    quoted,
+)
+from changelake.storage import native
 from changelake.storage.deletion import DV_FILE, DV_POS, counted
 from changelake.storage.footers import describe_files
+from changelake.storage.local import sql_literal
 from changelake.storage.snapshot import FILE, POS, RID, VER, spark_type
 from changelake.storage.spark_errors import current_statement, not_null_marker, spark_errors
 from changelake.storage.warehouse import Warehouse
@@ -68,17 +75,17 @@ def check_assignable(source: DataType, target_type: str, *, column: str, table: 
         )
 
 
-def conform(df: DataFrame, schema: TableSchema, *, table: str) -> list[SparkColumn]:
-    """Expressions casting ``df``'s columns (in table order) to the table's physical columns."""
+def conform(df: DataFrame, schema: TableSchema, *, table: str) -> list[str]:
+    """SQL expressions casting ``df``'s columns (in table order) to the table's physical
+    columns (text: one call into the JVM for all of them)."""
     exprs = []
     for col, field in zip(schema.columns, df.schema.fields[: len(schema.columns)], strict=True):
         check_assignable(field.dataType, col.type, column=col.name, table=table)
-        value = F.col(f"`{field.name}`").cast(col.type)
+        value = f"CAST({quoted(field.name)} AS {col.type})"
         if not col.nullable:
-            value = F.when(
-                value.isNull(), F.raise_error(F.lit(not_null_marker(f"{table}.{col.name}")))
-            ).otherwise(value)
-        exprs.append(value.alias(col.physical))
+            marker = sql_literal(not_null_marker(f"{table}.{col.name}"))
+            value = f"CASE WHEN {value} IS NULL THEN raise_error({marker}) ELSE {value} END"
+        exprs.append(f"{value} AS {quoted(col.physical)}")
     return exprs
 
 
@@ -115,8 +122,8 @@ def write_data(
     """
     columns = conform(df, schema, table=table)
     for name, hidden in ((row_id, STORED_ROW_ID), (row_version, ROW_VERSION)):
-        columns.append((F.col(name) if name else F.lit(None)).cast("bigint").alias(hidden))
-    out = df.select(*columns)
+        columns.append(f"CAST({quoted(name) if name else 'NULL'} AS BIGINT) AS {hidden}")
+    out = native.select(df, columns)
     if partitions is not None:
         # Rows already in memory are regrouped for free; otherwise spread the write evenly.
         out = out.coalesce(partitions) if cached or df.is_cached else out.repartition(partitions)
@@ -150,13 +157,15 @@ def write_deletes(
     """
     if counts is not None and not counts:
         return {}, False
-    columns = [F.col(FILE).alias(DV_FILE), F.col(POS).alias(DV_POS)]
+    columns = [f"{FILE} AS {DV_FILE}", f"{POS} AS {DV_POS}"]
     if images is not None:
-        columns += [F.col(f"`{c.name}`").cast(c.type).alias(c.physical) for c in images.columns]
-        columns += [F.col(RID).alias(STORED_ROW_ID), F.col(VER).alias(ROW_VERSION)]
+        columns += [
+            f"CAST({quoted(c.name)} AS {c.type}) AS {quoted(c.physical)}" for c in images.columns
+        ]
+        columns += [f"{RID} AS {STORED_ROW_ID}", f"{VER} AS {ROW_VERSION}"]
     # One file; from a large input through a shuffle of the (few) deleted rows, so the read that
     # finds them (or materializes them, when ``deleted`` is persisted) stays parallel.
-    selected = deleted.select(*columns)
+    selected = native.select(deleted, columns)
     dv = selected.coalesce(1) if small else selected.repartition(1)
     run_checked(lambda: dv.write.mode("append").parquet(warehouse.uri(directory)), table=table)
     written = describe_files(warehouse, directory)
