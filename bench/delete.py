@@ -13,7 +13,7 @@ from bench.harness import Context, Result
 from bench.rowlevel import row_level
 
 NAME = "delete"
-TARGET = 4.0  # issue 25 (was 3)
+TARGET = 5.0  # issue 39 (was 4)
 
 
 def _rewrite(df: DataFrame, residue: int) -> DataFrame:

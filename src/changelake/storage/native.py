@@ -6,7 +6,7 @@ version) has to happen for every row a scan reads, and Spark's own operators cos
 row for it (a broadcast hash join probes per row; a literal bitmap or CASE expression did not
 do better; measured in bench/ANALYSIS.md).
 
-- ``ChangelakeParquet`` (``read_parquet``): Spark's Parquet file format with each file's
+- ``ChangelakeParquet`` (``read_relation``): Spark's Parquet file format with each file's
   deleted positions skipped inside the reader, batch by batch, and the per-file constants as
   constant columns of the batch: a scan has no join, no ``_metadata`` struct and no per-row
   lookup, and keeps Spark's vectorized reading, pruning and filter pushdown.
@@ -16,8 +16,9 @@ do better; measured in bench/ANALYSIS.md).
   (``spark.changelake.parquetReader=false``): they find the row's file once per file and then
   cost a bit test or an array read per row.
 
-The tables travel as Spark broadcast variables (built on the driver from metadata the catalog
-and the deletion-vector files hold), so all of it also works on a cluster. Where the jar cannot
+The tables are built on the driver from metadata the catalog and the deletion-vector files hold
+and travel with the tasks (the reader's, up to 64 KiB) or as Spark broadcast variables, so all of
+it also works on a cluster. Where the jar cannot
 be built (no ``javac``) or the SparkSession was started without it, ``available`` is false and
 callers use joins instead; ``spark.changelake.jvmExpressions=false`` turns the piece off.
 """
@@ -176,7 +177,7 @@ def reader_available(spark: SparkSession) -> bool:
     return available(spark) and jvm_class(spark, f"{PACKAGE}.ChangelakeParquet") is not None
 
 
-# One data file for ``read_parquet``: its name, its three constants (base row id, version, tag;
+# One data file for ``read_relation``: its name, its three constants (base row id, version, tag;
 # None for NULL), and the positions of its rows to skip (None: none).
 FileRead = tuple[str, tuple[int | None, int | None, int | None], pa.Array | None]
 

@@ -30,7 +30,7 @@ _LEAF = "__cl_leaf{}__"
 
 @dataclass(frozen=True)
 class Read:
-    """A read of Parquet files with changelake's file format (``native.read_parquet``)."""
+    """A read of Parquet files with changelake's file format (``native.read_relation``)."""
 
     uris: tuple[str, ...]
     schema: str  # JSON of the StructType: physical and virtual columns

@@ -15,14 +15,14 @@ import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.Path;
-import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.classic.SparkSession;
 import org.apache.spark.sql.execution.datasources.FileStatusCache;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.InMemoryFileIndex;
+import org.apache.spark.sql.execution.datasources.LogicalRelation$;
+import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.execution.datasources.PartitionedFile;
 import org.apache.spark.sql.execution.datasources.parquet.ParquetFileFormat;
 import org.apache.spark.sql.internal.SQLConf;
@@ -87,10 +87,11 @@ public final class ChangelakeParquet extends ParquetFileFormat {
 
   /**
    * The rows of the files {@code paths} (separated by newlines) with the schema {@code schema}
-   * (JSON: physical and virtual columns), each file as {@code table} says: in one call from
-   * Python.
+   * (JSON: physical and virtual columns), each file as {@code table} says: a relation, not
+   * analysed as a Dataset of its own (a statement's plan puts it in place and analyses the whole
+   * once, {@link Frames#plan}).
    */
-  public static Dataset<Row> read(
+  static LogicalPlan relation(
       SparkSession spark, String paths, String schema, byte[] table, boolean positions) {
     List<Path> roots = new ArrayList<>();
     for (String p : paths.split("\n")) {
@@ -118,7 +119,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     HadoopFsRelation relation = new HadoopFsRelation(
         index, new StructType(), columns, Option.empty(),
         new ChangelakeParquet(shared, positions, digest), none, spark);
-    return spark.baseRelationToDataFrame(relation);
+    return LogicalRelation$.MODULE$.apply(relation, false);
   }
 
   // Batches mix Spark's vectors, selections over them and constant vectors.

@@ -66,7 +66,7 @@ public final class Frames {
       byte[] table = new byte[in.getInt()];
       in.get(table);
       boolean positions = in.get() != 0;
-      leaves.put(name, logical(ChangelakeParquet.read(spark, paths, schema, table, positions)));
+      leaves.put(name, ChangelakeParquet.relation(spark, paths, schema, table, positions));
     }
     int named = in.getInt();
     for (int i = 0; i < named; i++) {
