@@ -4,6 +4,7 @@ schema's creation and migration, and retries of transient lock failures."""
 from __future__ import annotations
 
 import random
+import sqlite3
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -60,7 +61,7 @@ def engine_for(url: str) -> Engine:
             dbapi_connection.isolation_level = None  # we issue BEGIN ourselves
             cursor = dbapi_connection.cursor()
             cursor.execute("PRAGMA busy_timeout=60000")
-            cursor.execute("PRAGMA journal_mode=WAL")
+            _set_wal(cursor)
             cursor.execute(f"PRAGMA synchronous={synchronous.upper()}")
             cursor.close()
 
@@ -86,6 +87,21 @@ def writing(engine: Engine) -> Iterator[Connection]:
         conn = conn.execution_options(cl_write=True)
         with conn.begin():
             yield conn
+
+
+def _set_wal(cursor: Any) -> None:
+    """WAL mode, once the database is free: switching a fresh file to WAL takes an exclusive lock
+    that SQLite's busy handler does not wait for, so processes opening a new catalog at once
+    (a service and its workers) would see "database is locked"; they retry for up to a minute."""
+    deadline = time.monotonic() + 60.0
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e).lower() or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01 + 0.04 * random.random())
 
 
 def _transient(e: OperationalError) -> bool:

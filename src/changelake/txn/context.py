@@ -43,7 +43,8 @@ class StatementContext:
 
     def __post_init__(self) -> None:
         if not isinstance(self.catalog, StatementReads):
-            self.catalog = StatementReads(self.catalog)
+            # a Catalog by delegation (see StatementReads)
+            self.catalog = StatementReads(self.catalog)  # type: ignore[assignment]
         # Taken before any table is looked up: a TableInfo read later is never older than the
         # snapshot, so a table whose current version is in it needs no further read.
         if self.transaction is None:
