@@ -1,6 +1,7 @@
 """What a statement costs that does not depend on load: py4j round trips (Python's calls into the
 JVM, not counting py4j's deletes of Python's references, which garbage collection sends when it
-likes), Spark jobs, and the catalog's SQL executions."""
+likes), Spark jobs, and the catalog's queries (SELECT, INSERT, UPDATE, DELETE: not the BEGIN of
+each transaction, nor what SQLAlchemy runs when its pool opens a connection)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,10 @@ def counted(session: changelake.Session) -> Iterator[Costs]:
             costs.py4j += 1
         return send(self, command, *args, **kwargs)
 
-    def executed(*_args) -> None:
-        costs.catalog += 1
+    def executed(_conn, _cursor, statement: str, *_args) -> None:
+        # reads and writes of the catalog's tables, not transaction control (BEGIN, PRAGMA)
+        if statement.lstrip()[:6].upper() in ("SELECT", "INSERT", "UPDATE", "DELETE"):
+            costs.catalog += 1
 
     engine = session.catalog.engine
     sc = spark.sparkContext
@@ -64,3 +67,8 @@ def cost_of(session: changelake.Session, action: Callable[[], object]) -> Costs:
     with counted(session) as costs:
         action()
     return costs
+
+
+def least(a: Costs, b: Costs) -> Costs:
+    """Each cost's smaller figure."""
+    return Costs(min(a.py4j, b.py4j), min(a.jobs, b.jobs), min(a.catalog, b.catalog))
