@@ -106,7 +106,7 @@ class Rendering:
     @property
     def row_by_row(self) -> bool:
         """Whether the changes come out one row per change row, identified by ROW_ID: then a
-        change scan in changelog order (``execute_plan(ordered=True)``) needs no sort here."""
+        change scan in changelog order (``change_relation(ordered=True)``) needs no sort here."""
         return not self.keys and self.format in (Format.ODF, Format.FLINK, Format.RETRACT)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     BooleanType,
@@ -290,17 +290,6 @@ def output_schema(schema: TableSchema, information: Information) -> StructType:
             StructField(METADATA_COMMIT_TIMESTAMP, TimestampType(), False),
         ]
     return StructType(fields)
-
-
-def execute_plan(
-    env: Env,
-    plan: ChangePlan,
-    schema: TableSchema,
-    *,
-    ordered: bool = False,
-) -> DataFrame:
-    """``change_relation`` as a DataFrame."""
-    return change_relation(env, plan, schema, ordered=ordered).frame(env.spark)
 
 
 def change_relation(
