@@ -152,9 +152,10 @@ class Relation:
             )
             columns = own + theirs
         condition = "" if how == "cross" else f" ON {on}"
+        hinted = f"/*+ {hint} */ " if hint else ""
         text = (
-            f"SELECT {f'/*+ {hint} */ ' if hint else ''}{', '.join(columns)} FROM ({self.sql}) AS _l {kind} ({other.sql}) AS _r"
-            f"{condition}"
+            f"SELECT {hinted}{', '.join(columns)} FROM ({self.sql}) AS _l"
+            f" {kind} ({other.sql}) AS _r{condition}"
         )
         return Relation(text, tuple(output_name(c) for c in columns), _merged(self, other))
 
@@ -174,6 +175,8 @@ class Relation:
         for name, _ in frames:
             blob += _string(name)
         frames_class = jvm_class(spark, "io.changelake.spark.Frames")
+        if frames_class is None:  # no JVM piece (no JDK), so no reads either
+            return self._formatted(spark, dict(frames))
         if frames:
             jdf = frames_class.plan(
                 spark._jsparkSession, self.sql, bytes(blob), [f._jdf for _, f in frames]
@@ -181,6 +184,14 @@ class Relation:
         else:
             jdf = frames_class.plan(spark._jsparkSession, self.sql, bytes(blob))
         return ClassicDataFrame(jdf, spark)
+
+    def _formatted(self, spark: SparkSession, frames: dict[str, Leaf]) -> DataFrame:
+        """The relation by PySpark's own formatting of DataFrames into SQL text, which registers
+        each as a temporary view for the analysis: the way without changelake's JVM piece."""
+        text = self.sql.replace("{", "{{").replace("}", "}}")
+        for name in frames:
+            text = text.replace(name, "{" + name + "}")
+        return spark.sql(text, **frames)
 
 
 def _string(text: str) -> bytes:
