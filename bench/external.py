@@ -49,7 +49,7 @@ import sqlalchemy as sa
 from bench.harness import Context, Result, compared, median_of, medians
 from changelake.external.postgresql.follow import Followed, follow, table_state
 from changelake.storage.env import Env
-from changelake.storage.snapshot import read_state
+from changelake.storage.snapshot import state_relation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -176,7 +176,7 @@ def held(ctx: Context, table: str) -> DataFrame:
     s = ctx.session
     ext = s.catalog.find_external_table(table)
     assert ext is not None
-    return read_state(ctx.spark, s.warehouse, table_state(s.catalog, ext))
+    return state_relation(ctx.spark, s.warehouse, table_state(s.catalog, ext)).frame(ctx.spark)
 
 
 class JdbcReads:

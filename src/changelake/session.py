@@ -27,7 +27,7 @@ from changelake.sql import tasks
 from changelake.sql.dynamic import HISTORY_COLUMNS, history_rows, show_dynamic_tables
 from changelake.sql.execute import execute
 from changelake.storage.env import Env
-from changelake.storage.snapshot import read_state
+from changelake.storage.snapshot import state_relation
 from changelake.storage.spark_setup import default_spark, prepare, quiet_query_context_loggers
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
@@ -66,7 +66,8 @@ class Session:
     def table(self, name: str, *, version: int | None = None) -> DataFrame:
         """The rows of table ``name`` now, or at ``version``."""
         ctx = self._context()
-        return read_state(self.spark, self.warehouse, ctx.state(ctx.table(name), version))
+        state = ctx.state(ctx.table(name), version)
+        return state_relation(self.spark, self.warehouse, state).frame(self.spark)
 
     def changes(
         self,

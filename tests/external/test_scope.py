@@ -28,9 +28,11 @@ def held(session) -> list[tuple]:
     info = session.catalog.table("orders")
     from tests.conftest import state_of
 
-    from changelake.storage.snapshot import read_state
+    from changelake.storage.snapshot import state_relation
 
-    df = read_state(session.spark, session.warehouse, state_of(session, info))
+    df = state_relation(session.spark, session.warehouse, state_of(session, info)).frame(
+        session.spark
+    )
     return rows(df.select(*[c.strip() for c in COLUMNS.split(",")]))
 
 

@@ -19,7 +19,7 @@ from conftest import rows, state_of
 
 import changelake
 from changelake.storage.maintenance import ORPHAN_MARGIN_SECONDS
-from changelake.storage.snapshot import RID, read_state
+from changelake.storage.snapshot import RID, state_relation
 
 WORKER = Path(__file__).with_name("worker.py")
 PROCESS_TIMEOUT_SECONDS = 300
@@ -83,7 +83,9 @@ def test_concurrent_appends_all_commit(warehouse):
     expected += [(w * 1000 + i, f"w{w}", w) for w in (1, 2) for i in range(50)]
     assert rows(session.sql("SELECT * FROM t")) == sorted(expected)
     # Every row keeps a distinct identity although both writers allocated ids concurrently.
-    state = read_state(session.spark, session.warehouse, state_of(session, info), identity=True)
+    state = state_relation(
+        session.spark, session.warehouse, state_of(session, info), identity=True
+    ).frame(session.spark)
     ids = [r[RID] for r in state.collect()]
     assert len(set(ids)) == len(ids) == 103
 

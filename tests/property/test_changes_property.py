@@ -29,7 +29,7 @@ from changelake.changes.scan import row_id
 from changelake.clock import ManualClock
 from changelake.storage import native
 from changelake.storage.deletion import has_images
-from changelake.storage.snapshot import RID, read_state
+from changelake.storage.snapshot import RID, state_relation
 
 KEYS = range(6)
 VALUES = st.integers(0, 2)  # few values, so updates to the same value are common
@@ -163,9 +163,9 @@ def _snapshots(session, history: History) -> dict[int, dict[str, Values]]:
     """ROW_ID -> (id, v) at every version, by time travel with row identity."""
     info = session.catalog.table("t")
     frames = [
-        read_state(
-            session.spark, session.warehouse, state_of(session, info, v), identity=True
-        ).select(F.lit(v).alias("_at"), F.expr(row_id(info.table_id, RID)).alias("rid"), "id", "v")
+        state_relation(session.spark, session.warehouse, state_of(session, info, v), identity=True)
+        .frame(session.spark)
+        .select(F.lit(v).alias("_at"), F.expr(row_id(info.table_id, RID)).alias("rid"), "id", "v")
         for v in history.live
     ]
     out: dict[int, dict[str, Values]] = {v: {} for v in history.live}

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
 import changelake
-from changelake.storage.snapshot import RID, VER, read_state
+from changelake.storage.snapshot import RID, VER, state_relation
 
 KEYS = range(8)  # ids drawn from here keep tables at <= 8 rows
 MAX_STATEMENTS = 8
@@ -221,9 +221,9 @@ def _check_identities(
 ) -> None:
     info = session.catalog.table("t")
     frames = [
-        read_state(
-            session.spark, session.warehouse, state_of(session, info, v), identity=True
-        ).select(F.lit(v).alias("v"), "id", RID, VER)
+        state_relation(session.spark, session.warehouse, state_of(session, info, v), identity=True)
+        .frame(session.spark)
+        .select(F.lit(v).alias("v"), "id", RID, VER)
         for v in sorted(models)
     ]
     found: dict[int, dict[int, tuple[int, int]]] = {v: {} for v in models}

@@ -272,10 +272,12 @@ def test_updated_rows_keep_identity_in_hidden_columns_not_select_star(people):
     for query in ("SELECT * FROM people", "SELECT p.* FROM people p"):
         assert people.sql(query).columns == ["id", "name"]
     assert rows(people.sql("SELECT * FROM people")) == [(1, "Jeffrey"), (2, "Donny")]
-    from changelake.storage.snapshot import RID, read_state
+    from changelake.storage.snapshot import RID, state_relation
 
     info = people.catalog.table("people")
-    identities = read_state(people.spark, people.warehouse, state_of(people, info), identity=True)
+    identities = state_relation(
+        people.spark, people.warehouse, state_of(people, info), identity=True
+    ).frame(people.spark)
     assert rows(identities.select("id", RID)) == [(1, 0), (2, 1)]
 
 

@@ -14,7 +14,7 @@ from pyspark.sql import functions as F
 
 from changelake.storage import deletion, native
 from changelake.storage.local import local_dataframe
-from changelake.storage.snapshot import FILE, POS, RID, read_state
+from changelake.storage.snapshot import FILE, POS, RID, state_relation
 from changelake.storage.spark_private import physical_plan_lines
 
 NAMES = [f"part-{i}.parquet" for i in range(4)] + ["é-ü.parquet"]
@@ -217,10 +217,18 @@ def test_the_reader_keeps_sparks_pruning_and_pushdown(spark, session):
     assert sorted(r.v for r in df.collect()) == [1] * sum(1 for i in range(421, 450) if i % 11)
 
     state = state_of(session, session.catalog.table("t"))
-    scan = read_state(spark, session.warehouse, state, identity=True).where(F.col(POS) < 3)
+    scan = (
+        state_relation(spark, session.warehouse, state, identity=True)
+        .frame(spark)
+        .where(F.col(POS) < 3)
+    )
     assert "FileScan changelake" in "\n".join(physical_plan_lines(scan))
     got = scan.select(FILE, POS, RID).collect()
-    live = read_state(spark, session.warehouse, state, identity=True).select(FILE, POS, RID)
+    live = (
+        state_relation(spark, session.warehouse, state, identity=True)
+        .frame(spark)
+        .select(FILE, POS, RID)
+    )
     assert sorted(got) == sorted(r for r in live.collect() if r[POS] < 3)
     assert got and all(r[POS] < 3 for r in got)
 

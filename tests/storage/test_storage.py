@@ -16,7 +16,7 @@ from changelake.catalog.model import DataFile, LiveFile
 from changelake.errors import TimeTravelError
 from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema
 from changelake.storage.pruning import Comparison, prune
-from changelake.storage.snapshot import POS, RID, VER, read_state
+from changelake.storage.snapshot import POS, RID, VER, state_relation
 
 # -- prune() ----------------------------------------------------------------------------------
 
@@ -355,9 +355,9 @@ def test_deleting_every_row_of_a_file_removes_the_file(session):
 def _identity(session, table: str, version: int | None = None) -> dict[int, tuple[int, int]]:
     """id -> (row identity, last-changed version) at ``version``."""
     info = session.catalog.table(table)
-    df = read_state(
+    df = state_relation(
         session.spark, session.warehouse, state_of(session, info, version), identity=True
-    )
+    ).frame(session.spark)
     found = {r["id"]: (r[RID], r[VER]) for r in df.collect()}
     assert len({rid for rid, _ in found.values()}) == len(found), "row identities not unique"
     return found
@@ -370,7 +370,9 @@ def test_fresh_rows_have_identity_base_row_id_plus_position(session):
     files = _files(session, "r")
     assert [f.file.base_row_id for f in files] == [0, 3]
     info = session.catalog.table("r")
-    df = read_state(session.spark, session.warehouse, state_of(session, info), identity=True)
+    df = state_relation(
+        session.spark, session.warehouse, state_of(session, info), identity=True
+    ).frame(session.spark)
     got = {r["id"]: (r[RID], r[POS], r[VER]) for r in df.collect()}
     assert got == {
         0: (0, 0, 1),

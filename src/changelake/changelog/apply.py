@@ -51,7 +51,7 @@ from changelake.errors import InvalidStatementError
 from changelake.plan.bind import Binder
 from changelake.schema import quoted
 from changelake.storage.env import Env
-from changelake.storage.snapshot import ADDRESS, FILE, read_state
+from changelake.storage.snapshot import ADDRESS, FILE, state_relation
 from changelake.storage.spark_errors import spark_errors
 from changelake.storage.writer import write_data
 from changelake.streams.frontier import StreamRead
@@ -166,7 +166,7 @@ def apply_changes(
     state_df, expired = read_live(
         env.spark, env.warehouse, state, expired_before=now - retention_seconds(target.info)
     )
-    rows = read_state(env.spark, env.warehouse, target.state, address=True)
+    rows = state_relation(env.spark, env.warehouse, target.state, address=True).frame(env.spark)
 
     def write_state(greatest: DataFrame) -> StateWrite:
         return _write_state(ctx, env, state, greatest, state_df, expired, keys, now)

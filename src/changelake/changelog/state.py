@@ -40,7 +40,7 @@ from changelake.catalog.requests import DropTable, RenameTable, SetProperties, U
 from changelake.dml.common import Target
 from changelake.errors import InvalidStatementError
 from changelake.schema import Column, TableSchema
-from changelake.storage.snapshot import read_state
+from changelake.storage.snapshot import state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 from changelake.txn.snapshot import TableState
@@ -156,6 +156,6 @@ def read_live(
 ) -> tuple[DataFrame, SparkColumn]:
     """The state rows with their address columns, and a condition true for expired
     tombstones (applied before ``expired_before``), which count as no state."""
-    df = read_state(spark, warehouse, table.state, address=True)
+    df = state_relation(spark, warehouse, table.state, address=True).frame(spark)
     expired = F.col(STATE_DELETED) & (F.col(STATE_AT) < F.lit(expired_before))
     return df, expired

@@ -25,7 +25,7 @@ from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import BROADCAST_MATCHES, find_matches, matched_rows, persisted
 from changelake.errors import ConflictError
 from changelake.schema import ROW_KEY, quoted
-from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, read_state
+from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import run_checked
 
@@ -68,7 +68,7 @@ def apply_delta(
             keys = changes.where(F.col(METADATA_ACTION) == "DELETE").select(
                 F.col(METADATA_ROW_ID).alias(_KEY)
             )
-            stored = read_state(spark, warehouse, target.state, address=True)
+            stored = state_relation(spark, warehouse, target.state, address=True).frame(spark)
             if deleting <= BROADCAST_MATCHES:
                 keys = F.broadcast(keys)
             found = stored.join(keys, F.col(quoted(ROW_KEY)) == F.col(_KEY))

@@ -44,7 +44,7 @@ from changelake.plan.ir import describe as ir_describe
 from changelake.plan.subtree import input_changes, node_rows
 from changelake.schema import ROW_KEY, TableSchema, quoted
 from changelake.storage.env import Env
-from changelake.storage.snapshot import read_state
+from changelake.storage.snapshot import state_relation
 from changelake.storage.writer import run_checked
 from changelake.txn.context import StatementContext
 
@@ -171,10 +171,14 @@ def maintained_delta(
     summed = delta_state(m.shape, m.types)
     partial = changes.groupBy(*keys).agg(*summed) if keys else changes.agg(*summed)
     partial = partial.withColumn(VIEW_ROW_ID, F.expr(group_row_id([c.id for c in agg.keys])))
-    stored = read_state(env.spark, env.warehouse, target.state, identity=True).select(
-        F.col(quoted(ROW_KEY)).alias(_OLD + ROW_KEY),
-        *[F.col(quoted(n)).alias(_OLD + n) for n in stored_names],
-        *[F.col(c).alias(_OLD + c) for c in STORED],
+    stored = (
+        state_relation(env.spark, env.warehouse, target.state, identity=True)
+        .frame(env.spark)
+        .select(
+            F.col(quoted(ROW_KEY)).alias(_OLD + ROW_KEY),
+            *[F.col(quoted(n)).alias(_OLD + n) for n in stored_names],
+            *[F.col(c).alias(_OLD + c) for c in STORED],
+        )
     )
     joined = partial.join(stored, F.col(VIEW_ROW_ID) == F.col(_OLD + ROW_KEY), "left")
     now = combined(m.shape, m.types, _OLD)

@@ -60,7 +60,7 @@ from changelake.schema import quoted
 from changelake.storage import native
 from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
-from changelake.storage.snapshot import read_state
+from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext, new_statement_id
 from changelake.txn.points import Point, PointKind, resolve
 
@@ -277,7 +277,9 @@ def _delta(
         rows = native.select(rows, _renaming(rows.columns, names, (METADATA_ROW_ID,)))
         # state columns the query no longer maintains are left NULL
         rows = rows.select("*", *[F.lit(None).cast(c.type).alias(c.name) for c in schema.state])
-    stored_rows = read_state(env.spark, env.warehouse, target.state, identity=True)
+    stored_rows = state_relation(env.spark, env.warehouse, target.state, identity=True).frame(
+        env.spark
+    )
     yield diff(stored_rows, rows, stored, STORED)
 
 

@@ -11,7 +11,7 @@ from changelake.catalog import Catalog
 from changelake.catalog.requests import CommitRequest, ForgetFiles
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.storage.env import Env
-from changelake.storage.snapshot import RID, VER, read_state
+from changelake.storage.snapshot import RID, VER, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, write_data
 from changelake.txn.context import StatementContext
@@ -43,7 +43,7 @@ def optimize(ctx: StatementContext, env: Env, name: str) -> OptimizeResult:
     rows = chosen.live_rows
     added = []
     if rows:
-        df = read_state(env.spark, env.warehouse, chosen, identity=True)
+        df = state_relation(env.spark, env.warehouse, chosen, identity=True).frame(env.spark)
         added = write_data(
             env.warehouse,
             df,

@@ -40,15 +40,16 @@ from pathlib import Path
 import pyarrow as pa
 import pyspark
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 from pyspark.sql.types import StructType
 
 from changelake.storage.relation import Read, Relation
 from changelake.storage.spark_private import (
     catalyst_column,
     catalyst_expression,
+    frame_of,
     jvm_broadcast,
     jvm_class,
+    jvm_frame,
 )
 
 SOURCES = Path(__file__).parent / "jvm"
@@ -207,4 +208,4 @@ def select(df: DataFrame, exprs: Sequence[str]) -> DataFrame:
     frames = jvm_class(spark, f"{PACKAGE}.Frames") if available(spark) else None
     if frames is None:
         return df.selectExpr(*exprs)
-    return ClassicDataFrame(frames.select(df._jdf, "\x01".join(exprs)), spark)
+    return frame_of(spark, frames.select(jvm_frame(df), "\x01".join(exprs)))

@@ -19,10 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
 from changelake.schema import quoted
-from changelake.storage.spark_private import jvm_class
+from changelake.storage.spark_private import frame_of, jvm_class, jvm_frame, jvm_session
 
 _names = itertools.count()
 _LEAF = "__cl_leaf{}__"
@@ -179,11 +178,11 @@ class Relation:
             return self._formatted(spark, dict(frames))
         if frames:
             jdf = frames_class.plan(
-                spark._jsparkSession, self.sql, bytes(blob), [f._jdf for _, f in frames]
+                jvm_session(spark), self.sql, bytes(blob), [jvm_frame(f) for _, f in frames]
             )
         else:
-            jdf = frames_class.plan(spark._jsparkSession, self.sql, bytes(blob))
-        return ClassicDataFrame(jdf, spark)
+            jdf = frames_class.plan(jvm_session(spark), self.sql, bytes(blob))
+        return frame_of(spark, jdf)
 
     def _formatted(self, spark: SparkSession, frames: dict[str, Leaf]) -> DataFrame:
         """The relation by PySpark's own formatting of DataFrames into SQL text, which registers

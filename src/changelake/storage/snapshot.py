@@ -70,19 +70,6 @@ def file_name(path: str) -> str:
     return posixpath.basename(path)
 
 
-def read_state(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    state: TableState,
-    *,
-    identity: bool = False,
-    address: bool = False,
-) -> DataFrame:
-    """``state_relation`` as a DataFrame."""
-    rel = state_relation(spark, warehouse, state, identity=identity, address=address)
-    return rel.frame(spark)
-
-
 def state_relation(
     spark: SparkSession,
     warehouse: Warehouse,

@@ -122,6 +122,23 @@ def jvm_class(spark: SparkSession, name: str) -> Any | None:
     return found
 
 
+def jvm_session(spark: SparkSession) -> Any:
+    """The JVM SparkSession behind ``spark``, for changelake's JVM piece to build plans on."""
+    return spark._jsparkSession
+
+
+def jvm_frame(df: DataFrame) -> Any:
+    """The JVM Dataset behind ``df``."""
+    return df._jdf
+
+
+def frame_of(spark: SparkSession, jdf: Any) -> DataFrame:
+    """A PySpark DataFrame of the JVM Dataset ``jdf`` (PySpark has no public constructor)."""
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    return ClassicDataFrame(jdf, spark)
+
+
 def jvm_broadcast(spark: SparkSession, data: bytes) -> Any:
     """A JVM ``Broadcast<byte[]>`` of ``data``, for a JVM expression to read on the executors
     (PySpark's own broadcast variables hold pickled Python objects)."""

@@ -56,7 +56,7 @@ from changelake.external.rows import row_key
 from changelake.schema import ROW_KEY, quoted
 from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
-from changelake.storage.snapshot import read_state
+from changelake.storage.snapshot import state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import new_statement_id
 from changelake.txn.snapshot import TableState
@@ -377,7 +377,7 @@ def _delta(
     )
     new = spark.read.schema(staged_schema).parquet(warehouse.uri(staged))
     new = new.withColumn(ROW_KEY, row_key(keys, types))
-    stored = every = read_state(spark, warehouse, state, identity=True)
+    stored = every = state_relation(spark, warehouse, state, identity=True).frame(spark)
     touched = new.select(F.col(ROW_KEY).alias("_cl_k"))
     if not folded.truncated and stored_where is None:
         stored = stored.join(touched, stored[quoted(ROW_KEY)] == touched["_cl_k"], "left_semi")
