@@ -150,6 +150,7 @@ def conflict_of_a_key_not_held(session: changelake.Session, name: str) -> str:
     from changelake.dml.common import Target
     from changelake.dml.keyed import apply_delta
     from changelake.errors import ConflictError
+    from changelake.storage.relation import Relation
 
     info = session.catalog.table(name)
     delta = session.spark.createDataFrame(
@@ -158,7 +159,9 @@ def conflict_of_a_key_not_held(session: changelake.Session, name: str) -> str:
     )
     target = Target(info, state_of(session, info))
     try:
-        apply_delta(session.spark, session.warehouse, target, delta, statement_id="t")
+        apply_delta(
+            session.spark, session.warehouse, target, Relation.of_frame(delta), statement_id="t"
+        )
     except ConflictError as e:
         return str(e)
     raise AssertionError(f"a delete of a key {name} does not hold was applied")

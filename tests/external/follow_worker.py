@@ -14,7 +14,7 @@ Spark JVM with it, as a crash of the machine's follower would.
 ``after_advance``
     the slot is advanced past what that commit applied;
 ``mid_write``
-    a follow step has written its deletion vectors, its data files are not written yet.
+    a follow step has written its data files, its deletion vectors are not written yet.
 """
 
 from __future__ import annotations
@@ -78,12 +78,13 @@ def _install(session: changelake.Session, fault: str, countdown: Callable[[], No
 
     session.catalog.commit = commit  # type: ignore[method-assign]
     replication.advance = advance
-    if fault == "mid_write":  # the deletion vectors are written before the inserted rows
+    if fault == "mid_write":  # the inserted rows are written before the deletion vectors
         real_write = keyed._write_inserts
 
         def write_inserts(*args: Any, **kwargs: Any) -> Any:
+            written = real_write(*args, **kwargs)
             countdown()
-            return real_write(*args, **kwargs)
+            return written
 
         keyed._write_inserts = write_inserts
 

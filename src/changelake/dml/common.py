@@ -51,6 +51,16 @@ class Target:
         return TableWrite(self.info.table_id, self.info.name, self.state.version, kind, **written)
 
 
+# Up to this many candidate rows a row-level write reads its target in one task (no shuffle to
+# spread the read, one job per write), and MERGE reads the matched rows in its one pass.
+SMALL_INPUT_ROWS = 1_000_000
+
+
+def small_input(target: Target) -> bool:
+    """Whether ``target``'s candidate rows are few enough for one task (``SMALL_INPUT_ROWS``)."""
+    return sum(f.live_rows for f in target.state.files) <= SMALL_INPUT_ROWS
+
+
 def record_deletes(
     warehouse: Warehouse,
     target: Target,
@@ -158,10 +168,11 @@ def write_rows(
     schema: TableSchema,
     table: str,
     directory: str,
-    rows: int,
+    rows: int | None,
 ) -> list[DataFile]:
     """Write the union of ``parts`` (the table's columns, then RID: the identity a rewritten row
-    keeps, NULL for a new row) as new data files of ``table``; ``rows`` sizes the files."""
+    keeps, NULL for a new row) as new data files of ``table``; ``rows`` sizes the files (None:
+    uncounted rows of a plan of ``Relation.frame``, one file if it ran as small)."""
     if not parts:
         return []
     return write_data(
@@ -171,7 +182,8 @@ def write_rows(
         table=table,
         directory=directory,
         row_id=RID,
-        partitions=partitions_for(rows),
+        partitions=None if rows is None else partitions_for(rows),
+        one_file_if_small=rows is None,
     )
 
 

@@ -6,28 +6,36 @@ METADATA$ROW_ID, at most one DELETE and one INSERT per ROW_ID (the minimum delta
 of the stored rows against the query's result). A DELETE removes the stored row with that key (a
 deletion-vector entry with its before-image, as DML writes); an INSERT writes a row with that key,
 and when it pairs with a DELETE (an update) it keeps the deleted row's identity, so the table's own
-changes show an update. A delta computed against the stored rows (a maintained aggregate's, a
-FULL refresh's diff) carries their addresses and identities, so it is applied in one pass; for
-another (a view's changes) the stored rows are found by one join of the deleted keys with the
-table's key column, and full rows are read only from the files that hold one.
+changes show an update. A DELETE's before-image is its own values (a minimum delta's DELETE
+holds the row as stored) with the stored row's identity.
+
+A delta computed against the stored rows (a maintained aggregate's, a FULL refresh's diff)
+carries their addresses and identities; another (a view's changes) is joined to the stored rows'
+keys and hidden columns in its own plan. Either way the delta is one plan, applied by a write of
+its new rows that also counts its events (``DataFrame.observe``) and, if it deletes, a write of
+the DV: no count job before the writes, no second read of the table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.changes.scan import PAIR_EVENTS
-from changelake.dml.common import Target, record_deletes, write_rows
-from changelake.dml.matches import BROADCAST_MATCHES, find_matches, matched_rows, persisted
+from changelake.dml.common import Target, record_deletes
+from changelake.dml.matches import persisted
 from changelake.errors import ConflictError
 from changelake.schema import ROW_KEY, quoted
+from changelake.storage import native
+from changelake.storage.observed import Counted
+from changelake.storage.relation import Relation
 from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, state_relation
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import run_checked
+from changelake.storage.writer import write_data
 
 _KEY = "_cl_dkey"
 # a stored row's address and identity, on the events of a delta computed against stored rows
@@ -38,103 +46,86 @@ def apply_delta(
     spark: SparkSession,
     warehouse: Warehouse,
     target: Target,
-    delta: DataFrame,
+    delta: Relation,
     *,
     statement_id: str,
 ) -> TableWrite:
     """Write what turns ``target``'s rows into the rows ``delta`` leads to (files, DV files).
 
     A delta computed against the stored rows themselves (a maintained aggregate, a FULL
-    refresh's diff) carries each stored row's address and identity (``STORED``) on its events:
-    it is applied in one pass, with no second read of the table to find the deleted keys' rows
-    and their before-images."""
-    if all(c in delta.columns for c in STORED):
-        return _apply_addressed(warehouse, target, delta, statement_id=statement_id)
-    name = target.info.name
-    with persisted(delta) as changes:
-        counts = run_checked(
-            lambda: changes.groupBy(METADATA_ACTION, METADATA_ISUPDATE).count().collect(),
-            table=name,
-        )
-        by_kind = {(r[METADATA_ACTION], r[METADATA_ISUPDATE]): r["count"] for r in counts}
-        deleting = by_kind.get(("DELETE", True), 0) + by_kind.get(("DELETE", False), 0)
-        inserting = by_kind.get(("INSERT", True), 0) + by_kind.get(("INSERT", False), 0)
-        if not deleting and not inserting:
-            return _written(target)
-        removed: tuple[str, ...] = ()
-        deletes: tuple[NewDeletes, ...] = ()
-        old = None
-        if deleting:
-            keys = changes.where(F.col(METADATA_ACTION) == "DELETE").select(
-                F.col(METADATA_ROW_ID).alias(_KEY)
-            )
-            stored = state_relation(spark, warehouse, target.state, address=True).frame(spark)
-            if deleting <= BROADCAST_MATCHES:
-                keys = F.broadcast(keys)
-            found = stored.join(keys, F.col(quoted(ROW_KEY)) == F.col(_KEY))
-            found = found.select(*ADDRESS)
-            with find_matches(found, target=target, operation="REFRESH") as matches:
-                if matches.matched != deleting:
-                    raise _not_held(target, f"{deleting} to delete, {matches.matched} found")
-                old = matched_rows(spark, warehouse, target, matches).persist()
-                removed, deletes, _ = record_deletes(
-                    warehouse,
-                    target,
-                    old,
-                    counts=matches.per_file,
-                    statement_id=statement_id,
-                )
-        try:
-            rows = changes.where(F.col(METADATA_ACTION) == "INSERT")
-            if old is None:
-                rows = rows.withColumn(RID, F.lit(None))
-            else:
-                kept = old.select(F.col(quoted(ROW_KEY)).alias(_KEY), F.col(RID))
-                rows = rows.join(kept, rows[METADATA_ROW_ID] == kept[_KEY], "left")
-            added = _write_inserts(warehouse, target, rows, inserting, statement_id=statement_id)
-        finally:
-            if old is not None:
-                old.unpersist()
-    return _written(target, by_kind, added, removed, deletes, inserting, deleting)
-
-
-def _apply_addressed(
-    warehouse: Warehouse, target: Target, delta: DataFrame, *, statement_id: str
-) -> TableWrite:
-    name, schema = target.info.name, target.state.schema
-    with persisted(delta) as changes:
-        counts = run_checked(
-            lambda: changes.groupBy(METADATA_ACTION, METADATA_ISUPDATE, FILE).count().collect(),
-            table=name,
-        )
-        by_kind: dict[tuple[str, bool], int] = {}
-        per_file: dict[str, int] = {}
-        for r in counts:
-            kind = (r[METADATA_ACTION], r[METADATA_ISUPDATE])
-            by_kind[kind] = by_kind.get(kind, 0) + r["count"]
-            if r[METADATA_ACTION] == "DELETE":
-                if r[FILE] is None:
-                    raise _not_held(target, f"{r['count']} to delete were not found")
-                per_file[r[FILE]] = per_file.get(r[FILE], 0) + r["count"]
-        deleting = sum(per_file.values())
-        inserting = by_kind.get(("INSERT", True), 0) + by_kind.get(("INSERT", False), 0)
-        if not deleting and not inserting:
-            return _written(target)
-        removed: tuple[str, ...] = ()
-        deletes: tuple[NewDeletes, ...] = ()
-        if deleting:
-            deleted = changes.where(F.col(METADATA_ACTION) == "DELETE").select(
-                *[F.col(quoted(c.name)) for c in schema.stored],
-                F.col(METADATA_ROW_ID).alias(ROW_KEY),
-                *[F.col(c) for c in STORED],
-            )
-            removed, deletes, _ = record_deletes(
-                warehouse, target, deleted, counts=per_file, statement_id=statement_id
-            )
+    refresh's diff) carries each stored row's address and identity (``STORED``) on its events;
+    another is joined to the stored rows by key in its own plan, reading only their key and
+    hidden columns. The new rows are written first, and the events are counted by kind in that
+    job; a DV file follows only if there are deletes, its positions counted from the file. A
+    delta is one plan, run by one or two jobs."""
+    rel = delta
+    if not all(c in delta.columns for c in STORED):
+        rel = _addressed(spark, warehouse, target, delta)
+    counted = Counted(rel.frame(spark), _KINDS)
+    schema = target.state.schema
+    with persisted(counted.frame) as changes:
         # an update's new row keeps the identity (RID) of the row it replaces
-        rows = changes.where(F.col(METADATA_ACTION) == "INSERT")
-        added = _write_inserts(warehouse, target, rows, inserting, statement_id=statement_id)
-    return _written(target, by_kind, added, removed, deletes, inserting, deleting)
+        rows = changes.where(f"{_ACTION} = 'INSERT'")
+        added = _write_inserts(warehouse, target, rows, rel.columns, statement_id=statement_id)
+        counts = counted.counts()
+        removed: tuple[str, ...] = ()
+        deletes: tuple[NewDeletes, ...] = ()
+        if counts["deleting"]:
+            found_rows = changes.where(f"{_ACTION} = 'DELETE' AND {FILE} IS NOT NULL")
+            deleted = native.select(
+                found_rows,
+                [
+                    *[quoted(c.name) for c in schema.stored],
+                    f"{quoted(METADATA_ROW_ID)} AS {quoted(ROW_KEY)}",
+                    *STORED,
+                ],
+            )
+            removed, deletes, found = record_deletes(
+                warehouse, target, deleted, counts=None, statement_id=statement_id
+            )
+            if found != counts["deleting"]:
+                raise _not_held(target, f"{counts['deleting']} to delete, {found} found")
+    return TableWrite(
+        target.info.table_id,
+        target.info.name,
+        target.state.version,
+        WriteKind.CHANGE,
+        added=tuple(added),
+        removed=removed,
+        deletes=deletes,
+        inserted=counts["inserting"] - counts["updating"],
+        updated=counts["updating"],
+        deleted=counts["deleting"] - counts["updated_away"],
+    )
+
+
+_ACTION, _ISUPDATE = quoted(METADATA_ACTION), quoted(METADATA_ISUPDATE)
+# the events of a delta, counted by kind while its new rows are written
+_KINDS = {
+    "deleting": f"{_ACTION} = 'DELETE'",
+    "updated_away": f"{_ACTION} = 'DELETE' AND {_ISUPDATE}",
+    "inserting": f"{_ACTION} = 'INSERT'",
+    "updating": f"{_ACTION} = 'INSERT' AND {_ISUPDATE}",
+}
+
+
+def _addressed(
+    spark: SparkSession, warehouse: Warehouse, target: Target, delta: Relation
+) -> Relation:
+    """``delta`` with the address and identity of the stored row of its key on each DELETE and
+    each update's INSERT (NULL where no stored row has the key: a DELETE then finds nothing)."""
+    stored = state_relation(spark, warehouse, target.state, identity=True)
+    lacking = [c.name for c in target.state.schema.stored if c.name not in delta.columns]
+    keys = stored.select(f"{quoted(ROW_KEY)} AS {_KEY}", *STORED, *map(quoted, lacking))
+    paired = f"(_l.{_ACTION} = 'DELETE' OR _l.{_ISUPDATE})"
+    columns = [f"_l.{quoted(c)}" for c in delta.columns]
+    columns += [f"CASE WHEN {paired} THEN _r.{c} END AS {c}" for c in STORED]
+    # a state column the delta lacks: a DELETE's before-image takes the stored value
+    columns += [
+        f"CASE WHEN _l.{_ACTION} = 'DELETE' THEN _r.{quoted(c)} END AS {quoted(c)}" for c in lacking
+    ]
+    on = f"_l.{quoted(METADATA_ROW_ID)} = _r.{_KEY}"
+    return delta.join(keys, on, "left", columns=columns)
 
 
 def _not_held(target: Target, found: str) -> ConflictError:
@@ -154,70 +145,56 @@ def _not_held(target: Target, found: str) -> ConflictError:
 
 
 def _write_inserts(
-    warehouse: Warehouse, target: Target, rows: DataFrame, count: int, *, statement_id: str
+    warehouse: Warehouse,
+    target: Target,
+    rows: DataFrame,
+    columns: Sequence[str],
+    *,
+    statement_id: str,
 ) -> list[DataFile]:
-    """Write the delta's INSERT ``rows`` (with the identity column: NULL for a new row) as the
-    table's rows, keyed by their ROW_ID. A state column the delta lacks (a table whose state a
-    refresh cannot maintain any longer: its query changed) is left NULL."""
+    """Write the delta's INSERT ``rows`` (``columns``; with the identity column: NULL for a new
+    row) as the
+    table's rows, keyed by their ROW_ID: one file from a small plan. A state column the delta
+    lacks (a table whose state a refresh cannot maintain any longer: its query changed) is left
+    NULL."""
     schema = target.state.schema
     values = [
-        F.col(quoted(c.name)) if c.name in rows.columns else F.lit(None).cast(c.type)
+        quoted(c.name) if c.name in columns else f"CAST(NULL AS {c.type}) AS {quoted(c.name)}"
         for c in schema.stored
     ]
-    new = rows.select(*values, F.col(METADATA_ROW_ID).alias(ROW_KEY), F.col(RID))
-    return write_rows(
+    new = native.select(rows, [*values, f"{quoted(METADATA_ROW_ID)} AS {quoted(ROW_KEY)}", RID])
+    return write_data(
         warehouse,
-        [new] if count else [],
+        new,
         schema=schema,
         table=target.info.name,
         directory=warehouse.data_dir(statement_id),
-        rows=count,
-    )
-
-
-def _written(
-    target: Target,
-    by_kind: dict[tuple[str, bool], int] | None = None,
-    added: list[DataFile] | None = None,
-    removed: tuple[str, ...] = (),
-    deletes: tuple[NewDeletes, ...] = (),
-    inserting: int = 0,
-    deleting: int = 0,
-) -> TableWrite:
-    """The write of a delta (``by_kind``: its events counted by action and ISUPDATE)."""
-    by_kind = by_kind or {}
-    updated = by_kind.get(("INSERT", True), 0)
-    return TableWrite(
-        target.info.table_id,
-        target.info.name,
-        target.state.version,
-        WriteKind.CHANGE,
-        added=tuple(added or ()),
-        removed=removed,
-        deletes=deletes,
-        inserted=inserting - updated,
-        updated=updated,
-        deleted=deleting - by_kind.get(("DELETE", True), 0),
+        row_id=RID,
+        one_file_if_small=True,
     )
 
 
 def diff(
-    stored: DataFrame, rows: DataFrame, names: list[str], carried: tuple[str, ...] = ()
-) -> DataFrame:
+    stored: Relation, rows: Relation, names: list[str], carried: tuple[str, ...] = ()
+) -> Relation:
     """The minimum delta from ``stored`` (with the row key) to ``rows`` (with METADATA$ROW_ID),
     matched by ROW_ID: a key in both with other values is an update pair. Both events of a
     stored row keep its ``carried`` columns (its address and identity: see ``apply_delta``);
     a new key has them NULL."""
-    values = [F.col(quoted(n)) for n in names]
-    old = stored.select(F.col(quoted(ROW_KEY)).alias("_k"), F.struct(*values).alias("_b"), *carried)
-    new = rows.select(F.col(METADATA_ROW_ID).alias("_k"), F.struct(*values).alias("_a"))
-    changed = old.join(new, "_k", "full_outer").where(~F.col("_b").eqNullSafe(F.col("_a")))
-    events = changed.select(F.col("_k"), F.expr(PAIR_EVENTS).alias("_e"), *carried)
-    events = events.where(F.col("_e").isNotNull())
-    return events.select(
-        *[F.col("_e").getField("v").getField(n).alias(n) for n in names],
-        F.col("_e").getField("a").alias(METADATA_ACTION),
-        F.col("_e").getField("u").alias(METADATA_ISUPDATE),
-        F.col("_k").alias(METADATA_ROW_ID),
+    values = f"struct({', '.join(quoted(n) for n in names)})"
+    old = stored.select(f"{quoted(ROW_KEY)} AS _k", f"{values} AS _b", *carried)
+    new = rows.select(f"{quoted(METADATA_ROW_ID)} AS _k", f"{values} AS _a")
+    changed = Relation.query(
+        f"SELECT _k, {PAIR_EVENTS} AS _e{''.join(f', {c}' for c in carried)}"
+        " FROM {old} AS _o FULL OUTER JOIN {new} AS _n USING (_k) WHERE NOT (_b <=> _a)",
+        ["_k", "_e", *carried],
+        old=old,
+        new=new,
+    )
+    return changed.where("_e IS NOT NULL").select(
+        *[f"_e.v.{quoted(n)} AS {quoted(n)}" for n in names],
+        f"_e.a AS {_ACTION}",
+        f"_e.u AS {_ISUPDATE}",
+        f"_k AS {quoted(METADATA_ROW_ID)}",
         *carried,
     )

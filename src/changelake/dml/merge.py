@@ -1,8 +1,11 @@
 """MERGE INTO target USING source ON ... WHEN [NOT] MATCHED [AND c] THEN UPDATE | DELETE | INSERT.
 
-One Spark job joins source to target and picks, per source row, the first WHEN clause that applies;
-matched target rows that are updated or deleted get DV entries, updated and inserted rows are
-written once. Updated rows keep their identity.
+One join of source to target picks, per source row, the first WHEN clause that applies; matched
+target rows that are updated or deleted get DV entries, updated and inserted rows are written
+once. Updated rows keep their identity. Into a small target the join also selects the matched
+rows' old values and identity (one pass: the DV job counts the rows by action, then the new rows
+are written); into a large one it keeps the matched positions, counted per file, and phase 2 reads
+the full rows of the files with a match (``dml/matches.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.catalog.writes import WriteKind
-from changelake.dml.common import Target, commit_write, record_deletes, write_rows
+from changelake.catalog.writes import TableWrite, WriteKind
+from changelake.dml.common import (
+    Target,
+    commit_write,
+    record_deletes,
+    small_input,
+    write_rows,
+)
 from changelake.dml.matches import (
     address,
     find_matches,
@@ -28,7 +38,8 @@ from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
 from changelake.schema import TableSchema
 from changelake.storage.env import Env
-from changelake.storage.snapshot import POS, RID
+from changelake.storage.observed import Counted
+from changelake.storage.snapshot import IDENTITY, POS, RID
 from changelake.txn.context import StatementContext
 
 MERGE_ACTION = "_cl_action"
@@ -116,7 +127,8 @@ def merge(
     schema, name = target.state.schema, target.info.name
     alias = table.alias or table.name
     binder = Binder(ctx, env)
-    placeholder = binder.target(target.state, table.name)
+    one_pass = small_input(target)
+    placeholder = binder.target(target.state, table.name, identity=one_pass)
     source = binder.bind(source.copy())
     on = binder.bind(on.copy())
     clauses = _clauses(whens, schema, name, binder)
@@ -144,6 +156,9 @@ def merge(
         exp.alias_(action, MERGE_ACTION),
         *address(alias),
     ]
+    if one_pass:  # the matched rows' old values and identity, read by the same scan
+        projection += [exp.column(c.name, table=alias, quoted=True) for c in schema.columns]
+        projection += [exp.column(c, table=alias) for c in IDENTITY]
     for column in schema.columns:
         ifs = [
             exp.If(this=guard(c), true=c.values.get(column.column_id, exp.Null()).copy())
@@ -156,7 +171,10 @@ def merge(
         this=exp.to_identifier(placeholder), alias=exp.TableAlias(this=exp.to_identifier(alias))
     )
     select = exp.select(*projection).from_(source).join(target_ref, on=on, join_type="left")
-    joined = binder.run(select).where(F.col(MERGE_ACTION).isNotNull())
+    joined = binder.run(select).where(f"{MERGE_ACTION} IS NOT NULL")
+    if one_pass:
+        write = _merge_in_one_pass(ctx, env, target, joined, clauses)
+        return commit_write(ctx, "MERGE", write, stream_reads=binder.stream_reads.values())
     kind = F.substring(F.col(MERGE_ACTION), 1, 1)
     with find_matches(
         joined, target=target, operation="MERGE", kind=kind, kinds=(UPDATE, DELETE, INSERT)
@@ -195,6 +213,51 @@ def merge(
         deleted=by_kind[DELETE],
     )
     return commit_write(ctx, "MERGE", write, stream_reads=binder.stream_reads.values())
+
+
+def _merge_in_one_pass(
+    ctx: StatementContext, env: Env, target: Target, joined: DataFrame, clauses: list[Clause]
+) -> TableWrite:
+    """MERGE of a small target whose query also selected the matched rows' old values and
+    identity: the DV (with before-images) is written from its persisted rows, counting them by
+    action in the same job, then the updated and inserted rows: two jobs, no count before."""
+    schema = target.state.schema
+    kind = f"substring({MERGE_ACTION}, 1, 1)"
+    counted = Counted(joined, {k: f"{kind} = '{k}'" for k in (UPDATE, DELETE, INSERT)})
+    with persisted(counted.frame) as rows:
+        removed, deletes, matched = record_deletes(
+            env.warehouse,
+            target,
+            rows.where(f"{kind} IN ('{UPDATE}', '{DELETE}')"),
+            counts=None,
+            statement_id=ctx.statement_id,
+            unique="MERGE",
+        )
+        by_kind = counted.counts()
+        written = []
+        if by_kind[UPDATE]:
+            written.append(
+                rows.where(f"{kind} = '{UPDATE}'").select(*_updated(clauses, schema), RID)
+            )
+        if by_kind[INSERT]:
+            written.append(inserted_rows(rows.where(f"{kind} = '{INSERT}'"), schema))
+        files = write_rows(
+            env.warehouse,
+            written,
+            schema=schema,
+            table=target.info.name,
+            directory=env.warehouse.data_dir(ctx.statement_id),
+            rows=None,
+        )
+    return target.write(
+        WriteKind.CHANGE,
+        added=tuple(files),
+        removed=removed,
+        deletes=deletes,
+        inserted=by_kind[INSERT],
+        updated=by_kind[UPDATE],
+        deleted=matched - by_kind[UPDATE],
+    )
 
 
 def _updated(clauses: list[Clause], schema: TableSchema) -> list[SparkColumn]:

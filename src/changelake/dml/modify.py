@@ -15,7 +15,13 @@ from sqlglot import exp
 from changelake.catalog.model import LiveFile
 from changelake.catalog.writes import WriteKind
 from changelake.dml import strategy
-from changelake.dml.common import Target, commit_write, record_deletes, remove_all_rows
+from changelake.dml.common import (
+    Target,
+    commit_write,
+    record_deletes,
+    remove_all_rows,
+    small_input,
+)
 from changelake.dml.matches import address, find_matches, matched_rows, new, persisted
 from changelake.dml.result import StatementResult
 from changelake.dml.strategy import TWO_PHASES, Strategy, choose, referenced
@@ -26,8 +32,8 @@ from changelake.schema import quoted
 from changelake.storage import native
 from changelake.storage.env import Env
 from changelake.storage.pruning import prune
+from changelake.storage.relation import plan_lines
 from changelake.storage.snapshot import FILE, IDENTITY, POS, RID
-from changelake.storage.spark_private import physical_plan_lines
 from changelake.storage.writer import partitions_for, run_checked, write_data
 from changelake.txn.context import StatementContext
 
@@ -160,7 +166,7 @@ def delete(
             _matched(planned.found),
             counts=None,
             statement_id=ctx.statement_id,
-            small=_small(target),
+            small=small_input(target),
         )
         write = target.write(WriteKind.CHANGE, removed=removed, deletes=deletes, deleted=count)
         return commit_write(ctx, "DELETE", write, stream_reads=planned.binder.stream_reads.values())
@@ -277,7 +283,7 @@ def _update_in_one_pass(
             rows,
             counts=None,
             statement_id=ctx.statement_id,
-            small=_small(target),
+            small=small_input(target),
             unique="UPDATE" if joined else None,
         )
         if count:
@@ -314,15 +320,6 @@ def _write_updated(
     )
 
 
-# Up to this many candidate rows a row-level write reads its target in one task: no shuffle to
-# spread the read, and one job per write.
-SMALL_INPUT_ROWS = 1_000_000
-
-
-def _small(target: Target) -> bool:
-    return sum(f.live_rows for f in target.state.files) <= SMALL_INPUT_ROWS
-
-
 def _matched(found: DataFrame) -> DataFrame:
     """The rows of a statement's query that address a target row."""
     return found.where(F.col(FILE).isNotNull())
@@ -332,4 +329,4 @@ def explain_write(planned: Planned, operation: str) -> list[str]:
     """EXPLAIN of a planned UPDATE or DELETE: how it reads its target, then Spark's plan of the
     read (phase 1's query, or the one pass)."""
     line = planned.strategy.describe(operation, planned.target.info.name)
-    return [line, *physical_plan_lines(planned.found)]
+    return [line, *plan_lines(planned.found)]

@@ -98,7 +98,7 @@ def create_dynamic_table(ctx: StatementContext, env: Env, new: NewDynamicTable) 
         rows = query_rows(ctx, env, definition, versions, data_timestamp)
     else:
         input_ = input_rows(ctx, env, state, versions)
-        rows = aggregated_rows(state, input_, [c.name for c in state.columns])
+        rows = aggregated_rows(state, input_, [c.name for c in state.columns]).frame(env.spark)
     hidden = [METADATA_ROW_ID, *(state.state if state is not None else ())]
     rows = _named(rows, new.columns, about, hidden)
     visible = schema_of_dataframe(rows.drop(*hidden), about=about)

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.types import DataType
 
 from changelake.catalog.model import TableInfo
@@ -37,6 +35,7 @@ from changelake.dynamic.measures import (
     shape_of,
     state_names,
 )
+from changelake.plan import sql_expr as S
 from changelake.plan.compile import VIEW_ACTION, VIEW_ROW_ID, group_row_id
 from changelake.plan.delta import formula
 from changelake.plan.ir import Col
@@ -44,6 +43,8 @@ from changelake.plan.ir import describe as ir_describe
 from changelake.plan.subtree import input_changes, node_rows
 from changelake.schema import ROW_KEY, TableSchema, quoted
 from changelake.storage.env import Env
+from changelake.storage.local import sql_literal
+from changelake.storage.relation import Relation, output_name
 from changelake.storage.snapshot import state_relation
 from changelake.storage.writer import run_checked
 from changelake.txn.context import StatementContext
@@ -87,14 +88,22 @@ def maintained(
     shape = shape_of(definition.tree) if definition.tree is not None else None
     if shape is None:
         return None
-    probe = node_rows(ctx, env, shape.aggregate.child, ends)
-    arguments = [F.expr(m.argument).alias(f"a{m.index}") for m in shape.measures if m.argument]
-    types = {int(f.name[1:]): f.dataType for f in probe.select(*arguments).schema.fields}
+    agg = shape.aggregate
+    # one analysis gives the arguments' types (first(x) has x's) and the values' types
+    arguments = [f"first({m.argument}) AS _cl_arg{m.index}" for m in shape.measures if m.argument]
+    values = [
+        f"{e} AS {quoted(c.id)}" for c, e in zip(agg.values, agg.value_expressions, strict=True)
+    ]
+    items = [*arguments, *values]
+    fields = []
+    if items:
+        probe = node_rows(ctx, env, agg.child, ends)
+        typed = Relation.query(f"SELECT {', '.join(items)} FROM {{p}} AS _p", [], p=probe)
+        fields = typed.frame(env.spark).schema.fields
+    types = {int(f.name[7:]): f.dataType for f in fields if f.name.startswith("_cl_arg")}
     if refusal(shape, types) is not None:
         return None
-    agg = shape.aggregate
-    values = [F.expr(e).alias(c.id) for c, e in zip(agg.values, agg.value_expressions, strict=True)]
-    value_types = {f.name: f.dataType for f in probe.agg(*values).schema.fields} if values else {}
+    value_types = {f.name: f.dataType for f in fields if not f.name.startswith("_cl_arg")}
     return Maintained(shape, types, value_types, tuple(state_names(shape, types)))
 
 
@@ -106,45 +115,54 @@ def stored_state(m: Maintained | None, schema: TableSchema) -> Maintained | None
     return m
 
 
-def aggregated_rows(m: Maintained, rows: DataFrame, names: list[str]) -> DataFrame:
+def aggregated_rows(m: Maintained, rows: Relation, names: list[str]) -> Relation:
     """The query's rows over the aggregate's input ``rows``, its visible columns named
     ``names``, with the state columns and METADATA$ROW_ID."""
     return _output(m, _grouped(m, rows), names)
 
 
-def input_rows(ctx: StatementContext, env: Env, m: Maintained, ends: Ends) -> DataFrame:
+def input_rows(ctx: StatementContext, env: Env, m: Maintained, ends: Ends) -> Relation:
     """The aggregate's input rows with each table at its version in ``ends``."""
     return node_rows(ctx, env, m.shape.aggregate.child, ends)
 
 
-def _keys(m: Maintained) -> list[Column]:
+def _aggregated(m: Maintained, rows: Relation, measures: list[str]) -> Relation:
+    """``measures`` (select items) of ``rows`` per group of the aggregate's keys (by id)."""
     agg = m.shape.aggregate
-    return [F.expr(e).alias(c.id) for c, e in zip(agg.keys, agg.key_expressions, strict=True)]
+    keys = [f"{e} AS {quoted(c.id)}" for c, e in zip(agg.keys, agg.key_expressions, strict=True)]
+    items = [*keys, *measures]
+    group = f" GROUP BY {', '.join(agg.key_expressions)}" if keys else ""
+    text = f"SELECT {', '.join(items)} FROM {{r}} AS _r{group}"
+    return Relation.query(text, [output_name(i) for i in items], r=rows)
 
 
-def _grouped(m: Maintained, rows: DataFrame) -> DataFrame:
+def _grouped(m: Maintained, rows: Relation) -> Relation:
     """Aggregate-level rows (key and value columns by id, state, RID) from input rows."""
     agg = m.shape.aggregate
-    values = [F.expr(e).alias(c.id) for c, e in zip(agg.values, agg.value_expressions, strict=True)]
-    measures = [*values, *full_state(m.shape, m.types)]
-    keys = _keys(m)
-    out = rows.groupBy(*keys).agg(*measures) if keys else rows.agg(*measures)
-    rid = F.expr(group_row_id([c.id for c in agg.keys]))
-    return out.select(*[F.col(c.id) for c in agg.columns], *m.state, rid.alias(VIEW_ROW_ID))
+    values = [
+        f"{e} AS {quoted(c.id)}" for c, e in zip(agg.values, agg.value_expressions, strict=True)
+    ]
+    out = _aggregated(m, rows, [*values, *full_state(m.shape, m.types)])
+    rid = group_row_id([c.id for c in agg.keys])
+    return out.select(*[quoted(c.id) for c in agg.columns], *m.state, f"{rid} AS {VIEW_ROW_ID}")
 
 
 def _output(
-    m: Maintained, df: DataFrame, names: list[str], passed: tuple[str, ...] = ()
-) -> DataFrame:
+    m: Maintained, rel: Relation, names: list[str], passed: tuple[str, ...] = ()
+) -> Relation:
     """Aggregate-level rows through the query's projections, named as the table's columns
     (and the ``passed`` columns as they were)."""
+    kept = [*m.state, VIEW_ROW_ID, *map(quoted, passed)]
     for project in m.shape.projects:
         outputs = [
-            F.expr(e).alias(c.id) for c, e in zip(project.outputs, project.expressions, strict=True)
+            f"{e} AS {quoted(c.id)}"
+            for c, e in zip(project.outputs, project.expressions, strict=True)
         ]
-        df = df.select(*outputs, *m.state, VIEW_ROW_ID, *passed)
-    shown = [F.col(c.id).alias(n) for c, n in zip(m.columns, names, strict=True)]
-    return df.select(*shown, *m.state, F.col(VIEW_ROW_ID).alias(METADATA_ROW_ID), *passed)
+        rel = rel.select(*outputs, *kept)
+    shown = [f"{quoted(c.id)} AS {quoted(n)}" for c, n in zip(m.columns, names, strict=True)]
+    return rel.select(
+        *shown, *m.state, f"{VIEW_ROW_ID} AS {quoted(METADATA_ROW_ID)}", *map(quoted, passed)
+    )
 
 
 @contextmanager
@@ -154,9 +172,11 @@ def maintained_delta(
     m: Maintained,
     versions: Versions,
     target: Target,
-) -> Iterator[DataFrame]:
+) -> Iterator[Relation]:
     """The minimum delta that brings ``target``'s stored rows to the query at the interval's
-    end, from the stored state of the groups the changes touch (valid in the ``with`` block)."""
+    end, from the stored state of the groups the changes touch (valid in the ``with`` block):
+    one plan, unless a group may need a recompute (then the combined groups are persisted and
+    the groups to recompute counted first)."""
     schema = target.state.schema
     names = [c.name for c in schema.visible]
     stored_names = [c.name for c in schema.stored]
@@ -164,102 +184,102 @@ def maintained_delta(
     ends = {t: (info, end) for t, (info, _, end) in versions.items()}
     found = input_changes(ctx, env, agg.child, versions)
     if found is None:  # no table it reads changed: no group changes
-        nothing = node_rows(ctx, env, agg.child, ends).limit(0)
-        found = nothing.withColumn(VIEW_ACTION, F.lit("INSERT")), agg.child
-    changes, _ = found
-    keys = _keys(m)
-    summed = delta_state(m.shape, m.types)
-    partial = changes.groupBy(*keys).agg(*summed) if keys else changes.agg(*summed)
-    partial = partial.withColumn(VIEW_ROW_ID, F.expr(group_row_id([c.id for c in agg.keys])))
-    stored = (
-        state_relation(env.spark, env.warehouse, target.state, identity=True)
-        .frame(env.spark)
-        .select(
-            F.col(quoted(ROW_KEY)).alias(_OLD + ROW_KEY),
-            *[F.col(quoted(n)).alias(_OLD + n) for n in stored_names],
-            *[F.col(c).alias(_OLD + c) for c in STORED],
-        )
+        nothing = node_rows(ctx, env, agg.child, ends).where("FALSE")
+        changes = nothing.select("*", f"'INSERT' AS {VIEW_ACTION}")
+    else:
+        changes, _ = found
+    partial = _aggregated(m, changes, delta_state(m.shape, m.types))
+    rid = group_row_id([c.id for c in agg.keys])
+    partial = partial.select("*", f"{rid} AS {VIEW_ROW_ID}")
+    stored = state_relation(env.spark, env.warehouse, target.state, identity=True).select(
+        f"{quoted(ROW_KEY)} AS {quoted(_OLD + ROW_KEY)}",
+        *[f"{quoted(n)} AS {quoted(_OLD + n)}" for n in stored_names],
+        *[f"{c} AS {quoted(_OLD + c)}" for c in STORED],
     )
-    joined = partial.join(stored, F.col(VIEW_ROW_ID) == F.col(_OLD + ROW_KEY), "left")
+    joined = partial.join(stored, f"_l.{VIEW_ROW_ID} = _r.{quoted(_OLD + ROW_KEY)}", "left")
     now = combined(m.shape, m.types, _OLD)
     types = {c.name: c.type for c in schema.state}
-    keep = now.state["_cl_n"] > 0 if agg.keys else F.lit(True)
-    frame = joined.select(
-        *[F.col(c.id) for c in agg.keys],
-        F.col(VIEW_ROW_ID),
-        *[F.col(_OLD + n) for n in [ROW_KEY, *stored_names, *STORED]],
+    keep = now.state["_cl_n"] > 0 if agg.keys else S.lit(True)
+    combined_groups = joined.select(
+        *[quoted(c.id) for c in agg.keys],
+        VIEW_ROW_ID,
+        *[quoted(_OLD + n) for n in [ROW_KEY, *stored_names, *STORED]],
         *[now.state[n].cast(types[n]).alias(n) for n in m.state],
         *[now.values[c.id].cast(m.value_types[c.id]).alias(c.id) for c in agg.values],
         now.recompute.alias(_REDO),
         keep.alias(_KEEP),
-        F.col(_OLD + ROW_KEY).isNotNull().alias(_HAD),
+        S.col(_OLD + ROW_KEY).isNotNull().alias(_HAD),
     )
-    with persisted(frame) if m.may_recompute else nullcontext(frame) as frame:
+    frame = combined_groups.frame(env.spark) if m.may_recompute else None
+    with persisted(frame) if frame is not None else nullcontext() as kept:
         redo = 0
-        if m.may_recompute:  # one small job saves reading base rows when no group needs it
-            redo = run_checked(lambda: frame.where(F.col(_REDO)).count(), table=target.info.name)
+        groups = combined_groups
+        if kept is not None:  # one small job saves reading base rows when no group needs it
+            groups = Relation.of_frame(kept, combined_groups.columns)
+            redo = run_checked(lambda: kept.where(_REDO).count(), table=target.info.name)
         # a group not recomputed has its stored row beside its new one: no join to pair them
         passed = (_REDO, _KEEP, _HAD, *[_OLD + n for n in [*stored_names, *STORED]])
-        rows = _output(m, frame.where(~F.col(_REDO)), names, passed)
-        before = F.when(F.col(_HAD), F.struct(*[F.col(_OLD + n).alias(n) for n in stored_names]))
-        after = F.when(F.col(_KEEP), F.struct(*[F.col(quoted(n)) for n in stored_names]))
+        rows = _output(m, groups.where(f"NOT {_REDO}"), names, passed)
+        before = _image([(_OLD + n, n) for n in stored_names])
+        after = _image([(n, n) for n in stored_names])
         # both events of a stored group keep its row's address and identity (apply_delta)
         # only the images and what the events keep: a user column may be named _a or _b
         images = rows.select(
-            F.col(METADATA_ROW_ID),
-            before.alias("_b"),
-            after.alias("_a"),
-            *[F.col(_OLD + c).alias(c) for c in STORED],
+            quoted(METADATA_ROW_ID),
+            f"CASE WHEN {_HAD} THEN {before} END AS _b",
+            f"CASE WHEN {_KEEP} THEN {after} END AS _a",
+            *[f"{quoted(_OLD + c)} AS {c}" for c in STORED],
         )
         paired = images.where("NOT (_b <=> _a)").select(
-            F.col(METADATA_ROW_ID), F.expr(PAIR_EVENTS).alias("_e"), *STORED
+            quoted(METADATA_ROW_ID), f"{PAIR_EVENTS} AS _e", *STORED
         )
-        delta = paired.where(F.col("_e").isNotNull()).select(
-            *[F.col("_e").getField("v").getField(n).alias(n) for n in stored_names],
-            F.col("_e").getField("a").alias(METADATA_ACTION),
-            F.col("_e").getField("u").alias(METADATA_ISUPDATE),
-            F.col(METADATA_ROW_ID),
+        delta = paired.where("_e IS NOT NULL").select(
+            *[f"_e.v.{quoted(n)} AS {quoted(n)}" for n in stored_names],
+            f"_e.a AS {quoted(METADATA_ACTION)}",
+            f"_e.u AS {quoted(METADATA_ISUPDATE)}",
+            quoted(METADATA_ROW_ID),
             *STORED,
         )
         if redo:
-            fresh = _recomputed(ctx, env, m, frame, ends, types)
-            old = frame.where(F.col(_REDO) & F.col(_HAD)).select(
-                *[F.col(_OLD + n).alias(n) for n in [*stored_names, *STORED]],
-                F.col(_OLD + ROW_KEY).alias(ROW_KEY),
+            fresh = _recomputed(ctx, env, m, groups, ends, types)
+            old = groups.where(f"{_REDO} AND {_HAD}").select(
+                *[f"{quoted(_OLD + n)} AS {quoted(n)}" for n in [*stored_names, *STORED]],
+                f"{quoted(_OLD + ROW_KEY)} AS {quoted(ROW_KEY)}",
             )
-            recomputed = diff(old, _output(m, fresh, names), stored_names, STORED)
-            delta = delta.unionByName(recomputed)
+            delta = delta.union(diff(old, _output(m, fresh, names), stored_names, STORED))
         yield delta
+
+
+def _image(columns: list[tuple[str, str]]) -> str:
+    """A row image: a struct of (column, field name) pairs."""
+    return f"named_struct({', '.join(f'{sql_literal(n)}, {quoted(c)}' for c, n in columns)})"
 
 
 def _recomputed(
     ctx: StatementContext,
     env: Env,
     m: Maintained,
-    frame: DataFrame,
+    groups: Relation,
     ends: Ends,
     types: dict[str, str],
-) -> DataFrame:
+) -> Relation:
     """The groups flagged for a recompute, from their input rows at the end."""
     rows = node_rows(ctx, env, m.shape.aggregate.child, ends)
     agg = m.shape.aggregate
     if agg.keys:
-        flagged = frame.where(F.col(_REDO)).select(
-            *[F.col(c.id).alias(f"_cl_t{i}") for i, c in enumerate(agg.keys)]
+        flagged = groups.where(_REDO).select(
+            *[f"{quoted(c.id)} AS _cl_t{i}" for i, c in enumerate(agg.keys)]
         )
         with_keys = rows.select(
-            "*", *[F.expr(e).alias(f"_cl_k{i}") for i, e in enumerate(agg.key_expressions)]
+            "*", *[f"{e} AS _cl_k{i}" for i, e in enumerate(agg.key_expressions)]
         )
-        same = [F.col(f"_cl_k{i}").eqNullSafe(F.col(f"_cl_t{i}")) for i in range(len(agg.keys))]
-        cond = same[0]
-        for more in same[1:]:
-            cond = cond & more
-        rows = with_keys.join(flagged, cond, "left_semi").select(*rows.columns)
+        same = " AND ".join(f"_l._cl_k{i} <=> _r._cl_t{i}" for i in range(len(agg.keys)))
+        rows = with_keys.join(flagged, same, "left_semi").select(*map(quoted, rows.columns))
     out = _grouped(m, rows)
     return out.select(
-        *[F.col(c.id) for c in agg.columns],
-        *[F.col(n).cast(types[n]).alias(n) for n in m.state],
-        F.col(VIEW_ROW_ID),
+        *[quoted(c.id) for c in agg.columns],
+        *[S.col(n).cast(types[n]).alias(n) for n in m.state],
+        VIEW_ROW_ID,
     )
 
 

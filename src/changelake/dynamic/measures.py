@@ -30,8 +30,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from pyspark.sql import Column
-from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BooleanType,
@@ -50,6 +48,7 @@ from pyspark.sql.types import (
 from sqlglot import exp
 
 from changelake.dialect import parse_one, to_spark
+from changelake.plan import sql_expr as S
 from changelake.plan.compile import VIEW_ACTION
 from changelake.plan.ir import Aggregate, Col, Node, Project
 
@@ -172,57 +171,57 @@ def _floating(m: Measure, types: dict[int, DataType]) -> bool:
     return m.kind in (Kind.SUM, Kind.AVG) and isinstance(types[m.index], FloatType | DoubleType)
 
 
-def _arg(m: Measure) -> Column:
+def _arg(m: Measure) -> S.Expr:
     assert m.argument is not None
-    return F.expr(m.argument)
+    return S.expr(m.argument)
 
 
-def full_state(shape: Shape, types: dict[int, DataType]) -> list[Column]:
+def full_state(shape: Shape, types: dict[int, DataType]) -> list[str]:
     """The state columns as aggregates over a group's input rows."""
-    out = [F.count(F.lit(1)).alias(ROWS)]
+    out = [S.count(S.lit(1)).alias(ROWS)]
     for m in shape.measures:
         if m.kind is Kind.ROWS:
             continue
         x, name = _arg(m), f"_cl_a{m.index}_"
-        trues = F.count(F.when(x, F.lit(1)))
-        out.append((trues if m.kind is Kind.COUNT_IF else F.count(x)).alias(name + "c"))
+        trues = S.count(S.when(x, S.lit(1)))
+        out.append((trues if m.kind is Kind.COUNT_IF else S.count(x)).alias(name + "c"))
         if m.kind in (Kind.SUM, Kind.AVG):
-            out.append(F.sum(x).alias(name + "s"))
+            out.append(S.sum(x).alias(name + "s"))
             if _floating(m, types):
-                out += [F.sum(F.abs(x)).alias(name + "a"), F.sum(F.abs(x)).alias(name + "h")]
+                out += [S.sum(S.abs(x)).alias(name + "a"), S.sum(S.abs(x)).alias(name + "h")]
         elif m.kind in (Kind.MIN, Kind.MAX):
-            extreme = F.min(x) if m.kind is Kind.MIN else F.max(x)
+            extreme = S.min(x) if m.kind is Kind.MIN else S.max(x)
             out.append(extreme.alias(name + "m"))
         elif m.kind in (Kind.BOOL_AND, Kind.BOOL_OR):
             out.append(trues.alias(name + "t"))
     return out
 
 
-def delta_state(shape: Shape, types: dict[int, DataType]) -> list[Column]:
+def delta_state(shape: Shape, types: dict[int, DataType]) -> list[str]:
     """Aggregates over a group's signed input changes (``ACTION``): each state column's change
     as ``_d<name>``; MIN/MAX: the extreme inserted (``_d<name>``) and deleted (``_x<name>``)."""
-    inserted = F.col(VIEW_ACTION) == "INSERT"
-    sign = F.when(inserted, F.lit(1)).otherwise(F.lit(-1)).cast("bigint")
-    out = [F.sum(sign).alias("_d" + ROWS)]
+    inserted = S.col(VIEW_ACTION) == "INSERT"
+    sign = S.when(inserted, S.lit(1)).otherwise(S.lit(-1)).cast("bigint")
+    out = [S.sum(sign).alias("_d" + ROWS)]
     for m in shape.measures:
         if m.kind is Kind.ROWS:
             continue
         x, name = _arg(m), f"_cl_a{m.index}_"
         counted = x if m.kind is Kind.COUNT_IF else x.isNotNull()
-        out.append(F.sum(F.when(counted, sign).otherwise(0)).alias(f"_d{name}c"))
+        out.append(S.sum(S.when(counted, sign).otherwise(0)).alias(f"_d{name}c"))
         if m.kind in (Kind.SUM, Kind.AVG):
             t = types[m.index]
             wide = x.cast("bigint") if isinstance(t, _INTEGRAL) else x  # -x must not overflow
-            out.append(F.sum(F.when(inserted, wide).otherwise(-wide)).alias(f"_d{name}s"))
+            out.append(S.sum(S.when(inserted, wide).otherwise(-wide)).alias(f"_d{name}s"))
             if _floating(m, types):
-                out.append(F.sum(sign * F.abs(x)).alias(f"_d{name}a"))
-                out.append(F.sum(F.abs(x)).alias(f"_d{name}h"))
+                out.append(S.sum(sign * S.abs(x)).alias(f"_d{name}a"))
+                out.append(S.sum(S.abs(x)).alias(f"_d{name}h"))
         elif m.kind in (Kind.MIN, Kind.MAX):
-            pick = F.min if m.kind is Kind.MIN else F.max
-            out.append(pick(F.when(inserted, x)).alias(f"_d{name}m"))
-            out.append(pick(F.when(~inserted, x)).alias(f"_x{name}m"))
+            pick = S.min if m.kind is Kind.MIN else S.max
+            out.append(pick(S.when(inserted, x)).alias(f"_d{name}m"))
+            out.append(pick(S.when(~inserted, x)).alias(f"_x{name}m"))
         elif m.kind in (Kind.BOOL_AND, Kind.BOOL_OR):
-            out.append(F.sum(F.when(x, sign).otherwise(0)).alias(f"_d{name}t"))
+            out.append(S.sum(S.when(x, sign).otherwise(0)).alias(f"_d{name}t"))
     return out
 
 
@@ -234,24 +233,24 @@ class Combined:
     """A group's state after a refresh (by state column), its aggregate values (by the
     aggregate's column ids), and whether it must be recomputed from its rows instead."""
 
-    state: dict[str, Column]
-    values: dict[str, Column]
-    recompute: Column
+    state: dict[str, S.Expr]
+    values: dict[str, S.Expr]
+    recompute: S.Expr
 
 
 def combined(shape: Shape, types: dict[int, DataType], old: str) -> Combined:
     """Stored state (columns named ``old`` + state name; NULL for a new group) plus the
     changes of ``delta_state``."""
 
-    def was(name: str) -> Column:
-        return F.coalesce(F.col(old + name), F.lit(0))
+    def was(name: str) -> S.Expr:
+        return S.coalesce(S.col(old + name), S.lit(0))
 
-    def change(name: str) -> Column:
-        return F.coalesce(F.col("_d" + name), F.lit(0))
+    def change(name: str) -> S.Expr:
+        return S.coalesce(S.col("_d" + name), S.lit(0))
 
     n = was(ROWS) + change(ROWS)
     state, values = {ROWS: n}, {}
-    recompute = F.lit(False)
+    recompute = S.lit(False)
     for m in shape.measures:
         if m.kind is Kind.ROWS:
             values[m.column.id] = n
@@ -263,32 +262,32 @@ def combined(shape: Shape, types: dict[int, DataType], old: str) -> Combined:
         if m.kind in (Kind.COUNT, Kind.COUNT_IF):
             values[m.column.id] = c
         elif m.kind in (Kind.SUM, Kind.AVG):
-            s = F.when(some, was(name + "s") + change(name + "s"))
+            s = S.when(some, was(name + "s") + change(name + "s"))
             state[name + "s"] = s
             values[m.column.id] = (
-                s if m.kind is Kind.SUM else F.when(some, _average(s, c, m, types))
+                s if m.kind is Kind.SUM else S.when(some, _average(s, c, m, types))
             )
             if _floating(m, types):
-                a = F.when(some, was(name + "a") + change(name + "a"))
-                h = F.when(some, was(name + "h") + change(name + "h"))
+                a = S.when(some, was(name + "a") + change(name + "a"))
+                h = S.when(some, was(name + "h") + change(name + "h"))
                 state[name + "a"], state[name + "h"] = a, h
-                recompute = recompute | F.coalesce(h > F.lit(DRIFT) * a, F.lit(False))
+                recompute = recompute | S.coalesce(h > S.lit(float(DRIFT)) * a, S.lit(False))
         elif m.kind in (Kind.MIN, Kind.MAX):
-            stored, deleted = F.col(old + name + "m"), F.col(f"_x{name}m")
-            combine = F.least if m.kind is Kind.MIN else F.greatest
-            state[name + "m"] = F.when(some, combine(stored, F.col(f"_d{name}m")))
+            stored, deleted = S.col(old + name + "m"), S.col(f"_x{name}m")
+            combine = S.least if m.kind is Kind.MIN else S.greatest
+            state[name + "m"] = S.when(some, combine(stored, S.col(f"_d{name}m")))
             beyond = deleted <= stored if m.kind is Kind.MIN else deleted >= stored
             lost = deleted.isNotNull() & (stored.isNull() | beyond)
-            recompute = recompute | F.coalesce(lost, F.lit(True))
+            recompute = recompute | S.coalesce(lost, S.lit(True))
             values[m.column.id] = state[name + "m"]
         else:
             t = was(name + "t") + change(name + "t")
             state[name + "t"] = t
-            values[m.column.id] = F.when(some, t == c if m.kind is Kind.BOOL_AND else t > 0)
+            values[m.column.id] = S.when(some, t == c if m.kind is Kind.BOOL_AND else t > 0)
     return Combined(state, values, recompute)
 
 
-def _average(s: Column, c: Column, m: Measure, types: dict[int, DataType]) -> Column:
+def _average(s: S.Expr, c: S.Expr, m: Measure, types: dict[int, DataType]) -> S.Expr:
     """AVG from its sum and count as Spark computes it: a DECIMAL sum divided by the count as
     DECIMAL(20,0) (then cast to AVG's type by the caller), else in DOUBLE."""
     if isinstance(types[m.index], DecimalType):

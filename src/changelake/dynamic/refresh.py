@@ -21,9 +21,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
 from changelake.catalog.alters import AlterDynamicTable
 from changelake.catalog.model import (
     DynamicTableInfo,
@@ -60,6 +57,7 @@ from changelake.schema import quoted
 from changelake.storage import native
 from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
+from changelake.storage.relation import Relation
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext, new_statement_id
 from changelake.txn.points import Point, PointKind, resolve
@@ -244,7 +242,7 @@ def _delta(
     env: Env,
     plan: RefreshPlan,
     target: Target,
-) -> Iterator[DataFrame]:
+) -> Iterator[Relation]:
     """The minimum delta that brings the stored rows to the query at the data timestamp (for
     the ``with`` block)."""
     schema = target.state.schema
@@ -268,18 +266,18 @@ def _delta(
             information=Information.DEFAULT,
         )
         hidden = (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID)
-        yield rel.select(*_renaming(rel.columns, names, hidden)).frame(env.spark)
+        yield rel.select(*_renaming(rel.columns, names, hidden))
         return
     if state is not None:
         rows = aggregated_rows(state, input_rows(ctx, env, state, ends), names)
     else:
-        rows = query_rows(ctx, env, plan.definition, ends, plan.data_timestamp)
-        rows = native.select(rows, _renaming(rows.columns, names, (METADATA_ROW_ID,)))
+        found = query_rows(ctx, env, plan.definition, ends, plan.data_timestamp)
+        found = native.select(found, _renaming(found.columns, names, (METADATA_ROW_ID,)))
         # state columns the query no longer maintains are left NULL
-        rows = rows.select("*", *[F.lit(None).cast(c.type).alias(c.name) for c in schema.state])
-    stored_rows = state_relation(env.spark, env.warehouse, target.state, identity=True).frame(
-        env.spark
-    )
+        rows = Relation.of_frame(found).select(
+            "*", *[f"CAST(NULL AS {c.type}) AS {quoted(c.name)}" for c in schema.state]
+        )
+    stored_rows = state_relation(env.spark, env.warehouse, target.state, identity=True)
     yield diff(stored_rows, rows, stored, STORED)
 
 

@@ -18,6 +18,7 @@ from changelake.catalog.model import (
 )
 from changelake.catalog.requests import CreateTable, DefineExternalTable, IfExists, Update
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
+from changelake.storage.local import sql_literal
 
 
 def table_schema(columns: Sequence[tuple[str, str]]) -> TableSchema:
@@ -26,17 +27,24 @@ def table_schema(columns: Sequence[tuple[str, str]]) -> TableSchema:
     return TableSchema((*visible, Column(len(visible) + 1, ROW_KEY, "string", True)))
 
 
-def row_key(keys: Sequence[str], types: dict[str, str], prefix: str = "") -> SparkColumn:
-    """The row key of the key columns' values: JSON of their values, timestamps as microseconds
-    (so the key does not depend on the session's time zone). ``prefix``: the key's values are
-    in columns named ``prefix + key``."""
+def row_key_sql(
+    keys: Sequence[str], types: dict[str, str], prefix: str = "", table: str = ""
+) -> str:
+    """The row key of the key columns' values (SQL text): JSON of their values, timestamps as
+    microseconds (so the key does not depend on the session's time zone). ``prefix``: the key's
+    values are in columns named ``prefix + key``, of ``table`` if given."""
     parts = []
     for name in keys:
-        value = F.col(quoted(prefix + name))
+        value = f"{table}.{quoted(prefix + name)}" if table else quoted(prefix + name)
         if types[name].startswith("timestamp"):
-            value = F.unix_micros(value.cast("timestamp"))
-        parts.append(value.alias(name))
-    return F.to_json(F.struct(*parts))
+            value = f"unix_micros(CAST({value} AS TIMESTAMP))"
+        parts.append(f"{sql_literal(name)}, {value}")
+    return f"to_json(named_struct({', '.join(parts)}))"
+
+
+def row_key(keys: Sequence[str], types: dict[str, str], prefix: str = "") -> SparkColumn:
+    """``row_key_sql`` as a column."""
+    return F.expr(row_key_sql(keys, types, prefix))
 
 
 def stored_rows(df: DataFrame, schema: TableSchema, keys: Sequence[str]) -> DataFrame:

@@ -4,7 +4,6 @@ dynamic tables read (a full refresh's rows, an aggregate's input changes)."""
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from changelake.catalog.model import TableInfo
 from changelake.changes.columns import METADATA_ROW_ID
@@ -12,7 +11,9 @@ from changelake.plan.compile import VIEW_ROW_ID, compile_node
 from changelake.plan.delta import derive
 from changelake.plan.ir import End, Node, at
 from changelake.plan.views import Leaves, Versions
+from changelake.schema import quoted
 from changelake.storage.env import Env
+from changelake.storage.relation import Relation
 from changelake.txn.context import StatementContext
 
 
@@ -21,14 +22,14 @@ def input_changes(
     env: Env,
     node: Node,
     versions: Versions,
-) -> tuple[DataFrame, Node] | None:
+) -> tuple[Relation, Node] | None:
     """The (redundant) changes of the subtree ``node`` over the interval and its derivative, or
     None if no table it reads changed: its columns by internal id, RID and ACTION."""
     leaves = Leaves(ctx, env, versions, None)
     derivative = derive(node, changed=leaves.changed)
     if derivative is None:
         return None
-    return compile_node(derivative, leaves.read).frame(env.spark), derivative
+    return compile_node(derivative, leaves.read), derivative
 
 
 def node_rows(
@@ -36,12 +37,12 @@ def node_rows(
     env: Env,
     node: Node,
     versions: dict[int, tuple[TableInfo, int]],
-) -> DataFrame:
+) -> Relation:
     """The rows of the subtree ``node`` with each base table at the given version: its columns
     by internal id, and RID."""
     at_versions = {t: (info, v, v) for t, (info, v) in versions.items()}
     read = Leaves(ctx, env, at_versions, None).read
-    return compile_node(at(node, End.START), read).frame(env.spark)
+    return compile_node(at(node, End.START), read)
 
 
 def rows_at(
@@ -52,6 +53,6 @@ def rows_at(
 ) -> DataFrame:
     """The rows of query ``tree`` with each base table at the given version, with their
     METADATA$ROW_ID (a dynamic table's full refresh)."""
-    df = node_rows(ctx, env, tree, versions)
-    names = [F.col(c.id).alias(c.name) for c in tree.columns]
-    return df.select(*names, F.col(VIEW_ROW_ID).alias(METADATA_ROW_ID))
+    rel = node_rows(ctx, env, tree, versions)
+    names = [f"{quoted(c.id)} AS {quoted(c.name)}" for c in tree.columns]
+    return rel.select(*names, f"{VIEW_ROW_ID} AS {quoted(METADATA_ROW_ID)}").frame(env.spark)

@@ -16,7 +16,7 @@ from changelake.plan.streams import stream_plan_lines
 from changelake.plan.views import view_changes
 from changelake.sql.statements import Delete, Statement, Update, statement_of
 from changelake.storage.env import Env
-from changelake.storage.spark_private import physical_plan_lines
+from changelake.storage.relation import plan_lines
 from changelake.txn.context import StatementContext
 
 
@@ -58,7 +58,7 @@ def explain(ctx: StatementContext, env: Env, tree: exp.Expression) -> DataFrame:
         return env.spark.createDataFrame([(line,) for line in lines], "plan string")
     lines = change_plans(ctx, env, tree)
     df = Binder(ctx, env).query(tree)
-    lines += physical_plan_lines(df)
+    lines += plan_lines(df)
     return env.spark.createDataFrame([(line,) for line in lines], "plan string")
 
 

@@ -23,7 +23,8 @@ def counted_jobs(spark: SparkSession, description: str) -> Iterator[Callable[[],
     group = f"changelake-{uuid.uuid4().hex}"
     sc.setJobGroup(group, description)
     try:
-        yield lambda: len(sc.statusTracker().getJobIdsForGroup(group))
+        # the JVM's array, not PySpark's list of it (a round trip per job)
+        yield lambda: len(sc._jsc.sc().statusTracker().getJobIdsForGroup(group))
     finally:
         sc.setLocalProperty(_GROUP, before[0])  # type: ignore[arg-type]
         sc.setLocalProperty(_DESCRIPTION, before[1])  # type: ignore[arg-type]

@@ -209,3 +209,14 @@ def select(df: DataFrame, exprs: Sequence[str]) -> DataFrame:
     if frames is None:
         return df.selectExpr(*exprs)
     return frame_of(spark, frames.select(jvm_frame(df), "\x01".join(exprs)))
+
+
+def write_parquet(df: DataFrame, uri: str, *, one_file_if_small: bool = False) -> None:
+    """Append ``df`` as Parquet files to the directory ``uri``, written in place (no staging and
+    renames: ``DirectCommitProtocol``) where the jar is loaded; else by Spark's own protocol.
+    ``one_file_if_small``: a plan ``Relation.frame`` ran as small is written as one file."""
+    frames = jvm_class(df.sparkSession, f"{PACKAGE}.Frames")
+    if frames is None:
+        df.write.mode("append").parquet(uri)
+    else:
+        frames.write(jvm_frame(df), uri, one_file_if_small)

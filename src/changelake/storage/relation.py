@@ -18,11 +18,25 @@ import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pyspark.errors import IllegalArgumentException
 from pyspark.sql import DataFrame, SparkSession
 
+from changelake.errors import InvalidStatementError
 from changelake.schema import quoted
-from changelake.storage.spark_private import frame_of, jvm_class, jvm_frame, jvm_session
+from changelake.storage.spark_private import (
+    frame_of,
+    jvm_class,
+    jvm_frame,
+    jvm_session,
+    physical_plan_lines,
+)
 
+# Plans whose inputs hold at most this many bytes (a Spark conf key; 0: none) run without
+# adaptive execution, with one shuffle partition, without broadcast joins and with interpreted
+# expressions (``Frames``): on a few rows AQE and broadcasts only split a plan into more jobs,
+# more partitions only add tasks, and generated code is compiled to run once.
+SMALL_INPUT = "spark.changelake.smallInputBytes"
+_FRAMES = "io.changelake.spark.Frames"
 _names = itertools.count()
 _LEAF = "__cl_leaf{}__"
 
@@ -173,15 +187,20 @@ class Relation:
         blob += struct.pack("<i", len(frames))
         for name, _ in frames:
             blob += _string(name)
-        frames_class = jvm_class(spark, "io.changelake.spark.Frames")
+        frames_class = jvm_class(spark, _FRAMES)
         if frames_class is None:  # no JVM piece (no JDK), so no reads either
             return self._formatted(spark, dict(frames))
-        if frames:
-            jdf = frames_class.plan(
-                jvm_session(spark), self.sql, bytes(blob), [jvm_frame(f) for _, f in frames]
-            )
-        else:
-            jdf = frames_class.plan(jvm_session(spark), self.sql, bytes(blob))
+        try:
+            if frames:
+                jdf = frames_class.plan(
+                    jvm_session(spark), self.sql, bytes(blob), [jvm_frame(f) for _, f in frames]
+                )
+            else:
+                jdf = frames_class.plan(jvm_session(spark), self.sql, bytes(blob))
+        except IllegalArgumentException as e:
+            if SMALL_INPUT in str(e):  # the user's setting
+                raise InvalidStatementError(str(e).split("\n", 1)[0]) from None
+            raise
         return frame_of(spark, jdf)
 
     def _formatted(self, spark: SparkSession, frames: dict[str, Leaf]) -> DataFrame:
@@ -191,6 +210,14 @@ class Relation:
         for name in frames:
             text = text.replace(name, "{" + name + "}")
         return spark.sql(text, **frames)
+
+
+def plan_lines(df: DataFrame) -> list[str]:
+    """EXPLAIN of ``df``: how ``frame`` chose to run it (by its input's size: ``SMALL_INPUT``;
+    where changelake's JVM piece is loaded), then Spark's plan."""
+    frames_class = jvm_class(df.sparkSession, _FRAMES)
+    chosen = None if frames_class is None else frames_class.choice(jvm_frame(df))
+    return ([] if chosen is None else [str(chosen)]) + physical_plan_lines(df)
 
 
 def _string(text: str) -> bytes:

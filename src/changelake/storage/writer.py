@@ -113,9 +113,11 @@ def write_data(
     row_version: str | None = None,
     partitions: int | None = None,
     cached: bool = False,
+    one_file_if_small: bool = False,
 ) -> list[DataFile]:
     """Write ``df`` as data files into ``directory`` (not committed), in ``partitions`` files if
-    given (``cached``: ``df`` is a projection of persisted rows, regrouped without a shuffle).
+    given (``cached``: ``df`` is a projection of persisted rows, regrouped without a shuffle),
+    or, with ``one_file_if_small``, in one file if its plan ran as small (``Relation.frame``).
 
     The first columns of ``df`` are the table's, in table order; ``row_id`` and ``row_version``
     name further columns of ``df`` holding identities to materialize.
@@ -127,7 +129,10 @@ def write_data(
     if partitions is not None:
         # Rows already in memory are regrouped for free; otherwise spread the write evenly.
         out = out.coalesce(partitions) if cached or df.is_cached else out.repartition(partitions)
-    run_checked(lambda: out.write.mode("append").parquet(warehouse.uri(directory)), table=table)
+    uri = warehouse.uri(directory)
+    run_checked(
+        lambda: native.write_parquet(out, uri, one_file_if_small=one_file_if_small), table=table
+    )
     return describe_files(warehouse, directory)
 
 
@@ -167,7 +172,7 @@ def write_deletes(
     # finds them (or materializes them, when ``deleted`` is persisted) stays parallel.
     selected = native.select(deleted, columns)
     dv = selected.coalesce(1) if small else selected.repartition(1)
-    run_checked(lambda: dv.write.mode("append").parquet(warehouse.uri(directory)), table=table)
+    run_checked(lambda: native.write_parquet(dv, warehouse.uri(directory)), table=table)
     written = describe_files(warehouse, directory)
     if not written:
         return {}, False

@@ -13,7 +13,6 @@ already committed: nothing is lost or applied twice.
 
 from __future__ import annotations
 
-import functools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,6 @@ import psycopg
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from changelake.arrow_types import arrow_type
 from changelake.catalog.alters import AlterExternalTable
@@ -52,11 +50,13 @@ from changelake.external.postgresql.pgoutput import (
     parse_lsn,
 )
 from changelake.external.postgresql.pgtypes import converter
-from changelake.external.rows import row_key
+from changelake.external.rows import row_key_sql
 from changelake.schema import ROW_KEY, quoted
 from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
-from changelake.storage.snapshot import state_relation
+from changelake.storage.local import sql_literal
+from changelake.storage.relation import Relation as Plan  # pgoutput's Relation is a table
+from changelake.storage.snapshot import FILE, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import new_statement_id
 from changelake.txn.snapshot import TableState
@@ -360,8 +360,8 @@ def _delta(
     keep: str | None,
     base: DataFrame | None,
     stored_where: str | None,
-) -> DataFrame:
-    """The minimum delta (see ``apply_folded``), with the stored rows' addresses."""
+) -> Plan:
+    """The minimum delta (see ``apply_folded``), with the stored rows' addresses: one plan."""
     columns = _columns(ext)
     names = [n for n, _ in columns]
     types = dict(columns)
@@ -375,64 +375,75 @@ def _delta(
             *(f"{quoted(_FROM + k)} {types[k]}" for k in keys),
         ]
     )
-    new = spark.read.schema(staged_schema).parquet(warehouse.uri(staged))
-    new = new.withColumn(ROW_KEY, row_key(keys, types))
-    stored = every = state_relation(spark, warehouse, state, identity=True).frame(spark)
-    touched = new.select(F.col(ROW_KEY).alias("_cl_k"))
+    staged_names = [*names, _GONE, _KEEP, *(_FROM + k for k in keys)]
+    read = spark.read.schema(staged_schema).parquet(warehouse.uri(staged))
+    key = row_key_sql(keys, types)
+    new = Plan.of_frame(read, staged_names).select("*", f"{key} AS {quoted(ROW_KEY)}")
+    stored = every = state_relation(spark, warehouse, state, identity=True)
+    touched = new.select(f"{quoted(ROW_KEY)} AS _cl_k")
+    by_key = f"_l.{quoted(ROW_KEY)} = _r._cl_k"
     if not folded.truncated and stored_where is None:
-        stored = stored.join(touched, stored[quoted(ROW_KEY)] == touched["_cl_k"], "left_semi")
+        stored = stored.join(touched, by_key, "left_semi")
     elif not folded.truncated:
-        hit = stored.join(touched, stored[quoted(ROW_KEY)] == touched["_cl_k"], "left")
-        wanted = F.col("_cl_k").isNotNull() | F.coalesce(F.expr(stored_where), F.lit(False))
-        stored = hit.where(wanted).drop("_cl_k")
+        hit = stored.join(touched, by_key, "left", columns=[*_all("_l", stored), "_r._cl_k"])
+        stored = hit.where(f"_cl_k IS NOT NULL OR coalesce({stored_where}, false)").drop("_cl_k")
     inserts = None
+    values = [quoted(n) for n in names]
     if base is not None and not folded.truncated:
         # A key no transaction touched keeps its base row, and no stored row has that key: it
         # was outside the old scope at the snapshot and has not changed since. So it is a
         # plain insert, with no join against the stored rows.
-        unfolded = base.select(*[F.col(quoted(n)) for n in names])
-        unfolded = unfolded.withColumn(ROW_KEY, row_key(keys, types))
-        unfolded = unfolded.join(touched, unfolded[ROW_KEY] == touched["_cl_k"], "left_anti")
+        unfolded = Plan.of_frame(base, names).select(*values, f"{key} AS {quoted(ROW_KEY)}")
+        unfolded = unfolded.join(touched, by_key, "left_anti")
         if keep is not None:
-            unfolded = unfolded.where(F.coalesce(F.expr(keep), F.lit(False)))
+            unfolded = unfolded.where(f"coalesce({keep}, false)")
         inserts = unfolded.select(
-            *[F.col(quoted(n)) for n in names],
-            F.lit("INSERT").alias(METADATA_ACTION),
-            F.lit(False).alias(METADATA_ISUPDATE),
-            F.col(ROW_KEY).alias(METADATA_ROW_ID),
-            *[F.lit(None).cast(every.schema[c].dataType).alias(c) for c in STORED],
+            *values,
+            f"'INSERT' AS {quoted(METADATA_ACTION)}",
+            f"false AS {quoted(METADATA_ISUPDATE)}",
+            f"{quoted(ROW_KEY)} AS {quoted(METADATA_ROW_ID)}",
+            *[f"CAST(NULL AS {'string' if c == FILE else 'bigint'}) AS {c}" for c in STORED],
         )
     keeps = any(e is not None and e.keep for e in folded.rows.values())
     if keeps:  # values a change did not repeat: the stored row's (or the base row's)
-        sources = [every.select(F.col(quoted(ROW_KEY)), *[F.col(quoted(n)) for n in names])]
+        sources = every.select(quoted(ROW_KEY), *values)
         if base is not None:
-            sources.append(
-                base.select(*[F.col(quoted(n)) for n in names]).withColumn(
-                    ROW_KEY, row_key(keys, types)
-                )
+            sources = sources.union(
+                Plan.of_frame(base, names).select(f"{key} AS {quoted(ROW_KEY)}", *values)
             )
-        old = functools.reduce(DataFrame.unionByName, sources).select(
-            F.col(quoted(ROW_KEY)).alias("_cl_ok"),
-            *[F.col(quoted(n)).alias(f"_cl_o_{n}") for n in names],
+        old = sources.select(
+            f"{quoted(ROW_KEY)} AS _cl_ok", *[f"{quoted(n)} AS {_old(n)}" for n in names]
         )
-        new = new.join(old, row_key(keys, types, _FROM) == old["_cl_ok"], "left")
-        kept = F.split(F.coalesce(F.col(_KEEP), F.lit("")), ",")
-        new = new.select(
-            *[
-                F.when(F.array_contains(kept, n), F.col(f"_cl_o_{n}"))
-                .otherwise(F.col(quoted(n)))
-                .alias(n)
-                for n in names
+        kept = f"split(coalesce(_l.{_KEEP}, ''), ',')"
+        new = new.join(
+            old,
+            f"{row_key_sql(keys, types, _FROM, table='_l')} = _r._cl_ok",
+            "left",
+            columns=[
+                *[
+                    f"CASE WHEN array_contains({kept}, {sql_literal(n)}) THEN _r.{_old(n)}"
+                    f" ELSE _l.{quoted(n)} END AS {quoted(n)}"
+                    for n in names
+                ],
+                f"_l.{_GONE}",
+                f"_l.{quoted(ROW_KEY)}",
             ],
-            F.col(_GONE),
-            F.col(ROW_KEY),
         )
-    rows = new.where(~F.col(_GONE))
+    rows = new.where(f"NOT {_GONE}")
     if keep is not None:
-        rows = rows.where(F.coalesce(F.expr(keep), F.lit(False)))
-    rows = rows.select(*[F.col(quoted(n)) for n in names], F.col(ROW_KEY).alias(METADATA_ROW_ID))
+        rows = rows.where(f"coalesce({keep}, false)")
+    rows = rows.select(*values, f"{quoted(ROW_KEY)} AS {quoted(METADATA_ROW_ID)}")
     delta = diff(stored, rows, names, carried=STORED)
-    return delta if inserts is None else delta.unionByName(inserts)
+    return delta if inserts is None else delta.union(inserts)
+
+
+def _all(alias: str, rel: Plan) -> list[str]:
+    return [f"{alias}.{quoted(c)}" for c in rel.columns]
+
+
+def _old(name: str) -> str:
+    """The column a stored (or base) row's value of ``name`` is kept in."""
+    return quoted(f"_cl_o_{name}")
 
 
 def mark_failed(catalog: Catalog, clock: Clock, ext: ExternalTableInfo, error: str) -> None:

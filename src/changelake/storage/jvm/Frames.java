@@ -28,10 +28,39 @@ import scala.runtime.AbstractPartialFunction;
  * described compactly, or DataFrames built before) and returns it analysed once. The leaves are
  * put in place of the names in the parsed plan, in subqueries and CTE definitions too: no
  * temporary view is registered.
+ *
+ * <p>Each plan runs in a copy of the session. Where its inputs are small (at most {@link
+ * #SMALL_INPUT} bytes of stored data) the copy runs without adaptive execution, with one shuffle
+ * partition, without broadcast joins (but hinted ones) and with interpreted expressions: on a
+ * few rows AQE and broadcasts only split the plan into more jobs, more partitions only add
+ * tasks, and generated code is compiled to run once. Larger inputs keep the session's own
+ * settings.
  */
 public final class Frames {
   /** Separates the SQL expressions of one {@link #select} (a character SQL text never holds). */
   public static final String SEPARATOR = "\u0001";
+
+  /** The configuration key of the largest input (bytes) planned as small; 0: never. */
+  public static final String SMALL_INPUT = "spark.changelake.smallInputBytes";
+
+  static final long DEFAULT_SMALL_INPUT = 8L << 20;
+
+  /** Set in a plan's own session: "small" or "large", a space and the input's size in bytes. */
+  static final String PLANNED = "spark.changelake.plannedInput";
+
+  private static final String COMMIT_PROTOCOL = "spark.sql.sources.commitProtocolClass";
+
+  // One shuffle partition is what AQE would coalesce a small input's shuffles to; joins are
+  // sort-merge joins in the query's own job, not a job per broadcast (static size estimates of
+  // joins are products of their inputs' sizes: a join would be broadcast or not by the number
+  // of files, not by its rows).
+  private static final Map<String, String> SMALL_SETTINGS =
+      Map.of(
+          "spark.sql.adaptive.enabled", "false",
+          "spark.sql.shuffle.partitions", "1",
+          "spark.sql.autoBroadcastJoinThreshold", "-1",
+          "spark.sql.codegen.wholeStage", "false",
+          "spark.sql.codegen.factoryMode", "NO_CODEGEN");
 
   private Frames() {}
 
@@ -73,7 +102,112 @@ public final class Frames {
       leaves.put(string(in), logical(frames.get(i)));
     }
     LogicalPlan parsed = spark.sessionState().sqlParser().parsePlan(sql);
-    return org.apache.spark.sql.classic.Dataset.ofRows(spark, substitute(parsed, leaves));
+    // A session of the plan's own (a copy, ~1 ms: it sees the temporary views, functions and
+    // settings the session has now): its settings are chosen by the input's size once the plan
+    // is analysed (planning, which they steer, comes with the first action), and a write of
+    // the plan sets its commit protocol there (observed metrics stay with their session).
+    SparkSession own = spark.cloneSession();
+    var df = org.apache.spark.sql.classic.Dataset.ofRows(own, substitute(parsed, leaves));
+    long bytes = inputBytes(df.logicalPlan());
+    boolean small = bytes <= smallInput(spark);
+    if (small) {
+      SMALL_SETTINGS.forEach((key, value) -> own.sessionState().conf().setConfString(key, value));
+    }
+    own.sessionState().conf().setConfString(PLANNED, (small ? "small " : "large ") + bytes);
+    return df;
+  }
+
+  private static long smallInput(SparkSession spark) {
+    String limit = spark.sessionState().conf().getConfString(SMALL_INPUT, null);
+    if (limit == null) {
+      return DEFAULT_SMALL_INPUT;
+    }
+    try {
+      long bytes = Long.parseLong(limit.trim());
+      if (bytes >= 0) {
+        return bytes;
+      }
+    } catch (NumberFormatException e) {
+      // refused below
+    }
+    throw new IllegalArgumentException(
+        SMALL_INPUT + " is '" + limit + "'; set it to a number of bytes (0: every plan keeps the"
+            + " session's adaptive execution and code generation).");
+  }
+
+  /**
+   * The bytes the leaves of {@code plan} hold, as Spark estimates them (a file read: the files'
+   * sizes; a local relation: its rows'). A leaf of unknown size counts as Spark's default size,
+   * larger than any small input.
+   */
+  static long inputBytes(LogicalPlan plan) {
+    scala.math.BigInt total = scala.math.BigInt.apply(0);
+    for (LogicalPlan leaf : CollectionConverters.asJava(plan.collectLeaves())) {
+      total = total.$plus(leaf.stats().sizeInBytes());
+    }
+    return total.isValidLong() ? total.toLong() : Long.MAX_VALUE;
+  }
+
+  /**
+   * Append {@code df} as Parquet files to the directory {@code path}, written in place by {@link
+   * DirectCommitProtocol}: set for the write on the session of a plan of {@link #plan} (its
+   * own), else on a copy of {@code df}'s session (the user's own writes keep Spark's protocol).
+   */
+  public static void write(Dataset<Row> df, String path) {
+    write(df, path, false);
+  }
+
+  /**
+   * {@link #write(Dataset, String)}; {@code oneFileIfSmall}: a plan of a small input (its rows
+   * are few) is written as one file, without a shuffle; others keep the plan's partitions.
+   */
+  public static void write(Dataset<Row> df, String path, boolean oneFileIfSmall) {
+    var classic = (org.apache.spark.sql.classic.Dataset<Row>) df;
+    SparkSession spark = classic.sparkSession();
+    String planned = spark.sessionState().conf().getConfString(PLANNED, null);
+    boolean own = planned != null;
+    if (oneFileIfSmall && own && planned.startsWith("small ")) {
+      classic = (org.apache.spark.sql.classic.Dataset<Row>) classic.coalesce(1);
+    }
+    if (!own) {
+      spark = spark.cloneSession();
+      classic = org.apache.spark.sql.classic.Dataset.ofRows(spark, classic.logicalPlan());
+    }
+    var conf = spark.sessionState().conf();
+    String before = conf.getConfString(COMMIT_PROTOCOL, null);
+    conf.setConfString(COMMIT_PROTOCOL, DirectCommitProtocol.class.getName());
+    try {
+      classic.write().mode("append").parquet(path);
+    } finally {
+      if (before == null) {
+        conf.unsetConf(COMMIT_PROTOCOL);
+      } else {
+        conf.setConfString(COMMIT_PROTOCOL, before);
+      }
+    }
+  }
+
+  /**
+   * How {@link #plan} chose to run {@code df}, for EXPLAIN: one line; null for a DataFrame it
+   * did not plan.
+   */
+  public static String choice(Dataset<Row> df) {
+    SparkSession spark = ((org.apache.spark.sql.classic.Dataset<Row>) df).sparkSession();
+    String planned = spark.sessionState().conf().getConfString(PLANNED, null);
+    if (planned == null) {
+      return null;
+    }
+    String[] sizeOf = planned.split(" ", 2);
+    long bytes = Long.parseLong(sizeOf[1]);
+    String size = bytes == Long.MAX_VALUE ? "unknown size" : bytes + " bytes";
+    String limit = SMALL_INPUT + " = " + smallInput(spark);
+    if (sizeOf[0].equals("small")) {
+      return "changelake: small input (" + size + ", at most " + limit
+          + "): adaptive execution off, one shuffle partition, no broadcasts, expressions"
+          + " interpreted";
+    }
+    return "changelake: input of " + size + " (over " + limit
+        + "): the session's adaptive execution and code generation";
   }
 
   private static LogicalPlan logical(Dataset<Row> df) {
