@@ -37,28 +37,29 @@ def _live_at(version: int) -> Any:
 
 
 def snapshot_files(conn: Connection, table_id: int, version: int) -> list[LiveFile]:
-    file_rows = conn.execute(
-        select(t.files)
+    """One query: the live files, each joined with its DV parts up to ``version``."""
+    d = t.deletes.c
+    rows = conn.execute(
+        select(t.files, d.dv_path, d.row_count.label("dv_rows"))
+        .outerjoin(t.deletes, and_(d.file_id == t.files.c.file_id, d.version <= version))
         .where(t.files.c.table_id == table_id, _live_at(version))
-        .order_by(t.files.c.file_id)
+        .order_by(t.files.c.file_id, d.version)
     ).all()
-    dv_rows = conn.execute(
-        select(t.deletes.c.file_id, t.deletes.c.dv_path, t.deletes.c.row_count)
-        .join(t.files, t.files.c.file_id == t.deletes.c.file_id)
-        .where(t.deletes.c.table_id == table_id, t.deletes.c.version <= version, _live_at(version))
-        .order_by(t.deletes.c.version)
-    ).all()
-    dvs: dict[int, list[Any]] = defaultdict(list)
-    for r in dv_rows:
-        dvs[r.file_id].append(r)
-    return [
-        LiveFile(
-            file=data_file(r),
-            dv_paths=tuple(d.dv_path for d in dvs[r.file_id]),
-            deleted_rows=sum(d.row_count for d in dvs[r.file_id]),
-        )
-        for r in file_rows
-    ]
+    out: list[LiveFile] = []
+    dvs: list[Any] = []
+    for i, r in enumerate(rows):
+        if r.dv_path is not None:
+            dvs.append(r)
+        if i + 1 == len(rows) or rows[i + 1].file_id != r.file_id:
+            out.append(
+                LiveFile(
+                    file=data_file(r),
+                    dv_paths=tuple(d.dv_path for d in dvs),
+                    deleted_rows=sum(d.dv_rows for d in dvs),
+                )
+            )
+            dvs = []
+    return out
 
 
 def files_changed_between(

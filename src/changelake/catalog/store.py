@@ -151,6 +151,23 @@ class Catalog:
         with reading(self.engine) as conn:
             return table_repo.version_as_of(conn, table_id, timestamp, inclusive=inclusive)
 
+    def versions_as_of(
+        self, table_ids: Sequence[int], timestamp: float, *, inclusive: bool
+    ) -> dict[int, int]:
+        """``version_as_of`` of each table, in one query; a table with no such version (created
+        later) is left out."""
+        with reading(self.engine) as conn:
+            return table_repo.versions_as_of(conn, table_ids, timestamp, inclusive=inclusive)
+
+    def version_infos(
+        self, wanted: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], VersionInfo]:
+        """The versions ``wanted`` as (table id, version) that exist, in one query."""
+        if not wanted:
+            return {}
+        with reading(self.engine) as conn:
+            return table_repo.version_infos(conn, wanted)
+
     def statement_commit(self, statement_id: str) -> StatementCommits | None:
         """What a committed statement made: its versions per table and its commit numbers."""
         with reading(self.engine) as conn:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, or_, select
+from sqlalchemy import Connection, and_, func, or_, select
 
 from changelake.catalog import internal
 from changelake.catalog import tables as t
@@ -100,6 +101,33 @@ def version_as_of(conn: Connection, table_id: int, timestamp: float, *, inclusiv
     return conn.execute(
         select(func.max(t.versions.c.version)).where(t.versions.c.table_id == table_id, cmp)
     ).scalar()
+
+
+def versions_as_of(
+    conn: Connection, table_ids: Sequence[int], timestamp: float, *, inclusive: bool
+) -> dict[int, int]:
+    """``version_as_of`` for several tables in one query (a table without one is left out)."""
+    v = t.versions.c
+    cmp = v.committed_at <= timestamp if inclusive else v.committed_at < timestamp
+    rows = conn.execute(
+        select(v.table_id, func.max(v.version))
+        .where(v.table_id.in_(list(table_ids)), cmp)
+        .group_by(v.table_id)
+    ).all()
+    return {table_id: version for table_id, version in rows if version is not None}
+
+
+def version_infos(
+    conn: Connection, wanted: Sequence[tuple[int, int]]
+) -> dict[tuple[int, int], VersionInfo]:
+    """The versions ``wanted`` (table id, version) that exist, in one query."""
+    v = t.versions.c
+    rows = conn.execute(
+        select(t.versions).where(
+            or_(*(and_(v.table_id == table_id, v.version == n) for table_id, n in wanted))
+        )
+    ).all()
+    return {(r.table_id, r.version): version_info(r) for r in rows}
 
 
 def version_at(conn: Connection, table_id: int, commit_number: int) -> int | None:

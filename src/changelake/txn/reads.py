@@ -10,6 +10,7 @@ goes to the catalog every time.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from changelake.catalog import Catalog
@@ -66,6 +67,25 @@ class StatementReads:
         if upto_inclusive is None:  # up to the latest: not history yet
             return read()
         return list(self._once(("versions", table_id, after_exclusive, upto_inclusive), read))
+
+    def version_info(self, table_id: int, version: int) -> VersionInfo | None:
+        key = ("version_info", table_id, version)
+        if key not in self._kept:
+            found = self._catalog.version_info(table_id, version)
+            if found is None:  # not yet: it may be committed later in the statement
+                return None
+            self._kept[key] = found
+        return self._kept[key]
+
+    def version_infos(
+        self, wanted: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], VersionInfo]:
+        """The versions ``wanted`` that exist, those not kept yet read in one query."""
+        missing = [w for w in wanted if ("version_info", *w) not in self._kept]
+        for w, found in self._catalog.version_infos(missing).items():
+            self._kept[("version_info", *w)] = found
+        kept = ((w, self._kept.get(("version_info", *w))) for w in wanted)
+        return {w: found for w, found in kept if found is not None}
 
     def view_sql(self, name: str) -> str | None:
         found = self._once(("view_sql", name.lower()), lambda: self._catalog.view_sql(name))
