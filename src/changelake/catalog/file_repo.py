@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import Connection, and_, case, or_, select
 
 from changelake.catalog import tables as t
+from changelake.catalog.file_history import FileHistory
 from changelake.catalog.model import DataFile, LiveFile, NewDeletes, TrackedFile
 from changelake.errors import ConflictError
 
@@ -97,6 +98,43 @@ def files_changed_between(
     for d in dv_rows:
         dvs[d.file_id].append((d.version, d.dv_path, d.row_count))
     return [TrackedFile(data_file(r), r.removed_at, tuple(dvs[r.file_id])) for r in file_rows]
+
+
+def file_histories(
+    conn: Connection, ranges: Mapping[int, tuple[int, int]]
+) -> dict[int, FileHistory]:
+    """Per table, its files over versions ``[since, until]`` (``ranges``), in one query: the
+    files live at one of them, each joined with its DV parts up to ``until``."""
+    f, d = t.files.c, t.deletes.c
+    wanted = or_(
+        *(
+            and_(
+                f.table_id == table_id,
+                f.begin_version <= until,
+                or_(f.end_version.is_(None), f.end_version > since),
+            )
+            for table_id, (since, until) in ranges.items()
+        )
+    )
+    until_of = case(*((f.table_id == table_id, until) for table_id, (_, until) in ranges.items()))
+    rows = conn.execute(
+        select(t.files, d.version.label("dv_version"), d.dv_path, d.row_count.label("dv_rows"))
+        .outerjoin(t.deletes, and_(d.file_id == f.file_id, d.version <= until_of))
+        .where(wanted)
+        .order_by(f.file_id, d.version)
+    ).all()
+    files: dict[int, list[TrackedFile]] = {table_id: [] for table_id in ranges}
+    dvs: list[tuple[int, str, int]] = []
+    for i, r in enumerate(rows):
+        if r.dv_path is not None:
+            dvs.append((r.dv_version, r.dv_path, r.dv_rows))
+        if i + 1 == len(rows) or rows[i + 1].file_id != r.file_id:
+            files[r.table_id].append(TrackedFile(data_file(r), r.end_version, tuple(dvs)))
+            dvs = []
+    return {
+        table_id: FileHistory(since, until, tuple(files[table_id]))
+        for table_id, (since, until) in ranges.items()
+    }
 
 
 def all_file_paths(conn: Connection, table_id: int) -> list[tuple[str, int | None, list[str]]]:

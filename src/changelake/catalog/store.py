@@ -4,7 +4,7 @@ database transaction after checking their requirements."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import select
 
@@ -24,6 +24,7 @@ from changelake.catalog import commit as commit_path
 from changelake.catalog import tables as t
 from changelake.catalog.alters import FinishTaskRun, fields_set
 from changelake.catalog.db import engine_for, migrate, reading, retrying, writing
+from changelake.catalog.file_history import FileHistory
 from changelake.catalog.model import (
     ChannelInfo,
     ConnectionInfo,
@@ -220,6 +221,15 @@ class Catalog:
             return file_repo.files_changed_between(
                 conn, table_id, start_exclusive=start_exclusive, end_inclusive=end_inclusive
             )
+
+    def file_histories(self, ranges: Mapping[int, tuple[int, int]]) -> dict[int, FileHistory]:
+        """Per table (id), its files over the versions ``[since, until]`` that ``ranges`` give
+        it, in one query: what ``snapshot_files`` and ``files_changed_between`` answer for
+        versions in that range, for several tables and versions at once."""
+        if not ranges:
+            return {}
+        with reading(self.engine) as conn:
+            return file_repo.file_histories(conn, ranges)
 
     def all_file_paths(self, table_id: int) -> list[tuple[str, int | None, list[str]]]:
         """Every registered data file: (path, end_version, its DV paths) — for vacuum."""

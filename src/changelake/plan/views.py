@@ -171,6 +171,7 @@ def view_at(ctx: StatementContext, env: Env, name: str, point: Point) -> Relatio
     versions = {
         t: (info, v, v) for t, (info, v, _) in _versions(ctx, name, definition, point, None).items()
     }
+    ctx.catalog.read_ahead({t: (v, v) for t, (_, v, _) in versions.items()})
     rel = compile_node(at(tree, End.START), Leaves(ctx, env, versions, None).read)
     return rel.select(*[f"{c.id} AS {quoted(c.name)}" for c in tree.columns])
 
@@ -208,6 +209,7 @@ def changes_over(
     """The changes of view ``name`` (IR ``tree``) over one interval per base table; with
     ``initial_rows``, every row of the view at the end as an INSERT (a stream's first read).
     APPEND_ONLY: ``tree`` is one that ``monotonic.refusal`` accepts."""
+    ctx.catalog.read_ahead({t: (first, last) for t, (_, first, last) in versions.items()})
     if information is Information.REDO:
         return _redo(ctx, env, name, tree, versions)
     leaves = Leaves(ctx, env, versions, information)

@@ -10,10 +10,11 @@ goes to the catalog every time.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from changelake.catalog import Catalog
+from changelake.catalog.file_history import FileHistory
 from changelake.catalog.model import LiveFile, TrackedFile, VersionInfo
 from changelake.schema import TableSchema
 
@@ -26,6 +27,27 @@ class StatementReads:
     def __init__(self, catalog: Catalog):
         self._catalog = catalog
         self._kept: dict[tuple, Any] = {}
+        self._ahead: dict[int, tuple[int, int]] = {}  # announced, not read yet
+        self._histories: dict[int, FileHistory] = {}
+
+    def read_ahead(self, ranges: Mapping[int, tuple[int, int]]) -> None:
+        """The statement will read these tables' files at versions in ``[since, until]`` (all
+        committed): the first such read reads every table announced, in one query."""
+        for table_id, (since, until) in ranges.items():
+            known = self._histories.get(table_id)
+            if known is None or not known.covers(since, until):
+                pending = self._ahead.get(table_id)
+                if pending is not None:
+                    since, until = min(since, pending[0]), max(until, pending[1])
+                self._ahead[table_id] = (since, until)
+
+    def _history(self, table_id: int, first: int, last: int) -> FileHistory | None:
+        pending = self._ahead.get(table_id)
+        if pending is not None and pending[0] <= first <= last <= pending[1]:
+            self._histories.update(self._catalog.file_histories(self._ahead))
+            self._ahead = {}
+        found = self._histories.get(table_id)
+        return found if found is not None and found.covers(first, last) else None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._catalog, name)
@@ -40,12 +62,20 @@ class StatementReads:
         return self._once(key, lambda: self._catalog.schema_at(table_id, version))
 
     def snapshot_files(self, table_id: int, version: int) -> list[LiveFile]:
+        history = self._history(table_id, version, version)
+        if history is not None:
+            return history.live_at(version)
         key = ("snapshot_files", table_id, version)
         return list(self._once(key, lambda: self._catalog.snapshot_files(table_id, version)))
 
     def files_changed_between(
         self, table_id: int, *, start_exclusive: int, end_inclusive: int
     ) -> list[TrackedFile]:
+        history = self._history(table_id, start_exclusive, end_inclusive)
+        if history is not None:
+            return history.changed_between(
+                start_exclusive=start_exclusive, end_inclusive=end_inclusive
+            )
         key = ("files_changed_between", table_id, start_exclusive, end_inclusive)
         return list(
             self._once(
