@@ -8,7 +8,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, case, or_, select
+from sqlalchemy import Connection, and_, case, func, or_, select
 
 from changelake.catalog import tables as t
 from changelake.catalog.file_history import FileHistory
@@ -180,14 +180,17 @@ def check_untouched(
 ) -> None:
     """ConflictError if a version after ``since_version`` removed ``paths`` or gave them DVs."""
     paths = list(paths)
-    removed = conn.execute(
-        select(t.files.c.end_version).where(
+    removed = (
+        select(t.files.c.end_version)
+        .where(
             t.files.c.table_id == table_id,
             t.files.c.path.in_(paths),
             t.files.c.end_version > since_version,
         )
-    ).scalar()
-    deleted = conn.execute(
+        .limit(1)
+        .scalar_subquery()
+    )
+    deleted = (
         select(t.deletes.c.version)
         .join(t.files, t.files.c.file_id == t.deletes.c.file_id)
         .where(
@@ -195,8 +198,11 @@ def check_untouched(
             t.deletes.c.version > since_version,
             t.files.c.path.in_(paths),
         )
-    ).scalar()
-    version = removed if removed is not None else deleted
+        .limit(1)
+        .scalar_subquery()
+    )
+    # one query: the version that removed one of the paths, else one that deleted rows of one
+    version = conn.execute(select(func.coalesce(removed, deleted))).scalar()
     if version is not None:
         raise ConflictError(
             f"Conflict on table {name}: version {version}, committed by a concurrent statement"
