@@ -44,7 +44,7 @@ def define(ctx: StatementContext, sql: str, about: str) -> Definition:
         views = sorted((n, ctx.catalog.view_sql(n) or "") for n in named)
         fingerprint = hashlib.sha256(json.dumps([sql, views]).encode()).hexdigest()
         return Definition(sql, None, str(e), fingerprint, named, _tables(ctx, named))
-    tables = {s.table_id: ctx.catalog.table_by_id(s.table_id) for s in scans(built.tree)}
+    tables = {s.table_id: built.tables[s.table_id] for s in scans(built.tree)}
     return Definition(sql, built.tree, "", built.fingerprint, named, tables)
 
 
