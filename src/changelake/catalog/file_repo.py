@@ -66,38 +66,38 @@ def snapshot_files(conn: Connection, table_id: int, version: int) -> list[LiveFi
 def files_changed_between(
     conn: Connection, table_id: int, *, start_exclusive: int, end_inclusive: int
 ) -> list[TrackedFile]:
+    """One query: the files the interval touched, each joined with its DV parts up to its end."""
     s, e = start_exclusive, end_inclusive
-    dv_file_ids = select(t.deletes.c.file_id).where(
-        t.deletes.c.table_id == table_id, t.deletes.c.version > s, t.deletes.c.version <= e
-    )
-    file_rows = conn.execute(
-        select(t.files, t.files.c.end_version.label("removed_at"))
+    f, d = t.files.c, t.deletes.c
+    dv_file_ids = select(d.file_id).where(d.table_id == table_id, d.version > s, d.version <= e)
+    rows = conn.execute(
+        select(t.files, d.version.label("dv_version"), d.dv_path, d.row_count.label("dv_rows"))
+        .outerjoin(t.deletes, and_(d.file_id == f.file_id, d.version <= e))
         .where(
-            t.files.c.table_id == table_id,
+            f.table_id == table_id,
             or_(
-                and_(t.files.c.begin_version > s, t.files.c.begin_version <= e),
-                and_(t.files.c.end_version > s, t.files.c.end_version <= e),
-                t.files.c.file_id.in_(dv_file_ids),
+                and_(f.begin_version > s, f.begin_version <= e),
+                and_(f.end_version > s, f.end_version <= e),
+                f.file_id.in_(dv_file_ids),
             ),
         )
-        .order_by(t.files.c.file_id)
+        .order_by(f.file_id, d.version)
     ).all()
-    ids = [r.file_id for r in file_rows]
-    dv_rows = (
-        conn.execute(
-            select(
-                t.deletes.c.file_id, t.deletes.c.version, t.deletes.c.dv_path, t.deletes.c.row_count
-            )
-            .where(t.deletes.c.file_id.in_(ids), t.deletes.c.version <= e)
-            .order_by(t.deletes.c.version)
-        ).all()
-        if ids
-        else []
-    )
-    dvs: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
-    for d in dv_rows:
-        dvs[d.file_id].append((d.version, d.dv_path, d.row_count))
-    return [TrackedFile(data_file(r), r.removed_at, tuple(dvs[r.file_id])) for r in file_rows]
+    return _tracked(rows)[table_id] if rows else []
+
+
+def _tracked(rows: Sequence[Any]) -> dict[int, list[TrackedFile]]:
+    """Per table, the files of ``rows`` (a file's rows adjacent, one per DV part or one without
+    any), each with its DV parts in order."""
+    files: dict[int, list[TrackedFile]] = defaultdict(list)
+    dvs: list[tuple[int, str, int]] = []
+    for i, r in enumerate(rows):
+        if r.dv_path is not None:
+            dvs.append((r.dv_version, r.dv_path, r.dv_rows))
+        if i + 1 == len(rows) or rows[i + 1].file_id != r.file_id:
+            files[r.table_id].append(TrackedFile(data_file(r), r.end_version, tuple(dvs)))
+            dvs = []
+    return files
 
 
 def file_histories(
@@ -123,16 +123,9 @@ def file_histories(
         .where(wanted)
         .order_by(f.file_id, d.version)
     ).all()
-    files: dict[int, list[TrackedFile]] = {table_id: [] for table_id in ranges}
-    dvs: list[tuple[int, str, int]] = []
-    for i, r in enumerate(rows):
-        if r.dv_path is not None:
-            dvs.append((r.dv_version, r.dv_path, r.dv_rows))
-        if i + 1 == len(rows) or rows[i + 1].file_id != r.file_id:
-            files[r.table_id].append(TrackedFile(data_file(r), r.end_version, tuple(dvs)))
-            dvs = []
+    files = _tracked(rows)
     return {
-        table_id: FileHistory(since, until, tuple(files[table_id]))
+        table_id: FileHistory(since, until, tuple(files.get(table_id, ())))
         for table_id, (since, until) in ranges.items()
     }
 
