@@ -1106,3 +1106,14 @@ def test_batched_reads_answer_as_the_per_table_reads_do(catalog):
     assert catalog.version_infos(wanted) == {
         (t, v): catalog.version_info(t, v) for t, v in wanted if v < 7
     }
+    wider = TableSchema((*SCHEMA.columns, Column(3, "age", "int")))
+    alter_schema(catalog, ids[0], wider, operation="ALTER", statement_id="alter", now=now + 2)
+    assert catalog.find_tables(["ONE", "two", "nope"]) == {
+        "one": catalog.table("one"),
+        "two": catalog.table("two"),
+    }
+    for versions in ({ids[0]: 6, ids[1]: 6}, {ids[0]: 7, ids[1]: 0}, {ids[0]: 0}):
+        assert catalog.schemas_at(versions) == {
+            t: catalog.schema_at(t, v) for t, v in versions.items()
+        }
+    assert catalog.schemas_at({ids[0]: 7})[ids[0]] == wider

@@ -24,10 +24,10 @@ import changelake
 CEILINGS: dict[str, tuple[int, int, int]] = {
     "select": (10, 1, 4),
     "changes of a table": (12, 3, 5),
-    "changes of a 3-table view": (23, 8, 13),
+    "changes of a 3-table view": (23, 8, 9),
     "update": (30, 2, 14),
     "delete": (17, 1, 13),
-    "dt refresh": (96, 11, 28),
+    "dt refresh": (96, 11, 25),
 }
 
 

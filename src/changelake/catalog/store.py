@@ -116,6 +116,14 @@ class Catalog:
             )
         return found
 
+    def find_tables(self, names: Sequence[str]) -> dict[str, TableInfo]:
+        """The live tables among ``names``, by lower-case name, in one query."""
+        if not names:
+            return {}
+        with reading(self.engine) as conn:
+            rows = table_repo.find_live_named(conn, names)
+        return {r.name: table_repo.table_info(r) for r in rows}
+
     def table_by_id(self, table_id: int) -> TableInfo:
         with reading(self.engine) as conn:
             return table_repo.table_info(table_repo.by_id(conn, table_id))
@@ -132,6 +140,13 @@ class Catalog:
     def schema_at(self, table_id: int, version: int) -> TableSchema:
         with reading(self.engine) as conn:
             return table_repo.schema_at(conn, table_id, version)
+
+    def schemas_at(self, wanted: Mapping[int, int]) -> dict[int, TableSchema]:
+        """``schema_at`` of each table (id) at its version in ``wanted``, in one query."""
+        if not wanted:
+            return {}
+        with reading(self.engine) as conn:
+            return table_repo.schemas_at(conn, wanted)
 
     # -- versions -----------------------------------------------------------------------------
 

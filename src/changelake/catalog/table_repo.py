@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import Connection, and_, func, or_, select
@@ -51,6 +51,15 @@ def find_live(conn: Connection, name: str) -> Any:
     ).first()
 
 
+def find_live_named(conn: Connection, names: Sequence[str]) -> list[Any]:
+    lowered = [n.lower() for n in names]
+    return list(
+        conn.execute(
+            select(t.tables).where(t.tables.c.name.in_(lowered), t.tables.c.dropped_at.is_(None))
+        ).all()
+    )
+
+
 def by_id(conn: Connection, table_id: int) -> Any:
     return conn.execute(select(t.tables).where(t.tables.c.table_id == table_id)).one()
 
@@ -79,6 +88,31 @@ def schema_at(conn: Connection, table_id: int, version: int) -> TableSchema:
         .order_by(t.columns.c.ordinal)
     ).all()
     return TableSchema(tuple(Column(r.column_id, r.name, r.type, r.nullable) for r in rows))
+
+
+def schemas_at(conn: Connection, wanted: Mapping[int, int]) -> dict[int, TableSchema]:
+    """``schema_at`` of each table (id) at its version in ``wanted``, in one query."""
+    c = t.columns.c
+    rows = conn.execute(
+        select(t.columns)
+        .where(
+            or_(
+                *(
+                    and_(
+                        c.table_id == table_id,
+                        c.begin_version <= version,
+                        or_(c.end_version.is_(None), c.end_version > version),
+                    )
+                    for table_id, version in wanted.items()
+                )
+            )
+        )
+        .order_by(c.table_id, c.ordinal)
+    ).all()
+    columns: dict[int, list[Column]] = {table_id: [] for table_id in wanted}
+    for r in rows:
+        columns[r.table_id].append(Column(r.column_id, r.name, r.type, r.nullable))
+    return {table_id: TableSchema(tuple(cols)) for table_id, cols in columns.items()}
 
 
 def versions(

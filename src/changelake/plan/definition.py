@@ -17,6 +17,7 @@ from sqlglot import exp
 from changelake.catalog.model import TableInfo
 from changelake.dialect import parse_one
 from changelake.plan.build import Builder, Catalog
+from changelake.plan.grammar import names_read
 from changelake.plan.ir import Node
 from changelake.plan.monotonic import Refusal, refusal
 from changelake.txn.context import StatementContext
@@ -25,8 +26,20 @@ from changelake.txn.context import StatementContext
 def _catalog(
     ctx: StatementContext, read: list[tuple[str, str]], tables: dict[int, TableInfo]
 ) -> Catalog:
+    looked_up: dict[str, TableInfo | None] = {}  # by ahead: None, not a table
+
+    def ahead(query: exp.Expression) -> exp.Expression:
+        # one query for the tables it names, one for their schemas at the versions read
+        missing = [n for n in names_read(query) if n not in looked_up]
+        if missing:
+            found = ctx.catalog.find_tables(missing)
+            looked_up.update({n: found.get(n) for n in missing})
+            ctx.catalog.schemas_at({i.table_id: ctx.read_version(i) for i in found.values()})
+        return query
+
     def table(name: str) -> tuple[TableInfo, tuple[str, ...]] | None:
-        info = ctx.catalog.find_table(name)
+        key = name.lower()
+        info = looked_up[key] if key in looked_up else ctx.catalog.find_table(name)
         if info is None:
             return None
         tables[info.table_id] = info
@@ -38,7 +51,7 @@ def _catalog(
             read.append((name.lower(), sql))
         return sql
 
-    return Catalog(table, view_sql, ctx.catalog.object_names)
+    return Catalog(table, view_sql, ctx.catalog.object_names, ahead)
 
 
 @dataclass(frozen=True)
@@ -80,7 +93,10 @@ def query_definition(
     consumed)."""
     read: list[tuple[str, str]] = [("", sql)]
     tables: dict[int, TableInfo] = {}
-    builder = Builder(_catalog(ctx, read, tables), about)
-    tree = builder.query(parsed if parsed is not None else parse_one(sql), {})
+    catalog = _catalog(ctx, read, tables)
+    parsed = parsed if parsed is not None else parse_one(sql)
+    catalog.ahead(parsed)
+    builder = Builder(catalog, about)
+    tree = builder.query(parsed, {})
     fingerprint = hashlib.sha256(json.dumps(read).encode()).hexdigest()
     return ViewDefinition(tree, fingerprint, tuple(builder.built), MappingProxyType(tables))

@@ -61,6 +61,13 @@ class StatementReads:
         key = ("schema_at", table_id, version)
         return self._once(key, lambda: self._catalog.schema_at(table_id, version))
 
+    def schemas_at(self, wanted: Mapping[int, int]) -> dict[int, TableSchema]:
+        """``schema_at`` of each table at its version, those not kept yet read in one query."""
+        missing = {t: v for t, v in wanted.items() if ("schema_at", t, v) not in self._kept}
+        for table_id, schema in self._catalog.schemas_at(missing).items():
+            self._kept[("schema_at", table_id, missing[table_id])] = schema
+        return {t: self._kept[("schema_at", t, v)] for t, v in wanted.items()}
+
     def snapshot_files(self, table_id: int, version: int) -> list[LiveFile]:
         history = self._history(table_id, version, version)
         if history is not None:
