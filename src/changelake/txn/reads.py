@@ -1,11 +1,15 @@
-"""The catalog as one statement reads it: what history says cannot change is asked once.
+"""The catalog as one statement reads it: what history says cannot change is asked once, and
+what a statement needs of several tables is asked together.
 
 A statement asks the same things of the catalog many times (a view's changes plan each base
 table's interval to choose a plan, then again to read it; each leaf reads a table's state): a
 table's schema and live files at a version, the files an interval of versions touched, the
-versions of a closed interval, a view's text. Once committed these never change, so within one
-statement the first answer is kept. Everything else (current versions, streams, leases, commits)
-goes to the catalog every time.
+versions of a closed interval, a version's record, a view's text. Once committed these never
+change, so within one statement the first answer is kept. Reads of several tables at once
+(``schemas_at``, ``version_infos``) keep each table's answer the same way; ``read_ahead``
+announces the versions a plan will read, so that the first file read of one table reads all the
+announced tables' files in one query. Everything else (current versions, streams, leases,
+commits) goes to the catalog every time.
 """
 
 from __future__ import annotations
@@ -30,6 +34,14 @@ class StatementReads:
         self._ahead: dict[int, tuple[int, int]] = {}  # announced, not read yet
         self._histories: dict[int, FileHistory] = {}
 
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._catalog, name)
+
+    def _once(self, key: tuple, read: Any) -> Any:
+        if key not in self._kept:
+            self._kept[key] = read()
+        return self._kept[key]
+
     def read_ahead(self, ranges: Mapping[int, tuple[int, int]]) -> None:
         """The statement will read these tables' files at versions in ``[since, until]`` (all
         committed): the first such read reads every table announced, in one query."""
@@ -48,14 +60,6 @@ class StatementReads:
             self._ahead = {}
         found = self._histories.get(table_id)
         return found if found is not None and found.covers(first, last) else None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._catalog, name)
-
-    def _once(self, key: tuple, read: Any) -> Any:
-        if key not in self._kept:
-            self._kept[key] = read()
-        return self._kept[key]
 
     def schema_at(self, table_id: int, version: int) -> TableSchema:
         key = ("schema_at", table_id, version)
