@@ -1060,3 +1060,60 @@ def test_two_transactions_consuming_one_stream_cannot_both_commit(catalog):
 
 def catalog_is_postgres(catalog: Catalog) -> bool:
     return catalog.engine.dialect.name == "postgresql"
+
+
+def test_batched_reads_answer_as_the_per_table_reads_do(catalog):
+    """Oracle: ``file_histories`` over a range, for several tables in one query, answers what
+    ``snapshot_files`` and ``files_changed_between`` answer for every version and interval in
+    it; ``versions_as_of`` and ``version_infos`` what ``version_as_of`` and ``version_info`` do."""
+    infos = [create(catalog, "one"), create(catalog, "two", now=T0 + 0.5)]
+    now = T0 + 1
+    for info in infos:
+        name = info.name
+        steps = [
+            {"added": (data_file(f"{name}/a"), data_file(f"{name}/b", 5))},
+            {"deletes": (NewDeletes(f"{name}/a", f"{name}/dv1", 3),)},
+            {
+                "deletes": (NewDeletes(f"{name}/a", f"{name}/dv2", 2),),
+                "added": (data_file(f"{name}/c", 2),),
+            },
+            {"removed_paths": (f"{name}/b",)},
+            {"deletes": (NewDeletes(f"{name}/c", f"{name}/dv3", 1),)},
+            {"removed_paths": (f"{name}/a",), "added": (data_file(f"{name}/d", 4),)},
+        ]
+        for version, step in enumerate(steps):
+            apply(catalog, [commit(info, version, f"{name}-{version}", **step)], now=now)
+            now += 1
+    ids = [i.table_id for i in infos]
+    last = 6
+    for since in range(last + 1):
+        for until in range(since, last + 1):
+            histories = catalog.file_histories({t: (since, until) for t in ids})
+            for t in ids:
+                history = histories[t]
+                for v in range(since, until + 1):
+                    assert history.live_at(v) == catalog.snapshot_files(t, v)
+                    for e in range(v, until + 1):
+                        assert history.changed_between(
+                            start_exclusive=v, end_inclusive=e
+                        ) == catalog.files_changed_between(t, start_exclusive=v, end_inclusive=e)
+    for at in (T0 - 1, T0 + 0.5, T0 + 3, T0 + 3.5, now + 1):
+        for inclusive in (True, False):
+            found = catalog.versions_as_of(ids, at, inclusive=inclusive)
+            each = {t: catalog.version_as_of(t, at, inclusive=inclusive) for t in ids}
+            assert found == {t: v for t, v in each.items() if v is not None}
+    wanted = [(t, v) for t in ids for v in (0, 3, 6, 7)]
+    assert catalog.version_infos(wanted) == {
+        (t, v): catalog.version_info(t, v) for t, v in wanted if v < 7
+    }
+    wider = TableSchema((*SCHEMA.columns, Column(3, "age", "int")))
+    alter_schema(catalog, ids[0], wider, operation="ALTER", statement_id="alter", now=now + 2)
+    assert catalog.find_tables(["ONE", "two", "nope"]) == {
+        "one": catalog.table("one"),
+        "two": catalog.table("two"),
+    }
+    for versions in ({ids[0]: 6, ids[1]: 6}, {ids[0]: 7, ids[1]: 0}, {ids[0]: 0}):
+        assert catalog.schemas_at(versions) == {
+            t: catalog.schema_at(t, v) for t, v in versions.items()
+        }
+    assert catalog.schemas_at({ids[0]: 7})[ids[0]] == wider

@@ -23,18 +23,17 @@ import changelake
 
 # statement -> (py4j calls, Spark jobs, catalog queries) at most: what they cost now. The py4j
 # calls include the action's own (collect). Small inputs run without adaptive execution and
-# broadcasts (storage/relation.py, SMALL_INPUT): a plan is one job. Where the target is
-# lower (catalog queries of a view's changes: 15) the gap is recorded in bench/ANALYSIS.md.
+# broadcasts (storage/relation.py, SMALL_INPUT): a plan is one job.
 CEILINGS: dict[str, tuple[int, int, int]] = {
-    "select": (10, 1, 5),
-    "changes of a table": (12, 1, 6),
-    "changes of a 3-table view": (23, 1, 32),
-    "update": (26, 2, 20),
-    "delete": (15, 1, 17),
-    "dt refresh": (51, 1, 49),
-    "dt refresh of a group by": (63, 3, 38),  # MIN: the groups to recompute counted first
-    "merge": (59, 2, 23),
-    "follow step": (56, 2, 26),
+    "select": (10, 1, 4),
+    "changes of a table": (12, 1, 5),
+    "changes of a 3-table view": (23, 1, 9),
+    "update": (26, 2, 14),
+    "delete": (15, 1, 13),
+    "dt refresh": (51, 1, 25),
+    "dt refresh of a group by": (63, 3, 28),  # MIN: the groups to recompute counted first
+    "merge": (59, 2, 16),
+    "follow step": (56, 2, 18),
 }
 
 

@@ -93,8 +93,11 @@ def commit(
         for update in request.updates:
             _APPLY[type(update)](state, update)
         made.append((request, state.pending))
+    # a table this commit makes a version of gets its counter with the version (one write)
+    versioned = {table_id for _, versions in made for table_id in versions}
     for table_id, next_row_id in state.next_row_ids.items():
-        table_repo.set_counters(conn, table_id, next_row_id=next_row_id)
+        if table_id not in versioned:
+            table_repo.set_counters(conn, table_id, next_row_id=next_row_id)
     # Numbered and stamped last, just before the versions are recorded: the clock row, which
     # serializes all commits, is held only for these few writes and the database commit. No
     # commit holding it waits for a lock of another: it writes only its own versions and tables.
@@ -186,12 +189,10 @@ def _record_versions(
             files_added=made.files_added,
             files_removed=made.files_removed,
         )
-        table_repo.set_counters(
-            state.conn,
-            table_id,
-            current_version=made.version,
-            current_commit=state.stamp.commit_number,
-        )
+        counters = {"current_version": made.version, "current_commit": state.stamp.commit_number}
+        if table_id in state.next_row_ids:
+            counters["next_row_id"] = state.next_row_ids[table_id]
+        table_repo.set_counters(state.conn, table_id, **counters)
         if made.version == 0:  # created: at its first version's time, as time travel sees it
             table_repo.set_created_at(state.conn, table_id, state.now)
         state.versions.setdefault(table_id, []).append(made.version)
@@ -254,6 +255,7 @@ def _create_table(state: CommitState, u: CreateTable) -> None:
     if existing is not None and u.if_exists is IfExists.REPLACE:
         table_repo.check_no_dependents(conn, name, action="replace")
         table_repo.drop(conn, existing.table_id, now=state.now)
+        state.changed(existing.table_id)
     else:
         table_repo.check_name_free(conn, name, kind="TABLE")
     table_id = table_repo.insert(conn, name, dict(u.properties), now=state.now)
@@ -271,6 +273,7 @@ def _drop_table(state: CommitState, u: DropTable) -> None:
     row = state.lock(u.table_id)
     table_repo.check_no_dependents(state.conn, row.name, action="drop")
     table_repo.drop(state.conn, u.table_id, now=state.now)
+    state.changed(u.table_id)
     stream_repo.drop_on_table(state.conn, u.table_id, now=state.now)
     channel_repo.drop_on_table(state.conn, u.table_id)
 
@@ -281,11 +284,13 @@ def _rename_table(state: CommitState, u: RenameTable) -> None:
     table_repo.check_no_dependents(state.conn, row.name, action="rename")
     table_repo.check_name_free(state.conn, new_name, kind="TABLE")
     table_repo.rename(state.conn, u.table_id, new_name)
+    state.changed(u.table_id)
 
 
 def _set_properties(state: CommitState, u: SetProperties) -> None:
     state.lock(u.table_id)
     table_repo.set_properties(state.conn, u.table_id, dict(u.properties))
+    state.changed(u.table_id)
 
 
 def _set_schema(state: CommitState, u: SetSchema) -> None:
@@ -335,6 +340,7 @@ def _forget_files(state: CommitState, u: ForgetFiles) -> None:
     table_repo.set_vacuumed_before(
         state.conn, u.table_id, u.vacuumed_before, postgres=state.postgres
     )
+    state.changed(u.table_id)
 
 
 def _create_view(state: CommitState, u: CreateView) -> None:

@@ -41,13 +41,23 @@ class CommitState:
     refreshes: list[tuple[int, RefreshRecord]] = field(default_factory=list)  # recorded at the end
     finished_runs: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # task runs
     scopes: dict[int, str | None] = field(default_factory=dict)  # external tables' new scopes
+    # table rows as locked; an update that changes one (drop, rename, properties) forgets it
+    locked: dict[int, Any] = field(default_factory=dict)
 
     @property
     def now(self) -> float:
         return self.reading if self.stamp is None else self.stamp.committed_at
 
     def lock(self, table_id: int) -> Any:
-        return table_repo.lock(self.conn, table_id, for_update=self.postgres)
+        """The table's row, locked; read once per commit until ``changed`` (the commit moves
+        versions and counters itself, in ``pending``, ``made`` and ``next_row_ids``)."""
+        if table_id not in self.locked:
+            self.locked[table_id] = table_repo.lock(self.conn, table_id, for_update=self.postgres)
+        return self.locked[table_id]
+
+    def changed(self, table_id: int) -> None:
+        """This commit wrote the table's row: the next ``lock`` reads it again."""
+        self.locked.pop(table_id, None)
 
     def version_of(self, table_id: int) -> Version:
         """The version the current request makes of ``table_id`` (started at first use)."""

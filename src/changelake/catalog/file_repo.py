@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select
+from sqlalchemy import Connection, and_, case, func, or_, select
 
 from changelake.catalog import tables as t
+from changelake.catalog.file_history import FileHistory
 from changelake.catalog.model import DataFile, LiveFile, NewDeletes, TrackedFile
 from changelake.errors import ConflictError
 
@@ -37,65 +38,96 @@ def _live_at(version: int) -> Any:
 
 
 def snapshot_files(conn: Connection, table_id: int, version: int) -> list[LiveFile]:
-    file_rows = conn.execute(
-        select(t.files)
+    """One query: the live files, each joined with its DV parts up to ``version``."""
+    d = t.deletes.c
+    rows = conn.execute(
+        select(t.files, d.dv_path, d.row_count.label("dv_rows"))
+        .outerjoin(t.deletes, and_(d.file_id == t.files.c.file_id, d.version <= version))
         .where(t.files.c.table_id == table_id, _live_at(version))
-        .order_by(t.files.c.file_id)
+        .order_by(t.files.c.file_id, d.version)
     ).all()
-    dv_rows = conn.execute(
-        select(t.deletes.c.file_id, t.deletes.c.dv_path, t.deletes.c.row_count)
-        .join(t.files, t.files.c.file_id == t.deletes.c.file_id)
-        .where(t.deletes.c.table_id == table_id, t.deletes.c.version <= version, _live_at(version))
-        .order_by(t.deletes.c.version)
-    ).all()
-    dvs: dict[int, list[Any]] = defaultdict(list)
-    for r in dv_rows:
-        dvs[r.file_id].append(r)
-    return [
-        LiveFile(
-            file=data_file(r),
-            dv_paths=tuple(d.dv_path for d in dvs[r.file_id]),
-            deleted_rows=sum(d.row_count for d in dvs[r.file_id]),
-        )
-        for r in file_rows
-    ]
+    out: list[LiveFile] = []
+    dvs: list[Any] = []
+    for i, r in enumerate(rows):
+        if r.dv_path is not None:
+            dvs.append(r)
+        if i + 1 == len(rows) or rows[i + 1].file_id != r.file_id:
+            out.append(
+                LiveFile(
+                    file=data_file(r),
+                    dv_paths=tuple(d.dv_path for d in dvs),
+                    deleted_rows=sum(d.dv_rows for d in dvs),
+                )
+            )
+            dvs = []
+    return out
 
 
 def files_changed_between(
     conn: Connection, table_id: int, *, start_exclusive: int, end_inclusive: int
 ) -> list[TrackedFile]:
+    """One query: the files the interval touched, each joined with its DV parts up to its end."""
     s, e = start_exclusive, end_inclusive
-    dv_file_ids = select(t.deletes.c.file_id).where(
-        t.deletes.c.table_id == table_id, t.deletes.c.version > s, t.deletes.c.version <= e
-    )
-    file_rows = conn.execute(
-        select(t.files, t.files.c.end_version.label("removed_at"))
+    f, d = t.files.c, t.deletes.c
+    dv_file_ids = select(d.file_id).where(d.table_id == table_id, d.version > s, d.version <= e)
+    rows = conn.execute(
+        select(t.files, d.version.label("dv_version"), d.dv_path, d.row_count.label("dv_rows"))
+        .outerjoin(t.deletes, and_(d.file_id == f.file_id, d.version <= e))
         .where(
-            t.files.c.table_id == table_id,
+            f.table_id == table_id,
             or_(
-                and_(t.files.c.begin_version > s, t.files.c.begin_version <= e),
-                and_(t.files.c.end_version > s, t.files.c.end_version <= e),
-                t.files.c.file_id.in_(dv_file_ids),
+                and_(f.begin_version > s, f.begin_version <= e),
+                and_(f.end_version > s, f.end_version <= e),
+                f.file_id.in_(dv_file_ids),
             ),
         )
-        .order_by(t.files.c.file_id)
+        .order_by(f.file_id, d.version)
     ).all()
-    ids = [r.file_id for r in file_rows]
-    dv_rows = (
-        conn.execute(
-            select(
-                t.deletes.c.file_id, t.deletes.c.version, t.deletes.c.dv_path, t.deletes.c.row_count
+    return _tracked(rows)[table_id] if rows else []
+
+
+def _tracked(rows: Sequence[Any]) -> dict[int, list[TrackedFile]]:
+    """Per table, the files of ``rows`` (a file's rows adjacent, one per DV part or one without
+    any), each with its DV parts in order."""
+    files: dict[int, list[TrackedFile]] = defaultdict(list)
+    dvs: list[tuple[int, str, int]] = []
+    for i, r in enumerate(rows):
+        if r.dv_path is not None:
+            dvs.append((r.dv_version, r.dv_path, r.dv_rows))
+        if i + 1 == len(rows) or rows[i + 1].file_id != r.file_id:
+            files[r.table_id].append(TrackedFile(data_file(r), r.end_version, tuple(dvs)))
+            dvs = []
+    return files
+
+
+def file_histories(
+    conn: Connection, ranges: Mapping[int, tuple[int, int]]
+) -> dict[int, FileHistory]:
+    """Per table, its files over versions ``[since, until]`` (``ranges``), in one query: the
+    files live at one of them, each joined with its DV parts up to ``until``."""
+    f, d = t.files.c, t.deletes.c
+    wanted = or_(
+        *(
+            and_(
+                f.table_id == table_id,
+                f.begin_version <= until,
+                or_(f.end_version.is_(None), f.end_version > since),
             )
-            .where(t.deletes.c.file_id.in_(ids), t.deletes.c.version <= e)
-            .order_by(t.deletes.c.version)
-        ).all()
-        if ids
-        else []
+            for table_id, (since, until) in ranges.items()
+        )
     )
-    dvs: dict[int, list[tuple[int, str, int]]] = defaultdict(list)
-    for d in dv_rows:
-        dvs[d.file_id].append((d.version, d.dv_path, d.row_count))
-    return [TrackedFile(data_file(r), r.removed_at, tuple(dvs[r.file_id])) for r in file_rows]
+    until_of = case(*((f.table_id == table_id, until) for table_id, (_, until) in ranges.items()))
+    rows = conn.execute(
+        select(t.files, d.version.label("dv_version"), d.dv_path, d.row_count.label("dv_rows"))
+        .outerjoin(t.deletes, and_(d.file_id == f.file_id, d.version <= until_of))
+        .where(wanted)
+        .order_by(f.file_id, d.version)
+    ).all()
+    files = _tracked(rows)
+    return {
+        table_id: FileHistory(since, until, tuple(files.get(table_id, ())))
+        for table_id, (since, until) in ranges.items()
+    }
 
 
 def all_file_paths(conn: Connection, table_id: int) -> list[tuple[str, int | None, list[str]]]:
@@ -141,14 +173,17 @@ def check_untouched(
 ) -> None:
     """ConflictError if a version after ``since_version`` removed ``paths`` or gave them DVs."""
     paths = list(paths)
-    removed = conn.execute(
-        select(t.files.c.end_version).where(
+    removed = (
+        select(t.files.c.end_version)
+        .where(
             t.files.c.table_id == table_id,
             t.files.c.path.in_(paths),
             t.files.c.end_version > since_version,
         )
-    ).scalar()
-    deleted = conn.execute(
+        .limit(1)
+        .scalar_subquery()
+    )
+    deleted = (
         select(t.deletes.c.version)
         .join(t.files, t.files.c.file_id == t.deletes.c.file_id)
         .where(
@@ -156,8 +191,11 @@ def check_untouched(
             t.deletes.c.version > since_version,
             t.files.c.path.in_(paths),
         )
-    ).scalar()
-    version = removed if removed is not None else deleted
+        .limit(1)
+        .scalar_subquery()
+    )
+    # one query: the version that removed one of the paths, else one that deleted rows of one
+    version = conn.execute(select(func.coalesce(removed, deleted))).scalar()
     if version is not None:
         raise ConflictError(
             f"Conflict on table {name}: version {version}, committed by a concurrent statement"

@@ -4,7 +4,7 @@ database transaction after checking their requirements."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import select
 
@@ -24,6 +24,7 @@ from changelake.catalog import commit as commit_path
 from changelake.catalog import tables as t
 from changelake.catalog.alters import FinishTaskRun, fields_set
 from changelake.catalog.db import engine_for, migrate, reading, retrying, writing
+from changelake.catalog.file_history import FileHistory
 from changelake.catalog.model import (
     ChannelInfo,
     ConnectionInfo,
@@ -115,6 +116,14 @@ class Catalog:
             )
         return found
 
+    def find_tables(self, names: Sequence[str]) -> dict[str, TableInfo]:
+        """The live tables among ``names``, by lower-case name, in one query."""
+        if not names:
+            return {}
+        with reading(self.engine) as conn:
+            rows = table_repo.find_live_named(conn, names)
+        return {r.name: table_repo.table_info(r) for r in rows}
+
     def table_by_id(self, table_id: int) -> TableInfo:
         with reading(self.engine) as conn:
             return table_repo.table_info(table_repo.by_id(conn, table_id))
@@ -131,6 +140,13 @@ class Catalog:
     def schema_at(self, table_id: int, version: int) -> TableSchema:
         with reading(self.engine) as conn:
             return table_repo.schema_at(conn, table_id, version)
+
+    def schemas_at(self, wanted: Mapping[int, int]) -> dict[int, TableSchema]:
+        """``schema_at`` of each table (id) at its version in ``wanted``, in one query."""
+        if not wanted:
+            return {}
+        with reading(self.engine) as conn:
+            return table_repo.schemas_at(conn, wanted)
 
     # -- versions -----------------------------------------------------------------------------
 
@@ -150,6 +166,23 @@ class Catalog:
         """The last version committed at or before (``inclusive``) or before ``timestamp``."""
         with reading(self.engine) as conn:
             return table_repo.version_as_of(conn, table_id, timestamp, inclusive=inclusive)
+
+    def versions_as_of(
+        self, table_ids: Sequence[int], timestamp: float, *, inclusive: bool
+    ) -> dict[int, int]:
+        """``version_as_of`` of each table, in one query; a table with no such version (created
+        later) is left out."""
+        with reading(self.engine) as conn:
+            return table_repo.versions_as_of(conn, table_ids, timestamp, inclusive=inclusive)
+
+    def version_infos(
+        self, wanted: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], VersionInfo]:
+        """The versions ``wanted`` as (table id, version) that exist, in one query."""
+        if not wanted:
+            return {}
+        with reading(self.engine) as conn:
+            return table_repo.version_infos(conn, wanted)
 
     def statement_commit(self, statement_id: str) -> StatementCommits | None:
         """What a committed statement made: its versions per table and its commit numbers."""
@@ -203,6 +236,15 @@ class Catalog:
             return file_repo.files_changed_between(
                 conn, table_id, start_exclusive=start_exclusive, end_inclusive=end_inclusive
             )
+
+    def file_histories(self, ranges: Mapping[int, tuple[int, int]]) -> dict[int, FileHistory]:
+        """Per table (id), its files over the versions ``[since, until]`` that ``ranges`` give
+        it, in one query: what ``snapshot_files`` and ``files_changed_between`` answer for
+        versions in that range, for several tables and versions at once."""
+        if not ranges:
+            return {}
+        with reading(self.engine) as conn:
+            return file_repo.file_histories(conn, ranges)
 
     def all_file_paths(self, table_id: int) -> list[tuple[str, int | None, list[str]]]:
         """Every registered data file: (path, end_version, its DV paths) — for vacuum."""

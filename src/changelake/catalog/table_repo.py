@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, func, or_, select
+from sqlalchemy import Connection, and_, func, or_, select
 
 from changelake.catalog import internal
 from changelake.catalog import tables as t
@@ -50,6 +51,15 @@ def find_live(conn: Connection, name: str) -> Any:
     ).first()
 
 
+def find_live_named(conn: Connection, names: Sequence[str]) -> list[Any]:
+    lowered = [n.lower() for n in names]
+    return list(
+        conn.execute(
+            select(t.tables).where(t.tables.c.name.in_(lowered), t.tables.c.dropped_at.is_(None))
+        ).all()
+    )
+
+
 def by_id(conn: Connection, table_id: int) -> Any:
     return conn.execute(select(t.tables).where(t.tables.c.table_id == table_id)).one()
 
@@ -80,6 +90,31 @@ def schema_at(conn: Connection, table_id: int, version: int) -> TableSchema:
     return TableSchema(tuple(Column(r.column_id, r.name, r.type, r.nullable) for r in rows))
 
 
+def schemas_at(conn: Connection, wanted: Mapping[int, int]) -> dict[int, TableSchema]:
+    """``schema_at`` of each table (id) at its version in ``wanted``, in one query."""
+    c = t.columns.c
+    rows = conn.execute(
+        select(t.columns)
+        .where(
+            or_(
+                *(
+                    and_(
+                        c.table_id == table_id,
+                        c.begin_version <= version,
+                        or_(c.end_version.is_(None), c.end_version > version),
+                    )
+                    for table_id, version in wanted.items()
+                )
+            )
+        )
+        .order_by(c.table_id, c.ordinal)
+    ).all()
+    columns: dict[int, list[Column]] = {table_id: [] for table_id in wanted}
+    for r in rows:
+        columns[r.table_id].append(Column(r.column_id, r.name, r.type, r.nullable))
+    return {table_id: TableSchema(tuple(cols)) for table_id, cols in columns.items()}
+
+
 def versions(
     conn: Connection, table_id: int, *, after_exclusive: int, upto_inclusive: int | None
 ) -> list[VersionInfo]:
@@ -100,6 +135,33 @@ def version_as_of(conn: Connection, table_id: int, timestamp: float, *, inclusiv
     return conn.execute(
         select(func.max(t.versions.c.version)).where(t.versions.c.table_id == table_id, cmp)
     ).scalar()
+
+
+def versions_as_of(
+    conn: Connection, table_ids: Sequence[int], timestamp: float, *, inclusive: bool
+) -> dict[int, int]:
+    """``version_as_of`` for several tables in one query (a table without one is left out)."""
+    v = t.versions.c
+    cmp = v.committed_at <= timestamp if inclusive else v.committed_at < timestamp
+    rows = conn.execute(
+        select(v.table_id, func.max(v.version))
+        .where(v.table_id.in_(list(table_ids)), cmp)
+        .group_by(v.table_id)
+    ).all()
+    return {table_id: version for table_id, version in rows if version is not None}
+
+
+def version_infos(
+    conn: Connection, wanted: Sequence[tuple[int, int]]
+) -> dict[tuple[int, int], VersionInfo]:
+    """The versions ``wanted`` (table id, version) that exist, in one query."""
+    v = t.versions.c
+    rows = conn.execute(
+        select(t.versions).where(
+            or_(*(and_(v.table_id == table_id, v.version == n) for table_id, n in wanted))
+        )
+    ).all()
+    return {(r.table_id, r.version): version_info(r) for r in rows}
 
 
 def version_at(conn: Connection, table_id: int, commit_number: int) -> int | None:

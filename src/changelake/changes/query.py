@@ -3,6 +3,8 @@ metadata, executed as one DataFrame."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
 from changelake.changes.formats import Rendering, render, stamp
@@ -12,7 +14,7 @@ from changelake.errors import InvalidStatementError
 from changelake.storage.env import Env
 from changelake.storage.relation import Relation
 from changelake.txn.context import StatementContext
-from changelake.txn.points import Point, resolve
+from changelake.txn.points import Point, resolve, resolve_all
 
 
 def resolve_interval(
@@ -28,6 +30,21 @@ def resolve_interval(
     # Without an end: what the statement reads, or a later version a time point named.
     last = resolve(ctx, info, end) if end is not None else max(first, ctx.read_version(info))
     return first, last
+
+
+def resolve_intervals(
+    ctx: StatementContext, infos: Sequence[TableInfo], *, start: Point | None, end: Point | None
+) -> dict[int, tuple[int, int]]:
+    """``resolve_interval`` for each table (by id), a time point asked once for them all."""
+    if start is None:
+        return {infos[0].table_id: resolve_interval(ctx, infos[0], start=start, end=end)}
+    firsts = resolve_all(ctx, infos, start)
+    lasts = (
+        resolve_all(ctx, infos, end)
+        if end is not None
+        else {i.table_id: max(firsts[i.table_id], ctx.read_version(i)) for i in infos}
+    )
+    return {i.table_id: (firsts[i.table_id], lasts[i.table_id]) for i in infos}
 
 
 def plan_interval(

@@ -41,7 +41,7 @@ from changelake.dynamic.dag import dynamic_table, refresh_round, refresh_with_up
 from changelake.dynamic.definition import Definition, define, effective_mode
 from changelake.dynamic.evaluate import query_rows
 from changelake.dynamic.maintain import aggregated_rows, input_rows, maintained
-from changelake.dynamic.refresh import data_timestamp_now, version_at
+from changelake.dynamic.refresh import data_timestamp_now, versions_at
 from changelake.dynamic.spec import REFRESH_MODES, DynamicSpec, choice, table_properties, target_lag
 from changelake.errors import ConflictError, InvalidStatementError, ObjectExistsError
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
@@ -87,10 +87,8 @@ def create_dynamic_table(ctx: StatementContext, env: Env, new: NewDynamicTable) 
     data_timestamp = data_timestamp_now(ctx)
     if initialize:
         _refresh_upstreams(ctx, env, definition, data_timestamp)
-        versions = {
-            t: (info, version_at(ctx, info, data_timestamp))
-            for t, info in definition.tables.items()
-        }
+        ends = versions_at(ctx, list(definition.tables.values()), data_timestamp, explain=False)
+        versions = {t: (info, ends[t]) for t, info in definition.tables.items()}
     else:  # only the columns are needed now
         versions = {t: (info, ctx.read_version(info)) for t, info in definition.tables.items()}
     state = maintained(ctx, env, definition, versions)

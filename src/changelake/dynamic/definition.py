@@ -35,8 +35,9 @@ def define(ctx: StatementContext, sql: str, about: str) -> Definition:
     """The definition of query ``sql`` over the catalog as it is now."""
     tree = parse_one(sql)
     named = _named(tree)
+    found = ctx.catalog.find_tables(named)
     for name in named:
-        if ctx.catalog.find_table(name) is None and ctx.catalog.view_sql(name) is None:
+        if name not in found and ctx.catalog.view_sql(name) is None:
             raise TableNotFoundError(f"{about}: table or view {name!r} does not exist.")
     try:
         built = query_definition(ctx, sql, about, tree)
@@ -44,7 +45,7 @@ def define(ctx: StatementContext, sql: str, about: str) -> Definition:
         views = sorted((n, ctx.catalog.view_sql(n) or "") for n in named)
         fingerprint = hashlib.sha256(json.dumps([sql, views]).encode()).hexdigest()
         return Definition(sql, None, str(e), fingerprint, named, _tables(ctx, named))
-    tables = {s.table_id: ctx.catalog.table_by_id(s.table_id) for s in scans(built.tree)}
+    tables = {s.table_id: built.tables[s.table_id] for s in scans(built.tree)}
     return Definition(sql, built.tree, "", built.fingerprint, named, tables)
 
 

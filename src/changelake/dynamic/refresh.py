@@ -60,7 +60,7 @@ from changelake.storage.jobs import counted_jobs
 from changelake.storage.relation import Relation
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext, new_statement_id
-from changelake.txn.points import Point, PointKind, resolve
+from changelake.txn.points import Point, PointKind, resolve, resolve_all
 
 Versions = dict[int, tuple[TableInfo, int, int]]  # table id -> (table, frontier, version at T)
 
@@ -125,6 +125,22 @@ def version_at(ctx: StatementContext, info: TableInfo, data_timestamp: float) ->
     return resolve(ctx, info, Point(PointKind.TIMESTAMP, data_timestamp, text=repr(when)))
 
 
+def versions_at(
+    ctx: StatementContext, infos: Sequence[TableInfo], data_timestamp: float, *, explain: bool
+) -> dict[int, int]:
+    """``version_at`` of each table (by id), the base tables' asked of the catalog at once; for
+    ``explain``, dynamic tables as they are now."""
+    dynamic = [i for i in infos if i.is_dynamic()]
+    ends = {
+        i.table_id: ctx.read_version(i) if explain else version_at(ctx, i, data_timestamp)
+        for i in dynamic
+    }
+    when = dt.datetime.fromtimestamp(data_timestamp).isoformat(sep=" ")
+    point = Point(PointKind.TIMESTAMP, data_timestamp, text=repr(when))
+    ends |= resolve_all(ctx, [i for i in infos if not i.is_dynamic()], point)
+    return {i.table_id: ends[i.table_id] for i in infos}
+
+
 def plan_refresh(
     ctx: StatementContext,
     dyn: DynamicTableInfo,
@@ -141,12 +157,7 @@ def plan_refresh(
             f"Dynamic table {dyn.name} was refreshed to a later point than this refresh's;"
             " nothing was written."
         )
-    ends = {
-        t: ctx.read_version(info)
-        if explain and info.is_dynamic()
-        else version_at(ctx, info, data_timestamp)
-        for t, info in definition.tables.items()
-    }
+    ends = versions_at(ctx, list(definition.tables.values()), data_timestamp, explain=explain)
     frontiers = dict(dyn.frontiers or ())
     versions = {
         t: (info, frontiers.get(t, ends[t]), ends[t]) for t, info in definition.tables.items()
@@ -168,6 +179,13 @@ def _action(
         return RefreshAction.REINITIALIZE, "a view its query reads was replaced"
     if set(frontiers) != set(ends):
         return RefreshAction.REINITIALIZE, "a table its query reads was replaced"
+    ctx.catalog.version_infos(  # what the checks below ask, in one query
+        [
+            (t, start + 1)
+            for t, start in frontiers.items()
+            if 0 <= start < ctx.read_version(definition.tables[t])
+        ]
+    )
     for t, start in frontiers.items():
         try:
             ctx.check_readable(definition.tables[t], start)

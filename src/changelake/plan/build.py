@@ -45,11 +45,12 @@ from changelake.plan.ir import (
 
 @dataclass(frozen=True)
 class Catalog:
-    """What building needs to know: a table's info and column names, a view's SQL."""
+    """What building asks: tables' infos and columns, views' SQL (``ahead``: each text first)."""
 
     table: Callable[[str], tuple[TableInfo, tuple[str, ...]] | None]
     view_sql: Callable[[str], str | None]
     names: Callable[[], list[str]]
+    ahead: Callable[[exp.Expression], exp.Expression]  # to look names up together
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class Builder:
             raise InvalidStatementError(f"View {name} refers to itself.")
         self._views.append(name.lower())
         try:
-            tree = self.query(parse_one(sql), {})
+            tree = self.query(self.catalog.ahead(parse_one(sql)), {})
         finally:
             self._views.pop()
         self.built.append((name.lower(), tree))
@@ -155,8 +156,7 @@ class Builder:
         sources: list[_Source],
         ctes: dict[str, exp.Expression],
     ) -> Node:
-        """WHERE: ``[NOT] IN (SELECT …)`` and ``[NOT] EXISTS (…)`` conjuncts become semi and
-        anti joins; the other conjuncts one Filter."""
+        """WHERE: [NOT] IN / EXISTS subqueries become semi (anti) joins, the rest one Filter."""
         rest = []
         for conjunct in condition.flatten() if isinstance(condition, exp.And) else [condition]:
             negated = isinstance(conjunct, exp.Not)

@@ -8,23 +8,41 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from sqlglot import exp
 
 from changelake.catalog.model import TableInfo
 from changelake.dialect import parse_one
 from changelake.plan.build import Builder, Catalog
+from changelake.plan.grammar import names_read
 from changelake.plan.ir import Node
 from changelake.plan.monotonic import Refusal, refusal
 from changelake.txn.context import StatementContext
 
 
-def _catalog(ctx: StatementContext, read: list[tuple[str, str]]) -> Catalog:
+def _catalog(
+    ctx: StatementContext, read: list[tuple[str, str]], tables: dict[int, TableInfo]
+) -> Catalog:
+    looked_up: dict[str, TableInfo | None] = {}  # by ahead: None, not a table
+
+    def ahead(query: exp.Expression) -> exp.Expression:
+        # one query for the tables it names, one for their schemas at the versions read
+        missing = [n for n in names_read(query) if n not in looked_up]
+        if missing:
+            found = ctx.catalog.find_tables(missing)
+            looked_up.update({n: found.get(n) for n in missing})
+            ctx.catalog.schemas_at({i.table_id: ctx.read_version(i) for i in found.values()})
+        return query
+
     def table(name: str) -> tuple[TableInfo, tuple[str, ...]] | None:
-        info = ctx.catalog.find_table(name)
+        key = name.lower()
+        info = looked_up[key] if key in looked_up else ctx.catalog.find_table(name)
         if info is None:
             return None
+        tables[info.table_id] = info
         return info, tuple(c.name for c in ctx.schema_state(info).schema.visible)
 
     def view_sql(name: str) -> str | None:
@@ -33,17 +51,19 @@ def _catalog(ctx: StatementContext, read: list[tuple[str, str]]) -> Catalog:
             read.append((name.lower(), sql))
         return sql
 
-    return Catalog(table, view_sql, ctx.catalog.object_names)
+    return Catalog(table, view_sql, ctx.catalog.object_names, ahead)
 
 
 @dataclass(frozen=True)
 class ViewDefinition:
-    """A view's IR; the fingerprint of the definitions it was built from; and the views it was
-    built from (itself last), each with its IR, innermost first."""
+    """A view's IR; the fingerprint of the definitions it was built from; the views it was
+    built from (itself last), each with its IR, innermost first; and the base tables its scans
+    read, as the statement found them (by id)."""
 
     tree: Node
     fingerprint: str
     built: tuple[tuple[str, Node], ...]
+    tables: Mapping[int, TableInfo]
 
     def append_only_refusal(self) -> Refusal | None:
         """The operator APPEND_ONLY cannot follow, named in the view it is written in."""
@@ -53,10 +73,11 @@ class ViewDefinition:
 def view_definition(ctx: StatementContext, name: str, about: str) -> ViewDefinition:
     """View ``name`` as the catalog defines it now; errors name ``about``."""
     read: list[tuple[str, str]] = []
-    builder = Builder(_catalog(ctx, read), about)
+    tables: dict[int, TableInfo] = {}
+    builder = Builder(_catalog(ctx, read, tables), about)
     tree = builder.view(name)
     fingerprint = hashlib.sha256(json.dumps(read).encode()).hexdigest()
-    return ViewDefinition(tree, fingerprint, tuple(builder.built))
+    return ViewDefinition(tree, fingerprint, tuple(builder.built), MappingProxyType(tables))
 
 
 def view_tree(ctx: StatementContext, name: str, about: str) -> Node:
@@ -71,7 +92,11 @@ def query_definition(
     operator that has no differentiation rule. ``parsed``: ``sql`` parsed already (it is
     consumed)."""
     read: list[tuple[str, str]] = [("", sql)]
-    builder = Builder(_catalog(ctx, read), about)
-    tree = builder.query(parsed if parsed is not None else parse_one(sql), {})
+    tables: dict[int, TableInfo] = {}
+    catalog = _catalog(ctx, read, tables)
+    parsed = parsed if parsed is not None else parse_one(sql)
+    catalog.ahead(parsed)
+    builder = Builder(catalog, about)
+    tree = builder.query(parsed, {})
     fingerprint = hashlib.sha256(json.dumps(read).encode()).hexdigest()
-    return ViewDefinition(tree, fingerprint, tuple(builder.built))
+    return ViewDefinition(tree, fingerprint, tuple(builder.built), MappingProxyType(tables))

@@ -51,3 +51,10 @@ def function_name(node: exp.Expression) -> str:
     if isinstance(node, exp.Func) and not isinstance(node, exp.Cast):
         return node.sql_name().upper()
     return ""
+
+
+def names_read(tree: exp.Expression) -> tuple[str, ...]:
+    """The tables and views a query names (not its CTEs), lower case, sorted."""
+    ctes = {c.alias_or_name.lower() for c in tree.find_all(exp.CTE)}
+    names = {t.name.lower() for t in tree.find_all(exp.Table) if t.name}
+    return tuple(sorted(names - ctes))

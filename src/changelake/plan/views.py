@@ -21,11 +21,11 @@ from changelake.changes.columns import (
     METADATA_ROW_ID,
 )
 from changelake.changes.plan import Information
-from changelake.changes.query import changes_between, plan_interval, resolve_interval
+from changelake.changes.query import changes_between, plan_interval, resolve_intervals
 from changelake.changes.scan import table_row_id
 from changelake.errors import InvalidStatementError, StaleStreamError, UnsupportedError
 from changelake.plan.compile import VIEW_ACTION, VIEW_ROW_ID, compile_node, net_changes
-from changelake.plan.definition import view_definition, view_tree
+from changelake.plan.definition import ViewDefinition, view_definition
 from changelake.plan.delta import derive, formula
 from changelake.plan.ir import (
     At,
@@ -48,7 +48,7 @@ from changelake.storage.pruning import Comparison, prune, value_range
 from changelake.storage.relation import Relation
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext
-from changelake.txn.points import Point, PointKind, resolve
+from changelake.txn.points import Point, PointKind, resolve_all
 from changelake.txn.retention import check_not_stale, recreate_hint
 
 PLANS = ("AUTO", "INCREMENTAL", "RECOMPUTE")
@@ -88,9 +88,13 @@ Versions = dict[int, tuple[TableInfo, int, int]]  # table id -> (table, start, e
 
 
 def _versions(
-    ctx: StatementContext, view: str, tree: Node, start: Point | None, end: Point | None
+    ctx: StatementContext,
+    view: str,
+    definition: ViewDefinition,
+    start: Point | None,
+    end: Point | None,
 ) -> Versions:
-    tables = {s.table_id: ctx.catalog.table(s.table) for s in scans(tree)}
+    tables = {s.table_id: definition.tables[s.table_id] for s in scans(definition.tree)}
     if len(tables) > 1 and any(p is not None and p.kind is PointKind.VERSION for p in (start, end)):
         raise InvalidStatementError(
             f"View {view} reads {len(tables)} tables, whose versions differ: give the point as"
@@ -100,17 +104,15 @@ def _versions(
         raise InvalidStatementError("A stream is a start point: write AT (STREAM => 'name').")
     if start is not None and start.kind is PointKind.STREAM:
         frontiers = _stream_start(ctx, view, str(start.value))
+        ends = resolve_all(ctx, list(tables.values()), end) if end is not None else {}
         return {
-            t: (info, frontiers[t], resolve(ctx, info, end))
+            t: (info, frontiers[t], ends[t])
             if end is not None
             else (info, frontiers[t], max(frontiers[t], ctx.read_version(info)))
             for t, info in tables.items()
         }
-    out = {}
-    for table_id, info in tables.items():
-        first, last = resolve_interval(ctx, info, start=start, end=end)
-        out[table_id] = (info, first, last)
-    return out
+    intervals = resolve_intervals(ctx, list(tables.values()), start=start, end=end)
+    return {t: (info, *intervals[t]) for t, info in tables.items()}
 
 
 def _stream_start(ctx: StatementContext, view: str, name: str) -> dict[int, int]:
@@ -164,10 +166,12 @@ def view_at(ctx: StatementContext, env: Env, name: str, point: Point) -> Relatio
         raise InvalidStatementError(
             f"AT (STREAM => ...) names an interval's start: use it in a CHANGES clause on {name}."
         )
-    tree = view_tree(ctx, name, f"view {name}")
+    definition = view_definition(ctx, name, f"view {name}")
+    tree = definition.tree
     versions = {
-        t: (info, v, v) for t, (info, v, _) in _versions(ctx, name, tree, point, None).items()
+        t: (info, v, v) for t, (info, v, _) in _versions(ctx, name, definition, point, None).items()
     }
+    ctx.catalog.read_ahead({t: (v, v) for t, (_, v, _) in versions.items()})
     rel = compile_node(at(tree, End.START), Leaves(ctx, env, versions, None).read)
     return rel.select(*[f"{c.id} AS {quoted(c.name)}" for c in tree.columns])
 
@@ -188,7 +192,7 @@ def view_changes(
     refused = definition.append_only_refusal() if information is Information.APPEND_ONLY else None
     if refused is not None:
         raise UnsupportedError(refused.changes_message(about, name))
-    versions = _versions(ctx, name, definition.tree, start, end)
+    versions = _versions(ctx, name, definition, start, end)
     return changes_over(ctx, env, name, definition.tree, versions, information=information)
 
 
@@ -205,6 +209,7 @@ def changes_over(
     """The changes of view ``name`` (IR ``tree``) over one interval per base table; with
     ``initial_rows``, every row of the view at the end as an INSERT (a stream's first read).
     APPEND_ONLY: ``tree`` is one that ``monotonic.refusal`` accepts."""
+    ctx.catalog.read_ahead({t: (first, last) for t, (_, first, last) in versions.items()})
     if information is Information.REDO:
         return _redo(ctx, env, name, tree, versions)
     leaves = Leaves(ctx, env, versions, information)

@@ -4,6 +4,7 @@ STREAM => ...)) and their resolution to a readable version."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -52,12 +53,7 @@ def resolve(ctx: StatementContext, info: TableInfo, point: Point) -> int:
             raise InvalidStatementError(f"VERSION => expects an integer, got {point.text}.")
         version = value - 1 if before else value
     elif point.kind in (PointKind.TIMESTAMP, PointKind.OFFSET):
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            wanted = "seconds" if point.kind is PointKind.OFFSET else "a timestamp"
-            raise InvalidStatementError(
-                f"{point.kind.value} => expects {wanted}, got {point.text}."
-            )
-        epoch = ctx.now() + float(value) if point.kind is PointKind.OFFSET else float(value)
+        epoch = _epoch(ctx, point)
         version = _version_at_time(ctx, info, epoch, inclusive=not before, point=point)
         ctx.check_readable(info, version)
         return version
@@ -102,16 +98,51 @@ def stream_start_version(ctx: StatementContext, info: TableInfo, name: str) -> i
     return stream.frontier_version
 
 
-def _version_at_time(
-    ctx: StatementContext, info: TableInfo, epoch: float, *, inclusive: bool, point: Point
-) -> int:
-    """The last version committed at (or before) ``epoch``: the same answer every time it is
+def resolve_all(ctx: StatementContext, infos: Sequence[TableInfo], point: Point) -> dict[int, int]:
+    """``resolve`` of ``point`` for each table (by id). A time point is asked of the catalog
+    once for all the tables, and their retention checks once more, instead of per table."""
+    if point.kind not in (PointKind.TIMESTAMP, PointKind.OFFSET) or len(infos) < 2:
+        return {info.table_id: resolve(ctx, info, point) for info in infos}
+    inclusive = point.edge is not Edge.BEFORE
+    at = _instant(ctx, _epoch(ctx, point), inclusive=inclusive)
+    found = ctx.catalog.versions_as_of([i.table_id for i in infos], at, inclusive=inclusive)
+    versions = {i.table_id: _existed(i, found.get(i.table_id), point) for i in infos}
+    # what check_readable asks of each older version: its successor, whose time ends it
+    successors = [
+        (i.table_id, versions[i.table_id] + 1)
+        for i in infos
+        if 0 <= versions[i.table_id] < ctx.read_version(i)
+    ]
+    ctx.catalog.version_infos(successors)
+    for info in infos:
+        ctx.check_readable(info, versions[info.table_id])
+    return versions
+
+
+def _epoch(ctx: StatementContext, point: Point) -> float:
+    value = point.value
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        wanted = "seconds" if point.kind is PointKind.OFFSET else "a timestamp"
+        raise InvalidStatementError(f"{point.kind.value} => expects {wanted}, got {point.text}.")
+    return ctx.now() + float(value) if point.kind is PointKind.OFFSET else float(value)
+
+
+def _instant(ctx: StatementContext, epoch: float, *, inclusive: bool) -> float:
+    """The time ``epoch`` names, compared with commit times: the same answer every time it is
     asked once ``epoch`` has passed. Commit times increase with the commit order, so the commits
     up to the statement's snapshot settle every time before its last commit; a later time waits
     for the commits in flight, which may have been stamped before it."""
     at = epoch + (5e-7 if inclusive else -5e-7)
     if at >= ctx.snapshot().committed_at:
         ctx.catalog.settled_snapshot()
+    return at
+
+
+def _version_at_time(
+    ctx: StatementContext, info: TableInfo, epoch: float, *, inclusive: bool, point: Point
+) -> int:
+    """The last version committed at (or before) ``epoch``."""
+    at = _instant(ctx, epoch, inclusive=inclusive)
     return _existed(info, ctx.catalog.version_as_of(info.table_id, at, inclusive=inclusive), point)
 
 

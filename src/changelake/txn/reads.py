@@ -1,18 +1,24 @@
-"""The catalog as one statement reads it: what history says cannot change is asked once.
+"""The catalog as one statement reads it: what history says cannot change is asked once, and
+what a statement needs of several tables is asked together.
 
 A statement asks the same things of the catalog many times (a view's changes plan each base
 table's interval to choose a plan, then again to read it; each leaf reads a table's state): a
 table's schema and live files at a version, the files an interval of versions touched, the
-versions of a closed interval, a view's text. Once committed these never change, so within one
-statement the first answer is kept. Everything else (current versions, streams, leases, commits)
-goes to the catalog every time.
+versions of a closed interval, a version's record, a view's text. Once committed these never
+change, so within one statement the first answer is kept. Reads of several tables at once
+(``schemas_at``, ``version_infos``) keep each table's answer the same way; ``read_ahead``
+announces the versions a plan will read, so that the first file read of one table reads all the
+announced tables' files in one query. Everything else (current versions, streams, leases,
+commits) goes to the catalog every time.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from changelake.catalog import Catalog
+from changelake.catalog.file_history import FileHistory
 from changelake.catalog.model import LiveFile, TrackedFile, VersionInfo
 from changelake.schema import TableSchema
 
@@ -25,6 +31,8 @@ class StatementReads:
     def __init__(self, catalog: Catalog):
         self._catalog = catalog
         self._kept: dict[tuple, Any] = {}
+        self._ahead: dict[int, tuple[int, int]] = {}  # announced, not read yet
+        self._histories: dict[int, FileHistory] = {}
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._catalog, name)
@@ -34,17 +42,51 @@ class StatementReads:
             self._kept[key] = read()
         return self._kept[key]
 
+    def read_ahead(self, ranges: Mapping[int, tuple[int, int]]) -> None:
+        """The statement will read these tables' files at versions in ``[since, until]`` (all
+        committed): the first such read reads every table announced, in one query."""
+        for table_id, (since, until) in ranges.items():
+            known = self._histories.get(table_id)
+            if known is None or not known.covers(since, until):
+                pending = self._ahead.get(table_id)
+                if pending is not None:
+                    since, until = min(since, pending[0]), max(until, pending[1])
+                self._ahead[table_id] = (since, until)
+
+    def _history(self, table_id: int, first: int, last: int) -> FileHistory | None:
+        pending = self._ahead.get(table_id)
+        if pending is not None and pending[0] <= first <= last <= pending[1]:
+            self._histories.update(self._catalog.file_histories(self._ahead))
+            self._ahead = {}
+        found = self._histories.get(table_id)
+        return found if found is not None and found.covers(first, last) else None
+
     def schema_at(self, table_id: int, version: int) -> TableSchema:
         key = ("schema_at", table_id, version)
         return self._once(key, lambda: self._catalog.schema_at(table_id, version))
 
+    def schemas_at(self, wanted: Mapping[int, int]) -> dict[int, TableSchema]:
+        """``schema_at`` of each table at its version, those not kept yet read in one query."""
+        missing = {t: v for t, v in wanted.items() if ("schema_at", t, v) not in self._kept}
+        for table_id, schema in self._catalog.schemas_at(missing).items():
+            self._kept[("schema_at", table_id, missing[table_id])] = schema
+        return {t: self._kept[("schema_at", t, v)] for t, v in wanted.items()}
+
     def snapshot_files(self, table_id: int, version: int) -> list[LiveFile]:
+        history = self._history(table_id, version, version)
+        if history is not None:
+            return history.live_at(version)
         key = ("snapshot_files", table_id, version)
         return list(self._once(key, lambda: self._catalog.snapshot_files(table_id, version)))
 
     def files_changed_between(
         self, table_id: int, *, start_exclusive: int, end_inclusive: int
     ) -> list[TrackedFile]:
+        history = self._history(table_id, start_exclusive, end_inclusive)
+        if history is not None:
+            return history.changed_between(
+                start_exclusive=start_exclusive, end_inclusive=end_inclusive
+            )
         key = ("files_changed_between", table_id, start_exclusive, end_inclusive)
         return list(
             self._once(
@@ -66,6 +108,25 @@ class StatementReads:
         if upto_inclusive is None:  # up to the latest: not history yet
             return read()
         return list(self._once(("versions", table_id, after_exclusive, upto_inclusive), read))
+
+    def version_info(self, table_id: int, version: int) -> VersionInfo | None:
+        key = ("version_info", table_id, version)
+        if key not in self._kept:
+            found = self._catalog.version_info(table_id, version)
+            if found is None:  # not yet: it may be committed later in the statement
+                return None
+            self._kept[key] = found
+        return self._kept[key]
+
+    def version_infos(
+        self, wanted: Sequence[tuple[int, int]]
+    ) -> dict[tuple[int, int], VersionInfo]:
+        """The versions ``wanted`` that exist, those not kept yet read in one query."""
+        missing = [w for w in wanted if ("version_info", *w) not in self._kept]
+        for w, found in self._catalog.version_infos(missing).items():
+            self._kept[("version_info", *w)] = found
+        kept = ((w, self._kept.get(("version_info", *w))) for w in wanted)
+        return {w: found for w, found in kept if found is not None}
 
     def view_sql(self, name: str) -> str | None:
         found = self._once(("view_sql", name.lower()), lambda: self._catalog.view_sql(name))
