@@ -33,7 +33,7 @@ import scala.runtime.AbstractPartialFunction;
  * #SMALL_INPUT} bytes of stored data) the copy runs without adaptive execution, with one shuffle
  * partition and without broadcast joins (but hinted ones): on a few rows AQE and broadcasts only
  * split the plan into more jobs and more partitions only add tasks. Code generation stays as the
- * session has it: interpreted, a CHANGES query of 20,000 rows took 15% longer (bench/ANALYSIS.md).
+ * session has it (interpreted was measured, without a clear gain: bench/ANALYSIS.md).
  * Larger inputs keep the session's own settings.
  */
 public final class Frames {
