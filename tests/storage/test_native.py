@@ -14,6 +14,7 @@ from pyspark.sql import functions as F
 
 from changelake.storage import deletion, native
 from changelake.storage.local import local_dataframe
+from changelake.storage.relation import SMALL_INPUT
 from changelake.storage.snapshot import FILE, POS, RID, state_relation
 from changelake.storage.spark_private import physical_plan_lines
 
@@ -24,6 +25,7 @@ MODES = {
     "compiled": {
         "spark.sql.codegen.wholeStage": "true",
         "spark.sql.codegen.factoryMode": "FALLBACK",
+        SMALL_INPUT: "0",  # else changelake plans the tests' few rows interpreted
     },
     "interpreted": {
         "spark.sql.codegen.wholeStage": "false",

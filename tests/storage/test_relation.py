@@ -36,16 +36,18 @@ def _explained(session, query: str) -> list[str]:
 
 
 def test_a_small_input_runs_without_adaptive_execution_and_explain_says_so(session):
-    """A plan reading a few bytes runs in a copy of the session without AQE and broadcasts
-    (fewer jobs); past ``spark.changelake.smallInputBytes`` the session's settings hold. Both
-    give the same rows, and the user's session settings are untouched."""
+    """A plan reading a few bytes runs in a copy of the session without AQE, broadcasts and
+    generated code (fewer jobs); past ``spark.changelake.smallInputBytes`` the session's
+    settings hold. Both give the same rows, and the user's session settings are untouched."""
     spark = session.spark
     session.sql("CREATE TABLE s (k INT, v INT)")
     session.sql("INSERT INTO s SELECT CAST(id AS INT), CAST(id % 3 AS INT) FROM range(50)")
     query = "SELECT v, count(*) AS n FROM s GROUP BY v"
     small = _explained(session, query)
     assert small[0].startswith("changelake: small input (")
-    assert small[0].endswith("adaptive execution off, one shuffle partition, no broadcasts")
+    assert small[0].endswith(
+        "adaptive execution off, one shuffle partition, no broadcasts, expressions interpreted"
+    )
     assert not any("AdaptiveSparkPlan" in line for line in small)
     got = sorted(session.sql(query).collect())
     assert spark.conf.get("spark.sql.adaptive.enabled") == "true"

@@ -32,8 +32,9 @@ from changelake.storage.spark_private import (
 )
 
 # Plans whose inputs hold at most this many bytes (a Spark conf key; 0: none) run without
-# adaptive execution, with one shuffle partition and without broadcast joins (``Frames``): on a
-# few rows AQE and broadcasts only split a plan into more jobs, more partitions only add tasks.
+# adaptive execution, with one shuffle partition, without broadcast joins and with interpreted
+# expressions (``Frames``): on a few rows AQE and broadcasts only split a plan into more jobs,
+# more partitions only add tasks, and generated code is compiled to run once.
 SMALL_INPUT = "spark.changelake.smallInputBytes"
 _FRAMES = "io.changelake.spark.Frames"
 _names = itertools.count()

@@ -31,10 +31,11 @@ import scala.runtime.AbstractPartialFunction;
  *
  * <p>Each plan runs in a copy of the session. Where its inputs are small (at most {@link
  * #SMALL_INPUT} bytes of stored data) the copy runs without adaptive execution, with one shuffle
- * partition and without broadcast joins (but hinted ones): on a few rows AQE and broadcasts only
- * split the plan into more jobs and more partitions only add tasks. Code generation stays as the
- * session has it (interpreted was measured, without a clear gain: bench/ANALYSIS.md).
- * Larger inputs keep the session's own settings.
+ * partition, without broadcast joins (but hinted ones) and with interpreted expressions: on a
+ * few rows AQE and broadcasts only split the plan into more jobs, more partitions only add
+ * tasks, and generated code is compiled to run once (measured in one process: a view's changes
+ * 23% and a refresh 19% faster, a 20,000-row change query 29% slower; bench/ANALYSIS.md). Larger
+ * inputs keep the session's own settings.
  */
 public final class Frames {
   /** Separates the SQL expressions of one {@link #select} (a character SQL text never holds). */
@@ -58,7 +59,9 @@ public final class Frames {
       Map.of(
           "spark.sql.adaptive.enabled", "false",
           "spark.sql.shuffle.partitions", "1",
-          "spark.sql.autoBroadcastJoinThreshold", "-1");
+          "spark.sql.autoBroadcastJoinThreshold", "-1",
+          "spark.sql.codegen.wholeStage", "false",
+          "spark.sql.codegen.factoryMode", "NO_CODEGEN");
 
   private Frames() {}
 
@@ -201,7 +204,8 @@ public final class Frames {
     String limit = SMALL_INPUT + " = " + smallInput(spark);
     if (sizeOf[0].equals("small")) {
       return "changelake: small input (" + size + ", at most " + limit
-          + "): adaptive execution off, one shuffle partition, no broadcasts";
+          + "): adaptive execution off, one shuffle partition, no broadcasts, expressions"
+          + " interpreted";
     }
     return "changelake: input of " + size + " (over " + limit
         + "): the session's adaptive execution and code generation";
