@@ -10,6 +10,8 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
+from changelake.storage.spark_private import jobs_in_group
+
 _GROUP = "spark.jobGroup.id"
 _DESCRIPTION = "spark.job.description"
 
@@ -23,8 +25,7 @@ def counted_jobs(spark: SparkSession, description: str) -> Iterator[Callable[[],
     group = f"changelake-{uuid.uuid4().hex}"
     sc.setJobGroup(group, description)
     try:
-        # the JVM's array, not PySpark's list of it (a round trip per job)
-        yield lambda: len(sc._jsc.sc().statusTracker().getJobIdsForGroup(group))
+        yield lambda: jobs_in_group(spark, group)
     finally:
         sc.setLocalProperty(_GROUP, before[0])  # type: ignore[arg-type]
         sc.setLocalProperty(_DESCRIPTION, before[1])  # type: ignore[arg-type]

@@ -139,6 +139,12 @@ def frame_of(spark: SparkSession, jdf: Any) -> DataFrame:
     return ClassicDataFrame(jdf, spark)
 
 
+def jobs_in_group(spark: SparkSession, group: str) -> int:
+    """How many jobs the job group ``group`` has run: the JVM's array's length (PySpark's
+    ``getJobIdsForGroup`` copies it into a list, a round trip per job)."""
+    return len(spark.sparkContext._jsc.sc().statusTracker().getJobIdsForGroup(group))
+
+
 def jvm_broadcast(spark: SparkSession, data: bytes) -> Any:
     """A JVM ``Broadcast<byte[]>`` of ``data``, for a JVM expression to read on the executors
     (PySpark's own broadcast variables hold pickled Python objects)."""

@@ -153,14 +153,8 @@ public final class Frames {
    * Append {@code df} as Parquet files to the directory {@code path}, written in place by {@link
    * DirectCommitProtocol}: set for the write on the session of a plan of {@link #plan} (its
    * own), else on a copy of {@code df}'s session (the user's own writes keep Spark's protocol).
-   */
-  public static void write(Dataset<Row> df, String path) {
-    write(df, path, false);
-  }
-
-  /**
-   * {@link #write(Dataset, String)}; {@code oneFileIfSmall}: a plan of a small input (its rows
-   * are few) is written as one file, without a shuffle; others keep the plan's partitions.
+   * {@code oneFileIfSmall}: a plan of a small input is written as one file, without a shuffle;
+   * others keep the plan's partitions.
    */
   public static void write(Dataset<Row> df, String path, boolean oneFileIfSmall) {
     var classic = (org.apache.spark.sql.classic.Dataset<Row>) df;
