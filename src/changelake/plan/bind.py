@@ -22,6 +22,7 @@ from changelake.errors import (
     TableNotFoundError,
     did_you_mean,
 )
+from changelake.plan.counted import whole_count
 from changelake.plan.points import changes_clause, point_of, rendering_of
 from changelake.plan.predicates import check_scope, reference_predicate
 from changelake.plan.pushdown import pushable_conjuncts
@@ -49,6 +50,7 @@ class Binder:
         self.bindings: dict[str, Relation] = {}
         self.names: dict[str, str] = {}  # placeholder -> what the user wrote
         self.stream_reads: dict[int, StreamRead] = {}
+        self._live_rows: dict[str, int] = {}  # placeholder -> rows, of whole table states
         self._view_stack: list[str] = []
 
     # -- entry points -------------------------------------------------------------------------
@@ -94,7 +96,7 @@ class Binder:
     def relation(self, tree: exp.Expression) -> Relation:
         """The query ``tree`` with its placeholders' relations in place (its columns unknown)."""
         text = to_spark(tree)
-        whole = self._whole_table(text)
+        whole = self._whole_table(text) or whole_count(tree, self._live_rows)
         if whole is not None:
             return whole
         used = {k: v for k, v in self.bindings.items() if k in text}
@@ -147,7 +149,10 @@ class Binder:
         if info is not None:
             if info.is_external():
                 self._check_scope(info, table)
-            self._replace(table, self.table_relation(info, table), alias, label=name)
+            rel, live_rows = self._table_read(info, table)
+            placeholder = self._replace(table, rel, alias, label=name)
+            if live_rows is not None:
+                self._live_rows[placeholder] = live_rows
             return
         view_sql = catalog.view_sql(name)
         if view_sql is not None:
@@ -207,13 +212,14 @@ class Binder:
             " SHOW TABLES and SHOW STREAMS list what exists."
         )
 
-    def table_relation(self, info: TableInfo, table: exp.Table) -> Relation:
-        """The rows (or changes) of ``info`` that the reference ``table`` asks for."""
+    def _table_read(self, info: TableInfo, table: exp.Table) -> tuple[Relation, int | None]:
+        """The rows (or changes) of ``info`` that the reference ``table`` asks for, and how
+        many rows they are when that is known without reading them (a whole table state)."""
         changes = table.args.get("changes")
         if changes is not None:
             information, start, end = changes_clause(self.env.spark, changes)
             first, last = resolve_interval(self.ctx, info, start=start, end=end)
-            return changes_between(
+            rel = changes_between(
                 self.ctx,
                 self.env,
                 info,
@@ -222,13 +228,19 @@ class Binder:
                 information=information,
                 rendering=rendering_of(changes),
             )
-        when = table.args.get("when")
-        version = resolve(self.ctx, info, point_of(self.env.spark, when)) if when else None
-        state = self.ctx.state(info, version)
+            return rel, None
+        state = self.ctx.state(info, self._version(info, table))
         conjuncts = pushable_conjuncts(table)
         if conjuncts:
-            state = state.with_files(prune(state.files, state.schema, conjuncts))
-        return state_relation(self.env.spark, self.env.warehouse, state)
+            pruned = state.with_files(prune(state.files, state.schema, conjuncts))
+            return state_relation(self.env.spark, self.env.warehouse, pruned), None
+        live_rows = sum(f.live_rows for f in state.files)
+        return state_relation(self.env.spark, self.env.warehouse, state), live_rows
+
+    def _version(self, info: TableInfo, table: exp.Table) -> int | None:
+        """The version the reference ``table`` reads (None: the statement's current one)."""
+        when = table.args.get("when")
+        return resolve(self.ctx, info, point_of(self.env.spark, when)) if when else None
 
     def _stamp(self, source: str | int, read: StreamRead) -> Commit:
         """What a stream read's changes are stamped with: for a stream on a table, the version
@@ -248,7 +260,8 @@ class Binder:
         )
         return self.bind_relation(rel, label)
 
-    def _replace(self, table: exp.Table, rel: Relation, alias: str, *, label: str) -> None:
+    def _replace(self, table: exp.Table, rel: Relation, alias: str, *, label: str) -> str:
+        """Put a placeholder bound to ``rel`` in place of ``table``; returns its name."""
         placeholder = self.bind_relation(rel, label)
         table.replace(
             exp.Table(
@@ -256,6 +269,7 @@ class Binder:
                 alias=exp.TableAlias(this=exp.to_identifier(alias)),
             )
         )
+        return placeholder
 
     def _fold_stream_functions(self, tree: exp.Expression) -> exp.Expression:
         """Evaluate SYSTEM$STREAM_HAS_DATA('s') from metadata into a boolean literal."""
