@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
@@ -23,7 +24,7 @@ from sqlglot import exp
 
 from changelake.dml.common import Target, duplicate_target_row
 from changelake.schema import TableSchema
-from changelake.storage.deletion import KEY
+from changelake.storage.deletion import DRIVER_POSITIONS, KEY
 from changelake.storage.snapshot import (
     ADDRESS,
     FILE,
@@ -113,6 +114,16 @@ def find_matches(
         yield Matches(rows, per_file, per_kind)
 
 
+def positions_of(matches: Matches) -> dict[str, pa.Array]:
+    """The matched positions per data file name (one small Spark job over the persisted
+    matches, read as Arrow)."""
+    found = matches.rows.where(F.col(FILE).isNotNull()).select(FILE, POS).toArrow()
+    grouped = found.group_by(FILE).aggregate([(POS, "list")])
+    names = grouped.column(FILE).to_pylist()
+    lists = grouped.column(f"{POS}_list")
+    return {name: lists[i].values for i, name in enumerate(names)}
+
+
 def address(alias: str) -> list[exp.Column]:
     """The target's address columns, which phase 1 selects for each matched row."""
     return [exp.column(c, table=alias) for c in ADDRESS]
@@ -125,13 +136,17 @@ def matched_rows(
     the old values), ``_cl_rid`` / ``_cl_ver``, and the columns of ``matches.rows``.
 
     Reads only the files that have a match, in one scan, and keeps the matched rows by one join
-    on their address: deletion vectors need not be applied (phase 1 matched live rows only)."""
+    on their address: deletion vectors need not be applied (phase 1 matched live rows only).
+    Up to ``DRIVER_POSITIONS`` matches, their positions (small metadata) go to the reader, which
+    then reads only the pages that hold them and decodes only their rows (late
+    materialization)."""
     files = [f.file for f in target.state.files if file_name(f.file.path) in matches.per_file]
     schema = target.state.schema
     physical = physical_schema(schema)
-    scanned = scan_files(spark, warehouse, physical, files, positions=True, identity=True).frame(
-        spark
-    )
+    only = positions_of(matches) if matches.matched <= DRIVER_POSITIONS else None
+    scanned = scan_files(
+        spark, warehouse, physical, files, positions=True, identity=True, only=only
+    ).frame(spark)
     computed = [c for c in matches.rows.columns if c not in ADDRESS]
     found = matches.rows.where(F.col(FILE).isNotNull())
     found = found.select(*[F.col(c).alias(f"_m{c}") for c in ADDRESS], *computed)

@@ -183,14 +183,18 @@ def reader_available(spark: SparkSession) -> bool:
 FileRead = tuple[str, tuple[int | None, int | None, int | None], pa.Array | None]
 
 
-def read_relation(uris: Sequence[str], schema: StructType, files: Sequence[FileRead]) -> Relation:
+def read_relation(
+    uris: Sequence[str], schema: StructType, files: Sequence[FileRead], *, keep: bool = False
+) -> Relation:
     """The rows of the Parquet files ``uris`` read with changelake's file format: ``schema``'s
     physical columns and any of the ``VIRTUAL`` columns, each file's positions skipped
-    inside the reader. A leaf of a relation: built by the JVM with the statement's plan."""
+    inside the reader, or, if ``keep``, only the rows at each file's positions read (and only
+    they decoded where the files have a page index: late materialization). A leaf of a
+    relation: built by the JVM with the statement's plan."""
     table = bytearray()
     any_positions = False
     for name, constants, positions in files:
-        mask = sum(1 << i for i, v in enumerate(constants) if v is None)
+        mask = sum(1 << i for i, v in enumerate(constants) if v is None) - (2**63 if keep else 0)
         values = [0 if v is None else v for v in constants]
         count = 0 if positions is None else len(positions)
         any_positions |= count > 0

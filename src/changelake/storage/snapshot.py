@@ -14,7 +14,7 @@ also compares names, but only for the rows whose key matched.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql import Column as SparkColumn
@@ -126,6 +126,7 @@ def scan_files(
     identity: bool = False,
     deleted: Sequence[Part] = (),
     tags: Sequence[int] | None = None,
+    only: Mapping[str, pa.Array] | None = None,
 ) -> Relation:
     """The rows of the given files less the positions the deletion vectors of ``deleted``
     record, with physical column names; with the address columns and ``_cl_size`` if
@@ -134,10 +135,16 @@ def scan_files(
 
     Read by changelake's Parquet file format where the session has it and the positions fit on
     the driver (no join, no per-row lookup); else by Spark's, with changelake's expressions or
-    joins for the deletion vectors and the per-file constants."""
+    joins for the deletion vectors and the per-file constants.
+
+    ``only`` (file name -> positions, instead of ``deleted``) says which rows the caller wants:
+    changelake's reader then decodes little more than those (late materialization); any other
+    reader returns every row, for the caller's join to select."""
     data = [f.file if isinstance(f, LiveFile) else f for f in files]
     found: list[pa.Array] | None = None
     if native.reader_available(spark):
+        if only is not None:
+            return _read_only(warehouse, physical, data, only, positions, identity)
         found = read_positions(warehouse, deleted) if deleted else []
     if found is not None:
         return _read(spark, warehouse, physical, data, deleted, found, tags, positions, identity)
@@ -167,10 +174,39 @@ def _read(
         skipped = by_file.get(file_name(f.path))
         arrays = pa.concat_arrays(skipped) if skipped else None
         reads.append((file_name(f.path), (f.base_row_id, f.begin_version, tag), arrays))
+    return _native_read(warehouse, physical, files, reads, positions, identity)
+
+
+def _read_only(
+    warehouse: Warehouse,
+    physical: StructType,
+    files: Sequence[DataFile],
+    only: Mapping[str, pa.Array],
+    positions: bool,
+    identity: bool,
+) -> Relation:
+    reads: list[native.FileRead] = [
+        (file_name(f.path), (f.base_row_id, f.begin_version, None), only[file_name(f.path)])
+        for f in files
+    ]
+    return _native_read(warehouse, physical, files, reads, positions, identity, keep=True)
+
+
+def _native_read(
+    warehouse: Warehouse,
+    physical: StructType,
+    files: Sequence[DataFile],
+    reads: Sequence[native.FileRead],
+    positions: bool,
+    identity: bool,
+    *,
+    keep: bool = False,
+) -> Relation:
     virtual = [StructField(native.VIRTUAL[0], StringType())]
     virtual += [StructField(name, LongType()) for name in native.VIRTUAL[1:]]
     uris = [warehouse.uri(f.path) for f in files]
-    rel = native.read_relation(uris, StructType(list(physical.fields) + virtual), reads)
+    schema = StructType(list(physical.fields) + virtual)
+    rel = native.read_relation(uris, schema, reads, keep=keep)
     columns = [quoted(f.name) for f in physical.fields]
     if positions:
         columns += [FILE, POS, SIZE, f"{address_key(SIZE, POS)} AS {KEY}"]

@@ -58,7 +58,8 @@ import scala.runtime.AbstractFunction1;
  * vectorized decoding, column pruning, filter pushdown, row-group statistics.
  *
  * <p>The table is little-endian: per file, an int32 length and the UTF-8 name, an int64
- * null mask (bit i: constant i is NULL), the three int64 constants, an int32 count and that many
+ * mask (bit i: constant i is NULL; the sign bit: the positions are the rows to keep, not the
+ * rows to skip, see {@link Late}), the three int64 constants, an int32 count and that many
  * int64 positions.
  */
 public final class ChangelakeParquet extends ParquetFileFormat {
@@ -243,18 +244,23 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     final long mask;
     final long[] constants = new long[3];
     final long[] set; // null: no positions to skip
+    // Whether the positions are the rows to keep (all others skipped), not the rows to skip.
+    final boolean keep;
+    final long[] sorted; // the positions at [1..n], sorted
+    final int n;
 
     FileEntry(ByteBuffer in) {
       mask = in.getLong();
       for (int i = 0; i < 3; i++) {
         constants[i] = in.getLong();
       }
-      int n = in.getInt();
-      long[] values = new long[n + 1];
+      n = in.getInt();
+      sorted = new long[n + 1];
       for (int i = 1; i <= n; i++) {
-        values[i] = in.getLong();
+        sorted[i] = in.getLong();
       }
-      set = n == 0 ? null : Positions.of(values, n);
+      keep = mask < 0;
+      set = n == 0 && !keep ? null : Positions.of(sorted, n);
     }
 
     boolean isNull(int constant) {
@@ -319,12 +325,16 @@ public final class ChangelakeParquet extends ParquetFileFormat {
         values[3 + c] = entry == null || entry.isNull(c) ? null : entry.constants[c];
       }
       long[] set = entry == null ? null : entry.set;
+      boolean keep = entry != null && entry.keep;
       // Spark passes batches as an iterator of rows: the casts are unchecked, as Spark's own.
       @SuppressWarnings("unchecked")
       Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) read.apply(file);
+      if (keep) {
+        Late.restrict(rows, entry.sorted, entry.n);
+      }
       Iterator<?> out = batches
-          ? new Batches(rows, source, index, set, values)
-          : new Rows(rows, source, index, set, values, types);
+          ? new Batches(rows, source, index, set, keep, values)
+          : new Rows(rows, source, index, set, keep, values, types);
       @SuppressWarnings("unchecked")
       Iterator<InternalRow> typed = (Iterator<InternalRow>) out;
       return typed;
@@ -350,15 +360,17 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     final int[] source;
     final int index;
     final long[] set;
+    final boolean keep;
     final Object[] values;
     private T next;
 
-    Selection(Iterator<Object> rows, int[] source, int index, long[] set,
+    Selection(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
         Object[] values) {
       this.rows = rows;
       this.source = source;
       this.index = index;
       this.set = set;
+      this.keep = keep;
       this.values = values;
     }
 
@@ -375,7 +387,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     abstract T convert(Object item);
 
     final boolean kept(long position) {
-      return set == null || !Positions.contains(set, position);
+      return set == null || Positions.contains(set, position) == keep;
     }
 
     @Override
@@ -401,8 +413,9 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   private static final class Batches extends Selection<ColumnarBatch> {
     private int[] selected = new int[0];
 
-    Batches(Iterator<Object> rows, int[] source, int index, long[] set, Object[] values) {
-      super(rows, source, index, set, values);
+    Batches(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
+        Object[] values) {
+      super(rows, source, index, set, keep, values);
     }
 
     @Override
@@ -449,9 +462,9 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     private final DataType[] types;
     private final GenericInternalRow out;
 
-    Rows(Iterator<Object> rows, int[] source, int index, long[] set, Object[] values,
-        DataType[] types) {
-      super(rows, source, index, set, values);
+    Rows(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
+        Object[] values, DataType[] types) {
+      super(rows, source, index, set, keep, values);
       this.types = types;
       this.out = new GenericInternalRow(source.length);
     }

@@ -1,0 +1,183 @@
+package io.changelake.spark;
+
+import java.lang.reflect.Field;
+import java.lang.reflect.InvocationHandler;
+import java.lang.reflect.Proxy;
+import java.util.List;
+import java.util.PrimitiveIterator;
+import org.apache.parquet.column.page.PageReadStore;
+import org.apache.parquet.hadoop.ParquetFileReader;
+import org.apache.parquet.hadoop.metadata.BlockMetaData;
+import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
+import org.apache.parquet.internal.column.columnindex.OffsetIndex;
+import org.apache.parquet.internal.filter2.columnindex.RowRanges;
+
+/**
+ * Late materialization: a read of one file that decodes only the rows at given positions (phase
+ * 2 of a row-level write, which knows its matched positions). Spark's vectorized reader already
+ * skips the rows outside a row group's row ranges without decoding them and reads only the pages
+ * that hold some (its column-index filtering, with the page index); here the ranges are the
+ * positions themselves, handed to it in place of those a filter would compute.
+ *
+ * <p>Spark builds its reader inside {@code ParquetFileFormat}; this reaches into the reader it
+ * built for a file (its row-group source and row count, fields Spark does not expose) before
+ * the first batch is read. Where anything is not as expected (another reader, a file without a
+ * page index) the file is read whole, and the reader's selection keeps the positions: slower,
+ * never different.
+ */
+public final class Late {
+  private static final java.util.concurrent.atomic.AtomicLong RESTRICTED =
+      new java.util.concurrent.atomic.AtomicLong();
+  private static final String BASE =
+      "org.apache.spark.sql.execution.datasources.parquet.SpecificParquetRecordReaderBase";
+
+  private Late() {}
+
+  /** How many file reads this JVM has restricted to positions so far (what tests count). */
+  public static long restrictedFiles() {
+    return RESTRICTED.get();
+  }
+
+  /**
+   * Make {@code rows}, Spark's iterator over one file not yet read, return only the rows at the
+   * sorted positions {@code sorted[1..n]}; false if it cannot (then it is unchanged).
+   */
+  static boolean restrict(Object rows, long[] sorted, int n) {
+    try {
+      Object reader = field(rows.getClass(), "rowReader").get(rows);
+      Class<?> base = Class.forName(BASE, false, reader.getClass().getClassLoader());
+      if (!base.isInstance(reader)) {
+        return false;
+      }
+      Field source = field(base, "reader");
+      Object current = source.get(reader);
+      ParquetFileReader file = (ParquetFileReader) field(current.getClass(), "reader").get(current);
+      List<BlockMetaData> groups = file.getRowGroups();
+      RowRanges[] ranges = new RowRanges[groups.size()];
+      long total = 0;
+      int at = 1;
+      for (int g = 0; g < groups.size(); g++) {
+        BlockMetaData group = groups.get(g);
+        long first = group.getRowIndexOffset();
+        long end = first + group.getRowCount();
+        while (at <= n && sorted[at] < first) {
+          at++;
+        }
+        int from = at;
+        while (at <= n && sorted[at] < end) {
+          at++;
+        }
+        if (at > from) {
+          if (first < 0 || !indexed(group)) {
+            return false;
+          }
+          ranges[g] = RowRanges.create(
+              group.getRowCount(), every(at - from), new Singles(sorted, from, first));
+          total += ranges[g].rowCount();
+        }
+      }
+      Class<?> api = source.getType();
+      InvocationHandler handler = new InvocationHandler() {
+        private int next;
+
+        @Override
+        public Object invoke(Object proxy, java.lang.reflect.Method method, Object[] args)
+            throws Throwable {
+          switch (method.getName()) {
+            case "readNextRowGroup":
+              while (next < ranges.length && ranges[next] == null) {
+                next++;
+              }
+              if (next == ranges.length) {
+                return null;
+              }
+              PageReadStore pages = file.readFilteredRowGroup(next, ranges[next]);
+              next++;
+              return pages;
+            case "close":
+              file.close();
+              return null;
+            case "hashCode":
+              return System.identityHashCode(proxy);
+            case "equals":
+              return proxy == args[0];
+            default:
+              return "rows at positions of " + file.getFile();
+          }
+        }
+      };
+      Object restricted = Proxy.newProxyInstance(api.getClassLoader(), new Class<?>[] {api}, handler);
+      source.set(reader, restricted);
+      field(base, "totalRowCount").setLong(reader, total);
+      RESTRICTED.incrementAndGet();
+      return true;
+    } catch (ReflectiveOperationException | RuntimeException e) {
+      return false;
+    }
+  }
+
+  // Ranges of single rows come from the page index of a file written with one.
+  private static boolean indexed(BlockMetaData group) {
+    for (ColumnChunkMetaData column : group.getColumns()) {
+      if (column.getOffsetIndexReference() == null) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  private static Field field(Class<?> type, String name) throws NoSuchFieldException {
+    for (Class<?> c = type; c != null; c = c.getSuperclass()) {
+      try {
+        Field f = c.getDeclaredField(name);
+        f.setAccessible(true);
+        return f;
+      } catch (NoSuchFieldException e) {
+        // declared higher up
+      }
+    }
+    throw new NoSuchFieldException(name);
+  }
+
+  private static PrimitiveIterator.OfInt every(int count) {
+    return java.util.stream.IntStream.range(0, count).iterator();
+  }
+
+  /** Each position as a "page" of one row, relative to its row group: ranges of single rows. */
+  private static final class Singles implements OffsetIndex {
+    private final long[] sorted;
+    private final int from;
+    private final long first;
+
+    Singles(long[] sorted, int from, long first) {
+      this.sorted = sorted;
+      this.from = from;
+      this.first = first;
+    }
+
+    @Override
+    public int getPageCount() {
+      return sorted.length;
+    }
+
+    @Override
+    public long getOffset(int page) {
+      return 0;
+    }
+
+    @Override
+    public int getCompressedPageSize(int page) {
+      return 0;
+    }
+
+    @Override
+    public long getFirstRowIndex(int page) {
+      return sorted[from + page] - first;
+    }
+
+    @Override
+    public long getLastRowIndex(int page, long rowGroupRowCount) {
+      return getFirstRowIndex(page);
+    }
+  }
+}

@@ -1,0 +1,93 @@
+"""Late materialization (storage/jvm/Late.java): a read of a table's files that keeps only given
+positions returns exactly the rows at them, as a whole read does, whether Spark's vectorized
+reader decodes only those rows (files with a page index) or the file is read whole (Spark's row
+reader) and the positions are kept by changelake's selection."""
+
+from __future__ import annotations
+
+import random
+
+import pyarrow as pa
+from conftest import state_of
+
+from changelake.storage.snapshot import file_name, physical_schema, scan_files
+from changelake.storage.spark_private import jvm_class
+
+LATE = "io.changelake.spark.Late"
+VECTORIZED = "spark.sql.parquet.enableVectorizedReader"
+
+
+def _restricted(spark) -> int:
+    return jvm_class(spark, LATE).restrictedFiles()
+
+
+def _reads(session, name: str, picked: dict[str, list[int]]):
+    info = session.catalog.table(name)
+    state = state_of(session, info)
+    files = [f.file for f in state.files]
+    physical = physical_schema(state.schema)
+    only = {k: pa.array(v, pa.int64()) for k, v in picked.items()}
+    chosen = [f for f in files if file_name(f.path) in only]
+
+    def read(only):
+        rel = scan_files(
+            session.spark,
+            session.warehouse,
+            physical,
+            chosen,
+            positions=True,
+            identity=True,
+            only=only,
+        )
+        return {(r["_cl_file"], r["_cl_pos"]): tuple(r) for r in rel.frame(session.spark).collect()}
+
+    return files, read(only), read(None)
+
+
+def _pick(files, rng: random.Random, share: float) -> dict[str, list[int]]:
+    picked = {}
+    for f in files:
+        n = max(1, int(f.row_count * share))
+        picked[file_name(f.path)] = rng.sample(range(f.row_count), n)  # unsorted on purpose
+    return picked
+
+
+def test_only_the_rows_at_the_positions_are_read_and_they_are_the_whole_reads_rows(session):
+    s = session
+    s.sql(
+        "CREATE TABLE t AS SELECT id, CAST(id % 97 AS INT) AS a, concat('r', CAST(id AS STRING))"
+        " AS b, CAST(id AS DOUBLE) / 7 AS c, CAST(id AS DECIMAL(20, 3)) AS d,"
+        " IF(id % 11 = 0, NULL, id) AS n FROM range(0, 120000, 1, 3)"
+    )
+    s.sql("UPDATE t SET a = -1 WHERE id % 1000 = 5")  # files with stored identities too
+    files = [f.file for f in state_of(s, s.catalog.table("t")).files]
+    rng = random.Random(7)
+    picked = _pick(files, rng, 0.002)
+    first = next(iter(picked))
+    picked[first] += [0, files[0].row_count - 1] if files[0].row_count > 1 else []
+    picked[first] = sorted(set(picked[first]))
+    before = _restricted(s.spark)
+    _, late, whole = _reads(s, "t", picked)
+    wanted = {(name, p) for name, ps in picked.items() for p in ps}
+    assert set(late) == wanted
+    assert late == {k: whole[k] for k in wanted}
+    assert _restricted(s.spark) - before == len(picked), "every file read late"
+
+
+def test_without_the_vectorized_reader_the_rows_are_kept_by_position(session):
+    s = session
+    s.sql(
+        "CREATE TABLE t AS SELECT id, concat('r', CAST(id AS STRING)) AS b FROM range(0, 5000, 1, 2)"
+    )
+    files = [f.file for f in state_of(s, s.catalog.table("t")).files]
+    picked = _pick(files, random.Random(3), 0.01)
+    before = _restricted(s.spark)
+    s.spark.conf.set(VECTORIZED, "false")
+    try:
+        _, late, whole = _reads(s, "t", picked)
+    finally:
+        s.spark.conf.unset(VECTORIZED)
+    wanted = {(name, p) for name, ps in picked.items() for p in ps}
+    assert set(late) == wanted
+    assert late == {k: whole[k] for k in wanted}
+    assert _restricted(s.spark) == before, "Spark's row reader is read whole"
