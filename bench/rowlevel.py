@@ -1,6 +1,7 @@
-"""A row-level write of 0.1% of the rows spread over every file, vs copy-on-write in plain Spark.
+"""A row-level write of a share of the rows (0.1% unless told) spread over every file, vs
+copy-on-write in plain Spark.
 
-Each changelake repetition changes a different 0.1% of the rows; each baseline repetition
+Each changelake repetition changes different rows; each baseline repetition
 rewrites the whole table into a fresh directory.
 """
 
@@ -24,8 +25,10 @@ def row_level(
     target: float,
     description: str,
     baseline: str,
+    one_in: int = 1000,
 ) -> Result:
-    """``statement`` has ``{table}`` and ``{residue}``; ``rewrite`` does the same to a DataFrame."""
+    """``statement`` has ``{table}`` and ``{residue}``; ``rewrite`` does the same to a DataFrame;
+    each changes one row in ``one_in``."""
     table = f"bench_{name}"
     rows = ctx.rows()
     create_table(ctx.session, table, rows)
@@ -60,7 +63,7 @@ def row_level(
         baseline=baseline,
         target=target,
         rows=rows,
-        notes=f"median of {ctx.repeat}; {rows // 1000} rows changed per statement over {FILES}"
+        notes=f"median of {ctx.repeat}; {rows // one_in} rows changed per statement over {FILES}"
         f" files; the statement runs {jobs} Spark jobs; EXPLAIN: {explained}",
         faster=True,
     )

@@ -22,6 +22,7 @@ from bench import (
     commit_throughput,
     consume,
     delete,
+    delete_few,
     dynamic_groupby,
     dynamic_join,
     dynamic_lag,
@@ -55,6 +56,7 @@ BENCHMARKS = {
     for m in (
         update,
         delete,
+        delete_few,
         scan,
         insert,
         changes_delta,
