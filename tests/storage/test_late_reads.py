@@ -15,6 +15,7 @@ from changelake.storage.spark_private import jvm_class
 
 LATE = "io.changelake.spark.Late"
 VECTORIZED = "spark.sql.parquet.enableVectorizedReader"
+COLUMN_INDEX = "parquet.filter.columnindex.enabled"
 
 
 def _restricted(spark) -> int:
@@ -91,3 +92,19 @@ def test_without_the_vectorized_reader_the_rows_are_kept_by_position(session):
     assert set(late) == wanted
     assert late == {k: whole[k] for k in wanted}
     assert _restricted(s.spark) == before, "Spark's row reader is read whole"
+
+
+def test_without_column_index_filtering_the_rows_are_kept_by_position(session):
+    s = session
+    s.sql("CREATE TABLE t AS SELECT id, CAST(id AS STRING) AS b FROM range(0, 50000, 1, 2)")
+    files = [f.file for f in state_of(s, s.catalog.table("t")).files]
+    picked = _pick(files, random.Random(5), 0.001)
+    before = _restricted(s.spark)
+    s.spark.conf.set(COLUMN_INDEX, "false")
+    try:
+        _, late, whole = _reads(s, "t", picked)
+    finally:
+        s.spark.conf.unset(COLUMN_INDEX)
+    wanted = {(name, p) for name, ps in picked.items() for p in ps}
+    assert late == {k: whole[k] for k in wanted}
+    assert _restricted(s.spark) == before, "the file reader would not skip rows: read whole"

@@ -52,6 +52,11 @@ public final class Late {
       Field source = field(base, "reader");
       Object current = source.get(reader);
       ParquetFileReader file = (ParquetFileReader) field(current.getClass(), "reader").get(current);
+      // Without column-index filtering the file reader would read row groups whole.
+      Object options = field(ParquetFileReader.class, "options").get(file);
+      if (!((org.apache.parquet.ParquetReadOptions) options).useColumnIndexFilter()) {
+        return false;
+      }
       List<BlockMetaData> groups = file.getRowGroups();
       RowRanges[] ranges = new RowRanges[groups.size()];
       long total = 0;
@@ -92,6 +97,11 @@ public final class Late {
                 return null;
               }
               PageReadStore pages = file.readFilteredRowGroup(next, ranges[next]);
+              if (pages.getRowCount() != ranges[next].rowCount()) {
+                // the reader's count of rows to return was set from the ranges
+                throw new IllegalStateException("row group " + next + " of " + file.getFile()
+                    + " was not read at the positions asked for");
+              }
               next++;
               return pages;
             case "close":
