@@ -12,6 +12,7 @@ import textwrap
 
 import pytest
 from conftest import rows
+from sqlalchemy import event
 
 import changelake
 from changelake.errors import StaleStreamError
@@ -50,6 +51,20 @@ def viewed(session, clock):
         [(1, 10, "INSERT", False), (2, 20, "INSERT", False)],
     )
     return session
+
+
+def test_a_statement_under_the_same_token_reads_no_view_text(viewed):
+    read: list[str] = []
+
+    def executed(_conn, _cursor, statement: str, *_args) -> None:
+        read.append(statement)
+
+    event.listen(viewed.catalog.engine, "before_cursor_execute", executed)
+    try:
+        assert _changes(viewed, "v")[0] == ["k", "x"]
+    finally:
+        event.remove(viewed.catalog.engine, "before_cursor_execute", executed)
+    assert read and not [s for s in read if "cl_views" in s]
 
 
 def test_a_view_redefined_by_another_session_is_seen_by_the_next_statement(viewed, other, clock):
@@ -107,6 +122,26 @@ def test_a_table_dropped_and_created_again_under_a_view(viewed, other, clock):
         clock.advance(seconds=1)
         other.sql(statement)
     assert _changes(viewed, "v") == (["k", "flag"], [(8, True, "INSERT", False)])
+
+
+def test_a_transaction_binds_as_binding_afresh_does_after_ddl_since_it_began(viewed, other, clock):
+    viewed.sql("BEGIN")
+    try:
+        assert _changes(viewed, "v")[0] == ["k", "x"]  # kept, under the token of BEGIN
+        clock.advance(seconds=1)
+        other.sql("ALTER TABLE t ADD COLUMN c INT")
+        # a transaction reads tables' columns as they were at BEGIN
+        assert _changes(viewed, "v")[0] == ["k", "x"]
+        other.sql("CREATE OR REPLACE VIEW v AS SELECT k, x * 2 AS doubled FROM t")
+        # and names and view texts as they are now (DDL is not transactional)
+        assert _changes(viewed, "v") == (
+            ["k", "doubled"],
+            [(1, 20, "INSERT", False), (2, 40, "INSERT", False)],
+        )
+    finally:
+        viewed.sql("ROLLBACK")
+    other.sql("CREATE OR REPLACE VIEW v AS SELECT * FROM t")
+    assert _changes(viewed, "v")[0] == ["k", "x", "c"]
 
 
 def _now(clock) -> str:

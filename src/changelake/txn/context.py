@@ -51,6 +51,7 @@ class StatementContext:
         # snapshot, so a table whose current version is in it needs no further read.
         if self.transaction is None:
             self._snapshot = self.catalog.snapshot()
+            self.catalog.definitions()  # known now, with the snapshot
 
     def now(self) -> float:
         return round(self.clock.now(), 6)

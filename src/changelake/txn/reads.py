@@ -60,8 +60,11 @@ class StatementReads:
         return self._catalog.commit(requests, clock=clock)
 
     def find_table(self, name: str) -> TableInfo | None:
-        """The live table ``name`` (its row is read every time: versions move without DDL)."""
-        definitions, key = self.definitions(), ("no table", name.lower())
+        """The live table ``name`` (its row is read every time: versions move without DDL).
+        That a name is no table is kept once the statement knows its definitions (a
+        transaction's statement asks only to bind a view: asking costs a read)."""
+        known = self._definitions
+        definitions, key = None if known is _UNKNOWN else known, ("no table", name.lower())
         if definitions is not None and definitions.get(key):
             return None
         found = self._catalog.find_table(name)
