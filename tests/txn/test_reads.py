@@ -6,9 +6,17 @@ import pytest
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import DataFile, NewDeletes
-from changelake.catalog.requests import AddDeletes, AddFiles, CommitRequest, CreateTable, IfExists
+from changelake.catalog.requests import (
+    AddDeletes,
+    AddFiles,
+    CommitRequest,
+    CreateTable,
+    CreateView,
+    IfExists,
+)
 from changelake.clock import ManualClock
 from changelake.schema import Column, TableSchema
+from changelake.txn.context import StatementContext
 from changelake.txn.reads import StatementReads
 
 T0 = 1_700_000_000.0
@@ -78,3 +86,40 @@ def test_batched_version_and_schema_reads_are_kept(catalog):
     catalog.version_info = catalog.schema_at = None  # type: ignore[assignment,method-assign]
     assert reads.version_info(t, 2) == found[(t, 2)]  # kept: not asked again
     assert reads.schema_at(t, 3) == SCHEMA
+
+
+def test_what_follows_from_definitions_is_kept_by_token_across_statements(catalog_url):
+    mine, theirs = Catalog(catalog_url), Catalog(catalog_url)  # two sessions' catalogs
+    try:
+        clock = ManualClock(T0)
+        view = CreateView("v", "SELECT id FROM t", ())
+        mine.commit([CommitRequest("v", "CREATE VIEW", (view,))], clock=clock)
+        before = StatementContext(mine, clock)
+        assert before.catalog.view_sql("v") == "SELECT id FROM t"
+        assert before.catalog.find_table("v") is None
+
+        asked: list[str] = []
+        for method in ("view_sql", "find_table"):
+            read = getattr(mine, method)
+            setattr(mine, method, lambda name, read=read: asked.append(name) or read(name))
+        again = StatementContext(mine, clock)
+        assert again.catalog.view_sql("v") == "SELECT id FROM t"
+        assert again.catalog.find_table("v") is None
+        assert asked == []  # kept under the token both statements read
+
+        clock.advance(seconds=1)
+        redefined = CreateView("v", "SELECT 2 AS id FROM t", (), IfExists.REPLACE)
+        theirs.commit([CommitRequest("v2", "CREATE VIEW", (redefined,))], clock=clock)
+        assert before.catalog.view_sql("v") == "SELECT id FROM t"  # its snapshot's definitions
+        after = StatementContext(mine, clock)
+        assert after.catalog.view_sql("v") == "SELECT 2 AS id FROM t"
+        assert asked == ["v"]
+
+        # a statement that changes definitions itself reads what it binds next as it is now
+        assert after.catalog.find_table("w") is None
+        create = CreateTable("w", SCHEMA, (), (), IfExists.ERROR)
+        after.commit(CommitRequest("w", "CREATE TABLE", (create,)))
+        assert after.catalog.find_table("w") is not None
+    finally:
+        mine.close()
+        theirs.close()

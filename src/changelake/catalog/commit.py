@@ -101,7 +101,8 @@ def commit(
     # Numbered and stamped last, just before the versions are recorded: the clock row, which
     # serializes all commits, is held only for these few writes and the database commit. No
     # commit holding it waits for a lock of another: it writes only its own versions and tables.
-    state.stamp = clock_repo.advance(conn, clock, postgres=postgres)
+    definitions = clock_repo.new_definitions() if any(r.redefines for r in requests) else None
+    state.stamp = clock_repo.advance(conn, clock, postgres=postgres, definitions=definitions)
     fault_point("stamped")
     for request, versions in made:
         _record_versions(state, request, versions)

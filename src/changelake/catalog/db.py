@@ -198,10 +198,22 @@ def _upgrade(conn: Connection, found: int) -> None:
         _number_commits(conn)
     if found < 9:
         _record_scopes(conn)
+    if found < 10:
+        _token_definitions(conn)
     # Version 6 adds dynamic tables (cl_dynamic_tables, cl_dt_refreshes) and leases (cl_leases),
     # which create_all has made. Version 7 adds tasks (cl_tasks, cl_task_runs), version 8
     # connections and external tables (cl_connections, cl_external_tables, cl_external_files):
     # the same.
+
+
+def _token_definitions(conn: Connection) -> None:
+    """Version 10 keeps a token of the catalog's definitions (cl_clock.definitions), new with
+    every DDL commit: bound views and queries are kept across statements by it."""
+    if "definitions" not in _columns(conn, "cl_clock"):
+        conn.execute(
+            text("ALTER TABLE cl_clock ADD COLUMN definitions VARCHAR(32) NOT NULL DEFAULT ''")
+        )
+    conn.execute(t.clock.update().values(definitions=clock_repo.new_definitions()))
 
 
 def _record_scopes(conn: Connection) -> None:

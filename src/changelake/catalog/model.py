@@ -240,10 +240,13 @@ class ChannelInfo:
 class Snapshot:
     """A point in the warehouse's commit order: every commit numbered up to ``commit_number``,
     the last of which was stamped ``committed_at``. Commits after it are numbered and stamped
-    higher."""
+    higher. ``definitions``: the token of the catalog's definitions at this point (names, view
+    texts, tables' columns): a new one with every change to them, so snapshots with one token
+    bind views and queries alike."""
 
     commit_number: int
     committed_at: float
+    definitions: str
 
 
 @dataclass(frozen=True)

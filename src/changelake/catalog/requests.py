@@ -297,6 +297,23 @@ Update = (
     | RegisterFiles
 )
 
+# Updates that change what a name resolves to (a table, a view, which table) or a table's columns:
+# a commit with one writes a new definitions token (``Snapshot.definitions``), by which bound
+# views and queries are kept across statements. Properties go with them (rarely set, and what a
+# binding reads of a table besides its columns); files, streams, refreshes and follow steps do
+# not change a definition.
+REDEFINING = (
+    CreateTable,
+    DropTable,
+    RenameTable,
+    SetProperties,
+    SetSchema,
+    CreateView,
+    DropView,
+    DefineDynamicTable,
+    DefineExternalTable,
+)
+
 # -- requirements ---------------------------------------------------------------------------------
 
 
@@ -440,6 +457,11 @@ class CommitRequest:
     @property
     def empty(self) -> bool:
         return not self.updates
+
+    @property
+    def redefines(self) -> bool:
+        """Whether it changes definitions (``REDEFINING``)."""
+        return any(isinstance(u, REDEFINING) for u in self.updates)
 
 
 @dataclass(frozen=True)

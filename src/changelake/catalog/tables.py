@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 metadata = MetaData()
 
@@ -32,13 +32,16 @@ meta = Table(
 
 # The warehouse's commit clock: one row that every commit updates inside its catalog transaction,
 # after its other locks. Commit numbers and timestamps both strictly increase, in the order in
-# which commits become visible.
+# which commits become visible. ``definitions``: a random token that every commit changing what
+# a name resolves to or a table's columns writes anew (DDL), so two snapshots with one token bind
+# every view and query alike, in this catalog or any other (bound definitions are kept by it).
 clock = Table(
     "cl_clock",
     metadata,
     Column("clock_id", Integer, primary_key=True, autoincrement=False),
     Column("commit_number", BigInteger, nullable=False),
     Column("committed_at", Float, nullable=False),
+    Column("definitions", String(32), nullable=False, server_default=""),
 )
 
 tables = Table(

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from sqlglot import exp
 
@@ -14,6 +16,7 @@ from changelake.dialect import parse_one
 from changelake.errors import InvalidStatementError, TableNotFoundError, UnsupportedError
 from changelake.plan.definition import query_definition, view_tree
 from changelake.plan.ir import Node, scans
+from changelake.plan.kept import Bound, kept
 from changelake.txn.context import StatementContext
 
 
@@ -28,11 +31,16 @@ class Definition:
     refusal: str
     fingerprint: str
     depends_on: tuple[str, ...]
-    tables: dict[int, TableInfo]
+    tables: Mapping[int, TableInfo]
 
 
 def define(ctx: StatementContext, sql: str, about: str) -> Definition:
-    """The definition of query ``sql`` over the catalog as it is now."""
+    """The definition of query ``sql`` over the catalog as it is now (bound once per
+    definitions token, plan/kept.py); errors and the refusal name ``about``."""
+    return kept(ctx, ("query", sql, about), lambda: _bind(ctx, sql, about), _rebind)
+
+
+def _bind(ctx: StatementContext, sql: str, about: str) -> Bound[Definition]:
     tree = parse_one(sql)
     named = _named(tree)
     found = ctx.catalog.find_tables(named)
@@ -44,9 +52,16 @@ def define(ctx: StatementContext, sql: str, about: str) -> Definition:
     except UnsupportedError as e:
         views = sorted((n, ctx.catalog.view_sql(n) or "") for n in named)
         fingerprint = hashlib.sha256(json.dumps([sql, views]).encode()).hexdigest()
-        return Definition(sql, None, str(e), fingerprint, named, _tables(ctx, named))
-    tables = {s.table_id: built.tables[s.table_id] for s in scans(built.tree)}
-    return Definition(sql, built.tree, "", built.fingerprint, named, tables)
+        tables = MappingProxyType(_tables(ctx, named))
+        return Bound.of(Definition(sql, None, str(e), fingerprint, named, tables), tables, {})
+    view = built.definition
+    tables = MappingProxyType({s.table_id: view.tables[s.table_id] for s in scans(view.tree)})
+    definition = Definition(sql, view.tree, "", view.fingerprint, named, tables)
+    return Bound.of(definition, tables, dict(built.columns))
+
+
+def _rebind(definition: Definition, tables: dict[int, TableInfo]) -> Definition:
+    return replace(definition, tables=MappingProxyType(tables))
 
 
 def _named(tree: exp.Expression) -> tuple[str, ...]:

@@ -167,10 +167,12 @@ def view_at(ctx: StatementContext, env: Env, name: str, point: Point) -> Relatio
             f"AT (STREAM => ...) names an interval's start: use it in a CHANGES clause on {name}."
         )
     definition = view_definition(ctx, name, f"view {name}")
-    tree = definition.tree
     versions = {
         t: (info, v, v) for t, (info, v, _) in _versions(ctx, name, definition, point, None).items()
     }
+    # its tables' columns as of the point, as a table's time travel reads them
+    read_at = {t: v for t, (_, v, _) in versions.items()}
+    tree = view_definition(ctx, name, f"view {name}", at=read_at).tree
     ctx.catalog.read_ahead({t: (v, v) for t, (_, v, _) in versions.items()})
     rel = compile_node(at(tree, End.START), Leaves(ctx, env, versions, None).read)
     return rel.select(*[f"{c.id} AS {quoted(c.name)}" for c in tree.columns])

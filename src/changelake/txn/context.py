@@ -44,11 +44,14 @@ class StatementContext:
     def __post_init__(self) -> None:
         if not isinstance(self.catalog, StatementReads):
             # a Catalog by delegation (see StatementReads)
-            self.catalog = StatementReads(self.catalog)  # type: ignore[assignment]
+            self.catalog = StatementReads(  # type: ignore[assignment]
+                self.catalog, self._definitions_token
+            )
         # Taken before any table is looked up: a TableInfo read later is never older than the
         # snapshot, so a table whose current version is in it needs no further read.
         if self.transaction is None:
             self._snapshot = self.catalog.snapshot()
+            self.catalog.definitions()  # known now, with the snapshot
 
     def now(self) -> float:
         return round(self.clock.now(), 6)
@@ -62,6 +65,15 @@ class StatementContext:
             return self.transaction.snapshot
         assert self._snapshot is not None
         return self._snapshot
+
+    def _definitions_token(self) -> str | None:
+        """The definitions token this statement binds under. A statement reads names and view
+        texts as they are now, and tables' columns at its read versions: in a transaction that
+        is one token only while no DDL committed since BEGIN (one small read to know)."""
+        if self.transaction is None:
+            return self.snapshot().definitions
+        began = self.transaction.snapshot.definitions
+        return began if self.catalog.snapshot().definitions == began else None
 
     def read_version(self, info: TableInfo) -> int:
         if self.transaction is not None:

@@ -10,17 +10,26 @@ change, so within one statement the first answer is kept. Reads of several table
 announces the versions a plan will read, so that the first file read of one table reads all the
 announced tables' files in one query. Everything else (current versions, streams, leases,
 commits) goes to the catalog every time.
+
+What follows from the catalog's definitions alone (a view's text, that a name is no table) is
+kept across statements, under the definitions token the statement reads (``definitions``,
+txn/definitions.py), until the statement changes definitions itself.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from changelake.catalog import Catalog
 from changelake.catalog.file_history import FileHistory
-from changelake.catalog.model import LiveFile, TrackedFile, VersionInfo
+from changelake.catalog.model import LiveFile, TableInfo, TrackedFile, VersionInfo
+from changelake.catalog.requests import CommitRequest, CommitResult
+from changelake.clock import Clock
 from changelake.schema import TableSchema
+from changelake.txn.definitions import Definitions
+
+_UNKNOWN = object()
 
 
 class StatementReads:
@@ -28,11 +37,40 @@ class StatementReads:
     wrapped catalog's own (looked up on it each time, so what replaces one of its methods, as
     tests' hooks do, is what runs)."""
 
-    def __init__(self, catalog: Catalog):
+    def __init__(self, catalog: Catalog, token: Callable[[], str | None] = lambda: None):
         self._catalog = catalog
         self._kept: dict[tuple, Any] = {}
         self._ahead: dict[int, tuple[int, int]] = {}  # announced, not read yet
         self._histories: dict[int, FileHistory] = {}
+        self._token = token  # the definitions token the statement reads under, once asked
+        self._definitions: Any = _UNKNOWN
+
+    def definitions(self) -> Definitions | None:
+        """What statements bound under the definitions this statement reads; None once it
+        changed definitions itself (then what it binds next is read as it is now), or when
+        its reads follow no one token (``token`` gave None)."""
+        if self._definitions is _UNKNOWN:
+            token = self._token()
+            self._definitions = None if token is None else Definitions(token)
+        return self._definitions
+
+    def commit(self, requests: Sequence[CommitRequest], *, clock: Clock) -> CommitResult:
+        if any(r.redefines for r in requests):
+            self._definitions = None
+        return self._catalog.commit(requests, clock=clock)
+
+    def find_table(self, name: str) -> TableInfo | None:
+        """The live table ``name`` (its row is read every time: versions move without DDL).
+        That a name is no table is kept once the statement knows its definitions (a
+        transaction's statement asks only to bind a view: asking costs a read)."""
+        known = self._definitions
+        definitions, key = None if known is _UNKNOWN else known, ("no table", name.lower())
+        if definitions is not None and definitions.get(key):
+            return None
+        found = self._catalog.find_table(name)
+        if found is None and definitions is not None:
+            definitions.put(key, True)
+        return found
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._catalog, name)
@@ -128,8 +166,21 @@ class StatementReads:
         kept = ((w, self._kept.get(("version_info", *w))) for w in wanted)
         return {w: found for w, found in kept if found is not None}
 
+    def keep_schemas(self, known: Mapping[tuple[int, int], TableSchema]) -> None:
+        """``schema_at`` of (table, version) as the caller knows it already (a binding kept
+        under this statement's definitions holds its tables' columns)."""
+        for (table_id, version), schema in known.items():
+            self._kept.setdefault(("schema_at", table_id, version), schema)
+
     def view_sql(self, name: str) -> str | None:
-        found = self._once(("view_sql", name.lower()), lambda: self._catalog.view_sql(name))
+        definitions, key = self.definitions(), ("view_sql", name.lower())
+        if definitions is not None:
+            kept = definitions.get(key)
+            if kept is None:
+                kept = (self._catalog.view_sql(name),)
+                definitions.put(key, kept)
+            return kept[0]
+        found = self._once(key, lambda: self._catalog.view_sql(name))
         if found is None:
-            del self._kept[("view_sql", name.lower())]  # a view created later in the statement
+            del self._kept[key]  # a view created later in the statement
         return found
