@@ -24,7 +24,7 @@ from changelake.changes.columns import (
     METADATA_ISUPDATE,
     METADATA_ROW_ID,
 )
-from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information
+from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information, Pairing
 from changelake.schema import STORED_ROW_ID, TableSchema, quoted
 from changelake.storage.deletion import (
     DV_FILE,
@@ -218,47 +218,69 @@ def _minimize(
     schema: TableSchema,
     table_id: int,
     order: RowOrder | None,
+    pairing: Pairing,
 ) -> Relation:
-    """Pairs the two sides by identity, in one merge join: its output is sorted by (tag, ROW_ID)
-    in each partition, and each pair yields its DELETE half first.
+    """Pairs the two sides by identity in one full outer join, and turns each pair that differs
+    into its events: the DELETE of the old row first, then the INSERT of the new one.
+
+    ``order``: the sides are partitioned by it and merge-joined, so the output is sorted by
+    (tag, ROW_ID) in each partition. Else ``pairing`` says how: in one task (both sides
+    coalesced into the task that reads them, the before side hashed: no exchange, no sort), or
+    by Spark's shuffle.
 
     A table whose rows carry a row key (a dynamic or external table) pairs them by that key, the
     rows' ROW_ID: a key deleted and written again (a group gone and back, a source key deleted
     and inserted again) gets a new physical identity, and is still one row. Each side holds a
     key at most once: the rows at the start that left, the rows at the end that arrived.
+
+    Flat columns, not a struct per side and an array of events: a small plan's expressions are
+    interpreted, and building, comparing and exploding structs was most of its time.
     """
     key = schema.row_key
-    if key is None:
-        identity, shown = scrambled_sql(table_id, RID), f"hex({_X})"
-    else:
-        identity, shown = quoted(key.name), _X
-    cols = ", ".join(quoted(c.name) for c in schema.columns)
+    identity = scrambled_sql(table_id, RID) if key is None else quoted(key.name)
+    names = [quoted(c.name) for c in schema.columns]
     # a dynamic table's state columns alone changing is no change of its rows
     state = {c.name for c in schema.state}
-    compared = ", ".join(quoted(c.name) for c in schema.columns if c.name not in state)
+    compared = [quoted(c.name) for c in schema.columns if c.name not in state]
+    one_task = order is None and pairing is Pairing.ONE_TASK
 
-    def side(rel: Relation, image: str) -> Relation:
+    def side(rel: Relation, present: str) -> Relation:
         if order is not None:
             rel = order.spread(spark, rel, table_id)
             keys = [_X, _P]
         else:
             keys = [f"{identity} AS {_X}", f"0 AS {_P}"]
-        return rel.select(
-            TAG, *keys, f"struct({cols}) AS {image}", f"struct({compared}) AS {image}c"
-        )
+        if one_task:
+            rel = Relation.query("SELECT /*+ COALESCE(1) */ * FROM {r} AS _c", rel.columns, r=rel)
+        return rel.select(TAG, *keys, f"true AS {present}", ROW_HEX, *names)
 
-    joined = Relation.query(
-        f"SELECT {TAG}, {_X}, {PAIR_EVENTS} AS _e FROM {{b}} AS _b0 FULL OUTER JOIN {{a}} AS _a0"
-        f" USING ({TAG}, {_X}, {_P}) WHERE NOT (_bc <=> _ac)",
-        [TAG, _X, "_e"],
-        b=side(before, "_b"),
-        a=side(after, "_a"),
+    # the sides' markers: a user's column never has the hidden prefix
+    bp, ap = "_b0._cl_before", "_a0._cl_after"
+
+    def event(alias: str, present: str, other: str, action: str) -> str:
+        values = ", ".join(f"{alias}.{n}" for n in [ROW_HEX, *names])
+        return f"{present}, '{action}', {other} IS NOT NULL, {values}"
+
+    same = " AND ".join([bp, ap, *[f"_b0.{c} <=> _a0.{c}" for c in compared]])
+    values = [f"_v{i}" for i in range(len(names))]
+    events = (
+        f"stack(2, {event('_b0', bp, ap, 'DELETE')}, {event('_a0', ap, bp, 'INSERT')})"
+        f" AS (_f, _act, _upd, _id, {', '.join(values)})"
     )
-    return joined.where("_e IS NOT NULL").select(
-        *[f"_e.v.{quoted(c.name)} AS {quoted(c.name)}" for c in schema.columns],
-        f"_e.a AS {quoted(METADATA_ACTION)}",
-        f"_e.u AS {quoted(METADATA_ISUPDATE)}",
-        f"{shown} AS {quoted(METADATA_ROW_ID)}",
+    # the hash is built of the deleted rows: the after side may hold many fresh inserts
+    hint = "/*+ SHUFFLE_HASH(_b0) */ " if one_task else ""
+    joined = Relation.query(
+        f"SELECT {hint}{TAG}, {events} FROM {{b}} AS _b0 FULL OUTER JOIN {{a}} AS _a0"
+        f" USING ({TAG}, {_X}, {_P}) WHERE NOT coalesce({same}, false)",
+        [TAG, "_f", "_act", "_upd", "_id", *values],
+        b=side(before, "_cl_before"),
+        a=side(after, "_cl_after"),
+    )
+    return joined.where("_f").select(
+        *[f"{v} AS {n}" for v, n in zip(values, names, strict=True)],
+        f"_act AS {quoted(METADATA_ACTION)}",
+        f"_upd AS {quoted(METADATA_ISUPDATE)}",
+        f"_id AS {quoted(METADATA_ROW_ID)}",
         TAG,
     )
 
@@ -312,7 +334,7 @@ def change_relation(
     if spread:
         order = RowOrder.for_plan(plan, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
     if before is not None and after is not None:
-        rel = _minimize(spark, before, after, schema, plan.table_id, order)
+        rel = _minimize(spark, before, after, schema, plan.table_id, order, plan.pairing)
     elif after is not None:
         rel = _labelled(spark, after, schema, "INSERT", plan.table_id, order)
     elif before is not None:
