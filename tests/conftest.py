@@ -81,6 +81,22 @@ READ_PATHS = ("changelake-reader", "spark-reader")
 
 
 @contextmanager
+def spark_settings(spark, conf: dict[str, str]) -> Iterator[None]:
+    """Spark's configuration set to ``conf`` in the block, and back to what it was after."""
+    old = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in old.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextmanager
 def read_path(spark, path: str) -> Iterator[str]:
     from changelake.storage import native
 

@@ -187,3 +187,56 @@ def test_explain_reports_every_change_scan_of_a_query(session, t):
         ("t", "DEFAULT", t, t + 1, "REMOVED_ONLY", 1, 1, 0, 0),
         ("u", "APPEND_ONLY", start_u, start_u + 1, "ADDED_ONLY", 0, 0, 1, 1),
     ]
+
+
+def test_minimize_pairs_small_sides_in_one_task_and_large_ones_by_a_shuffle(
+    session, spark, monkeypatch
+):
+    """The pairing is chosen by the rows the two sides read (EXPLAIN says which); both give
+    the same changes. In one task there is no exchange: the sides are coalesced into the task
+    that reads them and joined by a hash of the deleted rows."""
+    session.sql("CREATE TABLE p AS SELECT id, CAST(id AS STRING) AS v FROM range(0, 300, 1, 3)")
+    start = current(session, "p")
+    session.sql("UPDATE p SET v = 'x' WHERE id % 7 = 1 OR id = 5")
+    session.sql("UPDATE p SET v = '5' WHERE id = 5")  # back to its old value: no change
+    session.sql("DELETE FROM p WHERE id % 10 = 3")
+    session.sql("INSERT INTO p SELECT id, 'new' FROM range(300, 320)")
+    query = f"SELECT * FROM p CHANGES (INFORMATION => DEFAULT) AT (VERSION => {start})"
+    results = {}
+    for limit, pairing in ((10_000, "in one task, without a shuffle"), (0, "by a shuffle")):
+        monkeypatch.setattr("changelake.changes.plan.ONE_TASK_ROWS", limit)
+        lines = [line for (line,) in session.sql(f"EXPLAIN {query}").collect()]
+        assert any(
+            line.startswith(f"MINIMIZE pairs the two sides by identity {pairing}") for line in lines
+        )
+        spark_plan = "\n".join(lines)
+        one_task = limit > 0
+        assert ("Exchange" in spark_plan) == (not one_task)
+        assert ("ShuffledHashJoin" in spark_plan) == one_task
+        results[pairing] = rows(session.sql(query))
+    first, second = results.values()
+    assert first == second
+    actions = sorted((r[0], r[2]) for r in first)
+    assert (5, "DELETE") not in actions and (5, "INSERT") not in actions
+    assert (8, "DELETE") in actions and (8, "INSERT") in actions
+    assert (13, "DELETE") in actions and (310, "INSERT") in actions
+
+
+def test_minimize_compares_nulls_and_columns_named_like_its_own(session):
+    """A value set to NULL again is no change, a row of NULLs is still a row, and columns named
+    like the pairing's own (``_bp``, ``_f``, ``_id``, ``_v0``) are the user's."""
+    session.sql("CREATE TABLE n (_bp INT, _ap STRING, _f INT, _id INT, _v0 INT)")
+    session.sql("INSERT INTO n VALUES (1, 'a', 1, 1, 1), (2, 'b', 2, 2, 2), (3, NULL, NULL, 3, 3)")
+    start = current(session, "n")
+    session.sql("UPDATE n SET _ap = 'z' WHERE _bp = 1")
+    session.sql("UPDATE n SET _f = NULL WHERE _bp IN (2, 3)")
+    session.sql("INSERT INTO n VALUES (4, NULL, NULL, NULL, NULL)")
+    query = f"SELECT * FROM n CHANGES (INFORMATION => DEFAULT) AT (VERSION => {start})"
+    got = sorted((tuple(r)[:7] for r in session.sql(query).collect()), key=lambda r: (r[0], r[5]))
+    assert got == [
+        (1, "a", 1, 1, 1, "DELETE", True),
+        (1, "z", 1, 1, 1, "INSERT", True),
+        (2, "b", 2, 2, 2, "DELETE", True),
+        (2, "b", None, 2, 2, "INSERT", True),
+        (4, None, None, None, None, "INSERT", False),
+    ]

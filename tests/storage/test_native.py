@@ -7,7 +7,7 @@ import zipfile
 
 import pyarrow as pa
 import pytest
-from conftest import state_of
+from conftest import spark_settings, state_of
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
@@ -36,15 +36,8 @@ MODES = {
 
 @pytest.fixture(params=sorted(MODES))
 def mode(spark, request):
-    old = {key: spark.conf.get(key, None) for key in MODES[request.param]}
-    for key, value in MODES[request.param].items():
-        spark.conf.set(key, value)
-    yield request.param
-    for key, value in old.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
+    with spark_settings(spark, MODES[request.param]):
+        yield request.param
 
 
 def test_the_expressions_are_built_and_loaded(spark):
@@ -190,17 +183,8 @@ def test_a_scan_of_as_many_columns_as_whole_stage_codegen_takes(spark, session):
     session.sql(f"CREATE TABLE wide AS SELECT {columns} FROM range(0, 50, 1, 2)")
     session.sql("DELETE FROM wide WHERE c0 % 7 = 3")
     for conf in (MODES["compiled"], MODES["interpreted"]):
-        old = {key: spark.conf.get(key, None) for key in conf}
-        for key, value in conf.items():
-            spark.conf.set(key, value)
-        try:
+        with spark_settings(spark, conf):
             got = sorted(r.c0 for r in session.sql("SELECT * FROM wide").collect())
-        finally:
-            for key, value in old.items():
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)
         assert got == [i for i in range(50) if i % 7 != 3]
 
 

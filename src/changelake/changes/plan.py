@@ -36,6 +36,24 @@ class Information(Enum):
             ) from e
 
 
+# MINIMIZE reading at most this many rows (both sides) pairs them in one task (``Pairing``):
+# measured in one process, one task took 12% less time than a shuffle for 100,000 rows and
+# the same for 400,000 (2 cores).
+ONE_TASK_ROWS = 250_000
+
+
+class Pairing(Enum):
+    """How MINIMIZE brings the rows of one identity on its two sides together.
+
+    ``ONE_TASK``: both sides are read by one task (coalesced, no exchange) and joined by a hash
+    of the before side: no shuffle, no sort. ``SHUFFLE``: both sides are shuffled by identity,
+    in parallel. A changelog in ROW_ID order is partitioned by ``scan.RowOrder`` either way.
+    """
+
+    ONE_TASK = "in one task, without a shuffle"
+    SHUFFLE = "by a shuffle"
+
+
 class Shape(Enum):
     EMPTY = "EMPTY"  # nothing committed in the interval touched rows
     ADDED_ONLY = "ADDED_ONLY"
@@ -97,6 +115,12 @@ class ChangePlan:
         return self.before_files.rows + self.before_deleted.rows
 
     @property
+    def pairing(self) -> Pairing:
+        """How MINIMIZE pairs its sides: in one task while they are small."""
+        small = self.before_rows + self.after_files.rows <= ONE_TASK_ROWS
+        return Pairing.ONE_TASK if small else Pairing.SHUFFLE
+
+    @property
     def before_file_count(self) -> int:
         return len({f.path for f in self.before_files.files + self.before_deleted.files})
 
@@ -108,6 +132,18 @@ class ChangePlan:
             f" after side reads {len(self.after_files.files)} file(s) for"
             f" {self.after_files.rows} row(s)"
         )
+
+    def lines(self) -> list[str]:
+        """What EXPLAIN prints of this plan: ``describe()``, and how MINIMIZE pairs its sides."""
+        if self.shape is not Shape.MINIMIZE:
+            return [self.describe()]
+        rows = self.before_rows + self.after_files.rows
+        limit = "at most" if self.pairing is Pairing.ONE_TASK else "over"
+        return [
+            self.describe(),
+            f"MINIMIZE pairs the two sides by identity {self.pairing.value}"
+            f" ({rows} row(s), {limit} {ONE_TASK_ROWS})",
+        ]
 
 
 def _shape(before_empty: bool, after_empty: bool) -> Shape:

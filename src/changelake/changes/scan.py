@@ -24,7 +24,7 @@ from changelake.changes.columns import (
     METADATA_ISUPDATE,
     METADATA_ROW_ID,
 )
-from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information
+from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information, Pairing
 from changelake.schema import STORED_ROW_ID, TableSchema, quoted
 from changelake.storage.deletion import (
     DV_FILE,
@@ -38,6 +38,7 @@ from changelake.storage.deletion import (
 from changelake.storage.env import Env
 from changelake.storage.local import local_relation
 from changelake.storage.relation import Relation
+from changelake.storage.row_ids import ROW_HEX, row_id_sql, scrambled_sql
 from changelake.storage.snapshot import (
     FILE,
     RID,
@@ -50,42 +51,31 @@ from changelake.storage.warehouse import Warehouse
 
 
 def row_id(table_id: int, rid: str) -> str:
-    """The opaque, stable METADATA$ROW_ID of a row identity: 16 hex digits.
-
-    The identity is scrambled with a per-table mask (a bijection, so ids stay unique) and the
-    sign bit is set, so that ``hex`` alone always prints 16 digits: one cheap expression per
-    row, which a large APPEND_ONLY read can afford, unlike a cryptographic hash. SQL text over
-    the identity column ``rid``.
-    """
-    return f"hex({_scrambled_sql(table_id, rid)})"
+    """The METADATA$ROW_ID of a row identity, as SQL text over the identity column ``rid``
+    (``storage.row_ids``: scans read it as the reader's ``ROW_HEX`` instead)."""
+    return row_id_sql(table_id, rid)
 
 
-def table_row_id(table_id: int, schema: TableSchema) -> str:
-    """The METADATA$ROW_ID of rows read with their identity (``_cl_rid``, and the row key of a
-    dynamic table, whose rows keep their defining query's ROW_IDs), as SQL text."""
+def table_row_id(schema: TableSchema) -> str:
+    """The METADATA$ROW_ID of rows read with ``ROW_HEX`` (``state_relation(row_ids=True)``), or
+    the row key of a dynamic table, whose rows keep their defining query's ROW_IDs, as SQL text."""
     key = schema.row_key
-    return row_id(table_id, RID) if key is None else quoted(key.name)
-
-
-def _mask(table_id: int) -> int:
-    return ((table_id * 0x9E3779B97F4A7C15 + 0x632BE59BD9B4E019) & 0x7FFFFFFFFFFFFFFF) - 2**63
-
-
-def _scrambled_sql(table_id: int, rid: str) -> str:
-    """The long whose hex is the ROW_ID, as SQL text over the identity ``rid``. Every such long
-    is negative, so their order as longs is the order of the ROW_ID strings."""
-    return f"({rid} ^ CAST({_mask(table_id)} AS BIGINT))"
+    return ROW_HEX if key is None else quoted(key.name)
 
 
 def _columns(schema: TableSchema, tag: str, *, rid: str = RID) -> list[str]:
-    """SQL expressions: the user's columns by their names, ``_cl_rid`` and ``_cl_tag``."""
+    """SQL expressions: the user's columns by their names, ``_cl_rid``, ``_cl_tag`` and the
+    ROW_ID as the scan read it (``ROW_HEX``)."""
     return [f"{quoted(c.physical)} AS {quoted(c.name)}" for c in schema.columns] + [
         f"{rid} AS {RID}",
         f"{tag} AS {TAG}",
+        ROW_HEX,
     ]
 
 
-def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows) -> Relation:
+def _rows(
+    spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows, table_id: int
+) -> Relation:
     """One scan of all the part's files, less the positions of the DVs it subtracts."""
     files = {f.path: f for f in part.files}
     rel = scan_files(
@@ -97,6 +87,7 @@ def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRow
         identity=True,
         deleted=[(dv, files[data], None) for dv, data in part.minus_dvs],
         tags=part.tags,
+        row_ids_of=table_id,
     )
     if part.inserted_only:
         rel = rel.where(f"{STORED_ROW_ID} IS NULL")
@@ -104,7 +95,7 @@ def _rows(spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRow
 
 
 def _deleted(
-    spark: SparkSession, wh: Warehouse, schema: TableSchema, part: DeletedRows
+    spark: SparkSession, wh: Warehouse, schema: TableSchema, part: DeletedRows, table_id: int
 ) -> Relation:
     """The deleted rows: from the before-images of the DV files that carry them (no data file
     read), else from one scan of the data files joined with the positions."""
@@ -115,11 +106,13 @@ def _deleted(
     physical = physical_schema(schema)
     frames = []
     if imaged:
-        images = read_registered(spark, wh, image_schema(physical), imaged)
+        images = read_registered(spark, wh, image_schema(physical), imaged, row_ids_of=table_id)
         frames.append(images.select(*_columns(schema, TAG, rid=STORED_ROW_ID)))
     if plain:
         files = list({data.path: data for _, data, _ in plain}.values())
-        rows = scan_files(spark, wh, physical, files, positions=True, identity=True)
+        rows = scan_files(
+            spark, wh, physical, files, positions=True, identity=True, row_ids_of=table_id
+        )
         dv = Relation.of_frame(join_side(spark, wh, plain, tagged=True))
         cond = f"_l.{KEY} = _r.{KEY} AND _l.{FILE} >= _r.{DV_FILE} AND _l.{FILE} <= _r.{DV_FILE}"
         columns = [f"_l.{quoted(c)}" for c in rows.columns] + [f"_r.{TAG}"]
@@ -129,16 +122,20 @@ def _deleted(
 
 
 def _side(
-    spark: SparkSession, wh: Warehouse, schema: TableSchema, parts: list[FileRows | DeletedRows]
+    spark: SparkSession,
+    wh: Warehouse,
+    schema: TableSchema,
+    parts: list[FileRows | DeletedRows],
+    table_id: int,
 ) -> Relation | None:
     frames = []
     for part in parts:
         if part.empty:
             continue
         if isinstance(part, FileRows):
-            frames.append(_rows(spark, wh, schema, part))
+            frames.append(_rows(spark, wh, schema, part, table_id))
         else:
-            frames.append(_deleted(spark, wh, schema, part))
+            frames.append(_deleted(spark, wh, schema, part, table_id))
     if not frames:
         return None
     out = frames[0]
@@ -187,7 +184,7 @@ class RowOrder:
         """``rel`` (with ``RID``) plus ``_X`` and ``_P``, partitioned by ``_P``: partition ``i``
         holds the rows whose ``_P`` is ``i``, which SQL cannot say (its hints hash or sample),
         so this step is a DataFrame's (only ordered changelogs take it)."""
-        x = _scrambled_sql(table_id, RID)
+        x = scrambled_sql(table_id, RID)
         part = f"CAST(shiftright({x} & {(1 << self.width) - 1}, {self.width - self.bits}) AS INT)"
         out = rel.select("*", f"{x} AS {_X}", f"{part} AS {_P}")
         spread = out.frame(spark).repartitionById(self.partitions, F.col(_P))
@@ -209,7 +206,7 @@ def _labelled(
         *[quoted(c.name) for c in schema.columns],
         f"'{action}' AS {quoted(METADATA_ACTION)}",
         f"false AS {quoted(METADATA_ISUPDATE)}",
-        f"{row_id(table_id, RID)} AS {quoted(METADATA_ROW_ID)}",
+        f"{ROW_HEX} AS {quoted(METADATA_ROW_ID)}",
         TAG,
     )
 
@@ -221,47 +218,69 @@ def _minimize(
     schema: TableSchema,
     table_id: int,
     order: RowOrder | None,
+    pairing: Pairing,
 ) -> Relation:
-    """Pairs the two sides by identity, in one merge join: its output is sorted by (tag, ROW_ID)
-    in each partition, and each pair yields its DELETE half first.
+    """Pairs the two sides by identity in one full outer join, and turns each pair that differs
+    into its events: the DELETE of the old row first, then the INSERT of the new one.
+
+    ``order``: the sides are partitioned by it and merge-joined, so the output is sorted by
+    (tag, ROW_ID) in each partition. Else ``pairing`` says how: in one task (both sides
+    coalesced into the task that reads them, the before side hashed: no exchange, no sort), or
+    by Spark's shuffle.
 
     A table whose rows carry a row key (a dynamic or external table) pairs them by that key, the
     rows' ROW_ID: a key deleted and written again (a group gone and back, a source key deleted
     and inserted again) gets a new physical identity, and is still one row. Each side holds a
     key at most once: the rows at the start that left, the rows at the end that arrived.
+
+    Flat columns, not a struct per side and an array of events: a small plan's expressions are
+    interpreted, and building, comparing and exploding structs was most of its time.
     """
     key = schema.row_key
-    if key is None:
-        identity, shown = _scrambled_sql(table_id, RID), f"hex({_X})"
-    else:
-        identity, shown = quoted(key.name), _X
-    cols = ", ".join(quoted(c.name) for c in schema.columns)
+    identity = scrambled_sql(table_id, RID) if key is None else quoted(key.name)
+    names = [quoted(c.name) for c in schema.columns]
     # a dynamic table's state columns alone changing is no change of its rows
     state = {c.name for c in schema.state}
-    compared = ", ".join(quoted(c.name) for c in schema.columns if c.name not in state)
+    compared = [quoted(c.name) for c in schema.columns if c.name not in state]
+    one_task = order is None and pairing is Pairing.ONE_TASK
 
-    def side(rel: Relation, image: str) -> Relation:
+    def side(rel: Relation, present: str) -> Relation:
         if order is not None:
             rel = order.spread(spark, rel, table_id)
             keys = [_X, _P]
         else:
             keys = [f"{identity} AS {_X}", f"0 AS {_P}"]
-        return rel.select(
-            TAG, *keys, f"struct({cols}) AS {image}", f"struct({compared}) AS {image}c"
-        )
+        if one_task:
+            rel = Relation.query("SELECT /*+ COALESCE(1) */ * FROM {r} AS _c", rel.columns, r=rel)
+        return rel.select(TAG, *keys, f"true AS {present}", ROW_HEX, *names)
 
-    joined = Relation.query(
-        f"SELECT {TAG}, {_X}, {PAIR_EVENTS} AS _e FROM {{b}} AS _b0 FULL OUTER JOIN {{a}} AS _a0"
-        f" USING ({TAG}, {_X}, {_P}) WHERE NOT (_bc <=> _ac)",
-        [TAG, _X, "_e"],
-        b=side(before, "_b"),
-        a=side(after, "_a"),
+    # the sides' markers: a user's column never has the hidden prefix
+    bp, ap = "_b0._cl_before", "_a0._cl_after"
+
+    def event(alias: str, present: str, other: str, action: str) -> str:
+        values = ", ".join(f"{alias}.{n}" for n in [ROW_HEX, *names])
+        return f"{present}, '{action}', {other} IS NOT NULL, {values}"
+
+    same = " AND ".join([bp, ap, *[f"_b0.{c} <=> _a0.{c}" for c in compared]])
+    values = [f"_v{i}" for i in range(len(names))]
+    events = (
+        f"stack(2, {event('_b0', bp, ap, 'DELETE')}, {event('_a0', ap, bp, 'INSERT')})"
+        f" AS (_f, _act, _upd, _id, {', '.join(values)})"
     )
-    return joined.where("_e IS NOT NULL").select(
-        *[f"_e.v.{quoted(c.name)} AS {quoted(c.name)}" for c in schema.columns],
-        f"_e.a AS {quoted(METADATA_ACTION)}",
-        f"_e.u AS {quoted(METADATA_ISUPDATE)}",
-        f"{shown} AS {quoted(METADATA_ROW_ID)}",
+    # the hash is built of the deleted rows: the after side may hold many fresh inserts
+    hint = "/*+ SHUFFLE_HASH(_b0) */ " if one_task else ""
+    joined = Relation.query(
+        f"SELECT {hint}{TAG}, {events} FROM {{b}} AS _b0 FULL OUTER JOIN {{a}} AS _a0"
+        f" USING ({TAG}, {_X}, {_P}) WHERE NOT coalesce({same}, false)",
+        [TAG, "_f", "_act", "_upd", "_id", *values],
+        b=side(before, "_cl_before"),
+        a=side(after, "_cl_after"),
+    )
+    return joined.where("_f").select(
+        *[f"{v} AS {n}" for v, n in zip(values, names, strict=True)],
+        f"_act AS {quoted(METADATA_ACTION)}",
+        f"_upd AS {quoted(METADATA_ISUPDATE)}",
+        f"_id AS {quoted(METADATA_ROW_ID)}",
         TAG,
     )
 
@@ -305,8 +324,9 @@ def change_relation(
     ROW_ID, the DELETE half of an update first.
     """
     spark = env.spark
-    before = _side(spark, env.warehouse, schema, [plan.before_files, plan.before_deleted])
-    after = _side(spark, env.warehouse, schema, [plan.after_files])
+    parts = (env.warehouse, schema)
+    before = _side(spark, *parts, [plan.before_files, plan.before_deleted], plan.table_id)
+    after = _side(spark, *parts, [plan.after_files], plan.table_id)
     # REDO is sorted below anyway; the ROW_IDs of rows with a row key are their keys, which
     # ``RowOrder`` does not order: those are sorted at the end
     spread = ordered and plan.information is not Information.REDO and schema.row_key is None
@@ -314,13 +334,14 @@ def change_relation(
     if spread:
         order = RowOrder.for_plan(plan, int(spark.conf.get("spark.sql.shuffle.partitions", "8")))
     if before is not None and after is not None:
-        rel = _minimize(spark, before, after, schema, plan.table_id, order)
+        rel = _minimize(spark, before, after, schema, plan.table_id, order, plan.pairing)
     elif after is not None:
         rel = _labelled(spark, after, schema, "INSERT", plan.table_id, order)
     elif before is not None:
         rel = _labelled(spark, before, schema, "DELETE", plan.table_id, order)
     else:
-        typed = [(c.name, c.type) for c in schema.columns] + [(TAG, "bigint"), (RID, "bigint")]
+        typed = [(c.name, c.type) for c in schema.columns]
+        typed += [(TAG, "bigint"), (RID, "bigint"), (ROW_HEX, "string")]
         rel = _labelled(spark, empty_relation(typed), schema, "INSERT", plan.table_id, None)
     rel = _keyed(rel, schema)
     if plan.information is Information.REDO:

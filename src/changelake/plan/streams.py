@@ -77,7 +77,7 @@ def stream_plan_lines(ctx: StatementContext, env: Env, name: str) -> list[str]:
     if not stream.on_view:
         plan = frontier.stream_plan(ctx, name).plan
         assert plan is not None
-        return [plan.describe()]
+        return plan.lines()
     _, plan, _ = _read_view_stream(ctx, env, stream)
     return [f"STREAM {stream.name} on view {stream.view}:"] + plan.lines()
 

@@ -438,12 +438,12 @@ class Leaves:
             lo, hi = bounds
             within = [Comparison(key, ">=", lo), Comparison(key, "<=", hi)]
             state = state.with_files(prune(state.files, state.schema, within))
-        rel = state_relation(self.env.spark, self.env.warehouse, state, identity=True)
+        rel = state_relation(self.env.spark, self.env.warehouse, state, identity=True, row_ids=True)
         if bounds is not None:
             lo, hi = (sql_literal(b) for b in bounds)
             rel = rel.where(f"{quoted(key)} BETWEEN {lo} AND {hi}")
         columns = [quoted(c.name) for c in state.schema.visible]
-        rid = table_row_id(info.table_id, state.schema)
+        rid = table_row_id(state.schema)
         return rel.select(*columns, f"{rid} AS {VIEW_ROW_ID}")
 
     def _touched(self, info: TableInfo, key: str, changed: tuple[int, int]) -> tuple | None:

@@ -38,11 +38,9 @@ def change_plans(ctx: StatementContext, env: Env, tree: exp.Expression) -> list[
             info = ctx.table(table.name)
             information, start, end = changes_clause(env.spark, changes)
             first, last = resolve_interval(ctx, info, start=start, end=end)
-            lines.append(
-                plan_interval(
-                    ctx.catalog, info, start=first, end=last, information=information
-                ).describe()
-            )
+            lines += plan_interval(
+                ctx.catalog, info, start=first, end=last, information=information
+            ).lines()
         elif ctx.catalog.find_stream(table.name) is not None:
             lines += stream_plan_lines(ctx, env, table.name)
     return lines

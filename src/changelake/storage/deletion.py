@@ -29,6 +29,7 @@ from changelake.schema import STORED_ROW_ID, quoted
 from changelake.storage import native
 from changelake.storage.local import lookup_relation
 from changelake.storage.relation import Relation
+from changelake.storage.row_ids import ROW_HEX, mask, row_id_sql
 from changelake.storage.warehouse import Warehouse
 
 DV_FILE = "file_name"
@@ -162,21 +163,34 @@ def image_schema(physical: StructType) -> StructType:
 
 
 def read_registered(
-    spark: SparkSession, warehouse: Warehouse, schema: StructType, parts: Sequence[Part]
+    spark: SparkSession,
+    warehouse: Warehouse,
+    schema: StructType,
+    parts: Sequence[Part],
+    *,
+    row_ids_of: int | None = None,
 ) -> Relation:
     """The rows (``schema``: DV columns) of the DV files of ``parts`` that belong to a registered
     pair, with ``_d_size`` (the data file's size) and ``_cl_tag``: one scan of all the DV files
-    (by changelake's reader, whose ``_cl_file`` is the DV file's name, where the session has it)."""
+    (by changelake's reader, whose ``_cl_file`` is the DV file's name, where the session has it).
+    ``row_ids_of``: a table whose before-images these are (``schema`` has their identity), whose
+    METADATA$ROW_IDs are added as ``ROW_HEX``."""
     uris = sorted({warehouse.uri(dv) for dv, _, _ in parts})
     own = [quoted(f.name) for f in schema.fields]
+    shown = [] if row_ids_of is None else [ROW_HEX]
     if native.reader_available(spark):
-        virtual = StructField(native.VIRTUAL[0], StringType())
-        read = native.read_relation(uris, StructType([*schema.fields, virtual]), [])
-        rel = read.select(*own, f"{native.VIRTUAL[0]} AS _d_dv")
+        virtual = [StructField(native.VIRTUAL[0], StringType()), StructField(ROW_HEX, StringType())]
+        constants = (None, None, None, None if row_ids_of is None else mask(row_ids_of))
+        dvs = sorted({_name(dv) for dv, _, _ in parts}) if row_ids_of is not None else []
+        files: list[native.FileRead] = [(dv, constants, None) for dv in dvs]
+        read = native.read_relation(uris, StructType([*schema.fields, *virtual]), files)
+        rel = read.select(*own, *shown, f"{native.VIRTUAL[0]} AS _d_dv")
     else:
         df = spark.read.schema(schema).parquet(*uris)
         df = df.select("*", F.col("_metadata.file_name").alias("_d_dv"))
         rel = Relation.of_frame(df, [*schema.fieldNames(), "_d_dv"])
+        if row_ids_of is not None:
+            rel = rel.select(*own, f"{row_id_sql(row_ids_of, STORED_ROW_ID)} AS {ROW_HEX}", "_d_dv")
     pairs = sorted({(_name(data.path), _name(dv), data.size_bytes, tag) for dv, data, tag in parts})
     return lookup_relation(
         rel,

@@ -7,9 +7,10 @@ row for it (a broadcast hash join probes per row; a literal bitmap or CASE expre
 do better; measured in bench/ANALYSIS.md).
 
 - ``ChangelakeParquet`` (``read_relation``): Spark's Parquet file format with each file's
-  deleted positions skipped inside the reader, batch by batch, and the per-file constants as
-  constant columns of the batch: a scan has no join, no ``_metadata`` struct and no per-row
-  lookup, and keeps Spark's vectorized reading, pruning and filter pushdown.
+  deleted positions skipped inside the reader, batch by batch, the per-file constants as
+  constant columns of the batch and the rows' METADATA$ROW_IDs written per batch
+  (``row_ids.ROW_HEX``): a scan has no join, no ``_metadata`` struct and no per-row lookup or
+  expression, and keeps Spark's vectorized reading, pruning and filter pushdown.
 - ``changelake_in_positions(file_name, position)``: whether the row is in a broadcast set of
   (file name, position) pairs; ``changelake_file_value(file_name)``: a per-file BIGINT from a
   broadcast table. They serve Spark's own Parquet reader when the format is off
@@ -40,9 +41,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyspark
 from pyspark.sql import Column, DataFrame, SparkSession
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from changelake.storage.relation import Read, Relation
+from changelake.storage.row_ids import ROW_HEX
 from changelake.storage.spark_private import (
     catalyst_column,
     catalyst_expression,
@@ -57,7 +59,14 @@ PACKAGE = "io.changelake.spark"
 ENABLED = "spark.changelake.jvmExpressions"
 READER = "spark.changelake.parquetReader"
 # The reader's columns that are not in the Parquet files (ChangelakeParquet.java).
-VIRTUAL = ("_cl_file", "_cl_pos", "_cl_size", "_i_base", "_i_version", "_i_tag")
+VIRTUAL = ("_cl_file", "_cl_pos", "_cl_size", "_i_base", "_i_version", "_i_tag", ROW_HEX)
+
+
+def virtual_fields() -> list[StructField]:
+    """The ``VIRTUAL`` columns with their types, for a read's schema."""
+    strings = {VIRTUAL[0], ROW_HEX}
+    return [StructField(n, StringType() if n in strings else LongType()) for n in VIRTUAL]
+
 
 _log = logging.getLogger(__name__)
 
@@ -178,9 +187,10 @@ def reader_available(spark: SparkSession) -> bool:
     return available(spark) and jvm_class(spark, f"{PACKAGE}.ChangelakeParquet") is not None
 
 
-# One data file for ``read_relation``: its name, its three constants (base row id, version, tag;
-# None for NULL), and the positions of its rows to skip (None: none).
-FileRead = tuple[str, tuple[int | None, int | None, int | None], pa.Array | None]
+# One data file for ``read_relation``: its name, its four constants (base row id, version, tag,
+# the table's ROW_ID mask: ``row_ids.mask``; None for NULL), and the positions of its rows to
+# skip (None: none).
+FileRead = tuple[str, tuple[int | None, int | None, int | None, int | None], pa.Array | None]
 
 
 def read_relation(
@@ -198,7 +208,7 @@ def read_relation(
         values = [0 if v is None else v for v in constants]
         count = 0 if positions is None else len(positions)
         any_positions |= count > 0
-        table += _name(name) + struct.pack("<q3qi", mask, *values, count)
+        table += _name(name) + struct.pack("<q4qi", mask, *values, count)
         if count:
             table += _longs(positions)
     read = Read(tuple(uris), schema.json(), bytes(table), any_positions)

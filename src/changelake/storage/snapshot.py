@@ -3,7 +3,8 @@
 Hidden columns, present only when asked for:
 ``_cl_file`` / ``_cl_pos`` (the row's file name and position: what a deletion vector records),
 ``_cl_key`` (the same address as one long, which joins hash cheaply),
-``_cl_rid`` (stable row identity) and ``_cl_ver`` (version that last changed the row).
+``_cl_rid`` (stable row identity) and ``_cl_ver`` (version that last changed the row),
+``_cl_row_hex`` (the row's METADATA$ROW_ID, ``row_ids.ROW_HEX``).
 
 Joins on a row's address or on its file key on longs, not on file names: Spark hashes a long per
 row several times faster than a string. The long stands in for the file name by the file's size
@@ -20,7 +21,7 @@ import pyarrow as pa
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import DataType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import DataType, LongType, StructField, StructType
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import ROW_VERSION, STORED_ROW_ID, TableSchema, quoted
@@ -35,6 +36,7 @@ from changelake.storage.deletion import (
 )
 from changelake.storage.local import equal_unhashed, lookup
 from changelake.storage.relation import Relation
+from changelake.storage.row_ids import ROW_HEX, mask, row_id_sql
 from changelake.storage.spark_private import parse_type
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.snapshot import TableState
@@ -77,17 +79,20 @@ def state_relation(
     *,
     identity: bool = False,
     address: bool = False,
+    row_ids: bool = False,
 ) -> Relation:
     """The live rows of ``state`` with logical column names, plus the hidden address columns if
-    ``address`` and the address and identity columns if ``identity``. A dynamic table's row key
-    comes only with ``address`` or ``identity`` (it is part of a row's identity)."""
+    ``address``, the address and identity columns if ``identity`` and ``ROW_HEX`` (the rows'
+    METADATA$ROW_IDs) if ``row_ids`` too. A dynamic table's row key comes only with ``address``
+    or ``identity`` (it is part of a row's identity)."""
     shown = state.schema.columns if identity or address else state.schema.visible
     logical = [f"{quoted(c.physical)} AS {quoted(c.name)}" for c in shown]
     hidden = [h for h in (*ADDRESS, *IDENTITY) if identity or (address and h in ADDRESS)]
+    hidden += [ROW_HEX] if identity and row_ids else []
     if not state.files:
         typed = [(c.physical, c.type) for c in state.schema.columns]
         typed += [(STORED_ROW_ID, "bigint"), (ROW_VERSION, "bigint"), (FILE, "string")]
-        typed += [(h, "bigint") for h in (POS, KEY, *IDENTITY)]
+        typed += [(h, "bigint") for h in (POS, KEY, *IDENTITY)] + [(ROW_HEX, "string")]
         return empty_relation(typed).select(*logical, *hidden)
     parts = [(dv, f.file, None) for f in state.files for dv in f.dv_paths]
     rel = scan_files(
@@ -98,6 +103,7 @@ def state_relation(
         positions=identity or address,
         identity=identity,
         deleted=parts,
+        row_ids_of=state.table_id if identity and row_ids else None,
     )
     return rel.select(*logical, *hidden)
 
@@ -126,20 +132,24 @@ def scan_files(
     identity: bool = False,
     deleted: Sequence[Part] = (),
     tags: Sequence[int] | None = None,
+    row_ids_of: int | None = None,
     only: Mapping[str, pa.Array] | None = None,
 ) -> Relation:
     """The rows of the given files less the positions the deletion vectors of ``deleted``
     record, with physical column names; with the address columns and ``_cl_size`` if
     ``positions``, and ``_cl_rid`` / ``_cl_ver`` if ``identity`` (and ``_i_tag``, one value per
-    file, when ``tags`` are given).
+    file, when ``tags`` are given, and ``ROW_HEX``, the rows' METADATA$ROW_IDs in the table
+    ``row_ids_of``, when it is given).
 
     Read by changelake's Parquet file format where the session has it and the positions fit on
-    the driver (no join, no per-row lookup); else by Spark's, with changelake's expressions or
-    joins for the deletion vectors and the per-file constants.
+    the driver (no join, no per-row lookup or expression); else by Spark's, with changelake's
+    expressions or joins for the deletion vectors and the per-file constants.
 
     ``only`` (file name -> positions, instead of ``deleted``) says which rows the caller wants:
     changelake's reader then decodes little more than those (late materialization); any other
     reader returns every row, for the caller's join to select."""
+    if row_ids_of is not None and not identity:
+        raise ValueError("a scan's ROW_IDs come with its identity columns")
     data = [f.file if isinstance(f, LiveFile) else f for f in files]
     found: list[pa.Array] | None = None
     if native.reader_available(spark):
@@ -147,11 +157,18 @@ def scan_files(
             return _read_only(warehouse, physical, data, only, positions, identity)
         found = read_positions(warehouse, deleted) if deleted else []
     if found is not None:
-        return _read(spark, warehouse, physical, data, deleted, found, tags, positions, identity)
+        return _read(
+            spark, warehouse, physical, data, deleted, found, tags, positions, identity, row_ids_of
+        )
     df = _scan(spark, warehouse, physical, data, positions=positions or identity or bool(deleted))
     if deleted:
         df = _without_deleted(df, warehouse, deleted)
-    return Relation.of_frame(_with_identity(df, data, tags=tags) if identity else df)
+    if not identity:
+        return Relation.of_frame(df)
+    df = _with_identity(df, data, tags=tags)
+    if row_ids_of is not None:
+        df = native.select(df, ["*", f"{row_id_sql(row_ids_of, RID)} AS {ROW_HEX}"])
+    return Relation.of_frame(df)
 
 
 def _read(
@@ -164,17 +181,20 @@ def _read(
     tags: Sequence[int] | None,
     positions: bool,
     identity: bool,
+    row_ids_of: int | None,
 ) -> Relation:
     by_file: dict[str, list[pa.Array]] = {}
     for (_, data, _), pos in zip(deleted, found, strict=True):
         by_file.setdefault(file_name(data.path), []).append(pos)
     tag_values = list(tags) if tags is not None else [None] * len(files)
+    scramble = None if row_ids_of is None else mask(row_ids_of)
     reads: list[native.FileRead] = []
     for f, tag in zip(files, tag_values, strict=True):
         skipped = by_file.get(file_name(f.path))
         arrays = pa.concat_arrays(skipped) if skipped else None
-        reads.append((file_name(f.path), (f.base_row_id, f.begin_version, tag), arrays))
-    return _native_read(warehouse, physical, files, reads, positions, identity)
+        constants = (f.base_row_id, f.begin_version, tag, scramble)
+        reads.append((file_name(f.path), constants, arrays))
+    return _native_read(warehouse, physical, files, reads, positions, identity, row_ids_of)
 
 
 def _read_only(
@@ -186,10 +206,10 @@ def _read_only(
     identity: bool,
 ) -> Relation:
     reads: list[native.FileRead] = [
-        (file_name(f.path), (f.base_row_id, f.begin_version, None), only[file_name(f.path)])
+        (file_name(f.path), (f.base_row_id, f.begin_version, None, None), only[file_name(f.path)])
         for f in files
     ]
-    return _native_read(warehouse, physical, files, reads, positions, identity, keep=True)
+    return _native_read(warehouse, physical, files, reads, positions, identity, None, keep=True)
 
 
 def _native_read(
@@ -199,19 +219,20 @@ def _native_read(
     reads: Sequence[native.FileRead],
     positions: bool,
     identity: bool,
+    row_ids_of: int | None,
     *,
     keep: bool = False,
 ) -> Relation:
-    virtual = [StructField(native.VIRTUAL[0], StringType())]
-    virtual += [StructField(name, LongType()) for name in native.VIRTUAL[1:]]
     uris = [warehouse.uri(f.path) for f in files]
-    schema = StructType(list(physical.fields) + virtual)
+    schema = StructType(list(physical.fields) + native.virtual_fields())
     rel = native.read_relation(uris, schema, reads, keep=keep)
     columns = [quoted(f.name) for f in physical.fields]
     if positions:
         columns += [FILE, POS, SIZE, f"{address_key(SIZE, POS)} AS {KEY}"]
     if identity:
         columns += [*_IDENTITY, "_i_tag"]
+    if row_ids_of is not None:
+        columns += [ROW_HEX]
     return rel.select(*columns)
 
 

@@ -48,18 +48,21 @@ import scala.runtime.AbstractFunction1;
  * inside the reader: a scan of changelake's data files needs no join, no {@code _metadata}
  * struct and no per-row lookup of the row's file.
  *
- * <p>Per data file, a table (inline or broadcast, see {@link Shared}) holds a set of positions (the rows to skip) and three
- * BIGINT constants (base row id, the version that wrote the file, a tag).
+ * <p>Per data file, a table (inline or broadcast, see {@link Shared}) holds a set of positions (the rows to skip) and four
+ * BIGINT constants (base row id, the version that wrote the file, a tag, the table's ROW_ID mask).
  * The data schema may name virtual columns, which the reader fills without reading Parquet:
  * {@code _cl_file} (the file's name), {@code _cl_pos} (the row's position in the file),
- * {@code _cl_size} (the file's size) and {@code _i_base}, {@code _i_version}, {@code _i_tag}
- * (the constants). Columnar batches lose their skipped rows by a selection over their vectors,
- * batch by batch; the constants are constant vectors. Spark's own reader does everything else:
- * vectorized decoding, column pruning, filter pushdown, row-group statistics.
+ * {@code _cl_size} (the file's size), {@code _i_base}, {@code _i_version}, {@code _i_tag}
+ * (the first three constants) and {@code _cl_row_hex}, the row's METADATA$ROW_ID: the hex
+ * digits of its identity (the stored {@code _cl_row_id}, else base row id + position) XOR the
+ * mask, written per batch into a {@link RowIdVector}. Columnar batches lose their skipped rows
+ * by a selection over their vectors, batch by batch; the constants are constant vectors.
+ * Spark's own reader does everything else: vectorized decoding, column pruning, filter
+ * pushdown, row-group statistics.
  *
  * <p>The table is little-endian: per file, an int32 length and the UTF-8 name, an int64
  * mask (bit i: constant i is NULL; the sign bit: the positions are the rows to keep, not the
- * rows to skip, see {@link Late}), the three int64 constants, an int32 count and that many
+ * rows to skip, see {@link Late}), the four int64 constants, an int32 count and that many
  * int64 positions.
  */
 public final class ChangelakeParquet extends ParquetFileFormat {
@@ -68,8 +71,13 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   static final String FILE = "_cl_file";
   static final String POS = "_cl_pos";
   static final String SIZE = "_cl_size";
+  static final String ROW_HEX = "_cl_row_hex";
+  // The materialized identity of a row written again (NULL: base row id + position).
+  static final String STORED_ROW_ID = "_cl_row_id";
+  private static final int CONSTANTS = 4;
   private static final List<String> VIRTUAL =
-      List.of(FILE, POS, SIZE, "_i_base", "_i_version", "_i_tag");
+      List.of(FILE, POS, SIZE, "_i_base", "_i_version", "_i_tag", ROW_HEX);
+  private static final int HEX = VIRTUAL.indexOf(ROW_HEX);
 
   private final Shared table;
   private final boolean positions;
@@ -142,19 +150,27 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     List<StructField> inner = new ArrayList<>();
     int[] source = new int[requiredSchema.length()];
     boolean wantsPos = false;
+    boolean wantsHex = false;
+    int stored = -1;
     for (int i = 0; i < source.length; i++) {
       StructField f = requiredSchema.fields()[i];
       int virtual = VIRTUAL.indexOf(f.name());
       if (virtual < 0) {
+        stored = f.name().equals(STORED_ROW_ID) ? inner.size() : stored;
         source[i] = inner.size();
         inner.add(f);
       } else {
         source[i] = -1 - virtual;
         wantsPos |= f.name().equals(POS);
+        wantsHex |= virtual == HEX;
       }
     }
+    if (wantsHex && stored < 0) {
+      stored = inner.size();
+      inner.add(storedRowId());
+    }
     int index = -1;
-    if (wantsPos || positions) {
+    if (wantsPos || wantsHex || positions) {
       index = inner.size();
       inner.add(rowIndex());
     }
@@ -188,7 +204,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     for (int i = 0; i < source.length; i++) {
       types[i] = requiredSchema.fields()[i].dataType();
     }
-    return new Reader(read, table, source, index, types, batches);
+    return new Reader(read, table, source, index, wantsHex ? stored : -1, types, batches);
   }
 
   @Override
@@ -220,14 +236,25 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   @Override
   public boolean supportBatch(org.apache.spark.sql.SparkSession spark, StructType schema) {
     List<StructField> read = new ArrayList<>();
+    boolean hex = false;
+    boolean stored = false;
     for (StructField f : schema.fields()) {
+      hex |= f.name().equals(ROW_HEX);
+      stored |= f.name().equals(STORED_ROW_ID);
       if (!VIRTUAL.contains(f.name())
           && !f.name().equals(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME())) {
         read.add(f);
       }
     }
+    if (hex && !stored) {
+      read.add(storedRowId());
+    }
     read.add(rowIndex());
     return super.supportBatch(spark, new StructType(read.toArray(new StructField[0])));
+  }
+
+  private static StructField storedRowId() {
+    return new StructField(STORED_ROW_ID, DataTypes.LongType, true, Metadata.empty());
   }
 
   private static StructField rowIndex() {
@@ -242,7 +269,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   /** What the table says about one data file. */
   private static final class FileEntry {
     final long mask;
-    final long[] constants = new long[3];
+    final long[] constants = new long[CONSTANTS];
     final long[] set; // null: no positions to skip
     // Whether the positions are the rows to keep (all others skipped), not the rows to skip.
     final boolean keep;
@@ -251,7 +278,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
 
     FileEntry(ByteBuffer in) {
       mask = in.getLong();
-      for (int i = 0; i < 3; i++) {
+      for (int i = 0; i < CONSTANTS; i++) {
         constants[i] = in.getLong();
       }
       n = in.getInt();
@@ -276,16 +303,18 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     private final Shared table;
     private final int[] source;
     private final int index;
+    private final int stored;
     private final DataType[] types;
     private final boolean batches;
     private transient Map<String, Integer> offsets;
 
     Reader(scala.Function1<PartitionedFile, Iterator<InternalRow>> read, Shared table,
-        int[] source, int index, DataType[] types, boolean batches) {
+        int[] source, int index, int stored, DataType[] types, boolean batches) {
       this.read = read;
       this.table = table;
       this.source = source;
       this.index = index;
+      this.stored = stored;
       this.types = types;
       this.batches = batches;
     }
@@ -299,7 +328,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
           byte[] bytes = new byte[in.getInt()];
           in.get(bytes);
           found.put(new String(bytes, StandardCharsets.UTF_8), in.position());
-          in.position(in.position() + 8 * 4);
+          in.position(in.position() + 8 * (1 + CONSTANTS));
           int n = in.getInt();
           in.position(in.position() + 8 * n);
         }
@@ -321,11 +350,14 @@ public final class ChangelakeParquet extends ParquetFileFormat {
       Object[] values = new Object[VIRTUAL.size()];
       values[0] = UTF8String.fromString(name);
       values[2] = file.fileSize();
-      for (int c = 0; c < 3; c++) {
+      // The constants follow: values[HEX] is the mask, not a value of the column.
+      for (int c = 0; c < CONSTANTS; c++) {
         values[3 + c] = entry == null || entry.isNull(c) ? null : entry.constants[c];
       }
       long[] set = entry == null ? null : entry.set;
       boolean keep = entry != null && entry.keep;
+      RowIds ids =
+          stored < 0 ? null : new RowIds(stored, index, (Long) values[3], (Long) values[HEX]);
       // Spark passes batches as an iterator of rows: the casts are unchecked, as Spark's own.
       @SuppressWarnings("unchecked")
       Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) read.apply(file);
@@ -333,8 +365,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
         Late.restrict(rows, entry.sorted, entry.n);
       }
       Iterator<?> out = batches
-          ? new Batches(rows, source, index, set, keep, values)
-          : new Rows(rows, source, index, set, keep, values, types);
+          ? new Batches(rows, source, index, set, keep, values, ids)
+          : new Rows(rows, source, index, set, keep, values, ids, types);
       @SuppressWarnings("unchecked")
       Iterator<InternalRow> typed = (Iterator<InternalRow>) out;
       return typed;
@@ -354,6 +386,49 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     return v;
   }
 
+  /**
+   * How the rows of one file get their ROW_ID: the identity (the column {@code stored} of Spark's
+   * rows, else the base row id plus the row index at {@code index}) XOR the mask; NULL where
+   * neither the identity nor the mask is known, as the SQL form gives.
+   */
+  private static final class RowIds {
+    private final int stored;
+    private final int index;
+    private final Long base;
+    private final Long mask;
+
+    RowIds(int stored, int index, Long base, Long mask) {
+      this.stored = stored;
+      this.index = index;
+      this.base = base;
+      this.mask = mask;
+    }
+
+    /** Fills {@code out} for rows {@code rows[0..n)} of the batch (rows 0..n when null). */
+    void fill(RowIdVector out, ColumnarBatch batch, int[] rows, int n) {
+      out.reset(n);
+      ColumnVector ids = batch.column(stored);
+      ColumnVector pos = batch.column(index);
+      for (int i = 0; i < n; i++) {
+        int r = rows == null ? i : rows[i];
+        if (mask == null || (ids.isNullAt(r) && base == null)) {
+          out.setNull(i);
+        } else {
+          long id = ids.isNullAt(r) ? base + pos.getLong(r) : ids.getLong(r);
+          out.set(i, id ^ mask);
+        }
+      }
+    }
+
+    UTF8String of(InternalRow row) {
+      if (mask == null || (row.isNullAt(stored) && base == null)) {
+        return null;
+      }
+      long id = row.isNullAt(stored) ? base + row.getLong(index) : row.getLong(stored);
+      return RowIdVector.of(id ^ mask);
+    }
+  }
+
   /** Spark's rows or batches of one file, converted, less what converts to nothing. */
   private abstract static class Selection<T> extends AbstractIterator<T> implements Closeable {
     final Iterator<Object> rows;
@@ -362,16 +437,18 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     final long[] set;
     final boolean keep;
     final Object[] values;
+    final RowIds ids; // null: no ROW_ID asked for
     private T next;
 
     Selection(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
-        Object[] values) {
+        Object[] values, RowIds ids) {
       this.rows = rows;
       this.source = source;
       this.index = index;
       this.set = set;
       this.keep = keep;
       this.values = values;
+      this.ids = ids;
     }
 
     // Spark closes a file's iterator when a scan stops early (a LIMIT, a failure) if it can:
@@ -412,10 +489,11 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   /** Spark's batches of one file, without the rows the file's set removes. */
   private static final class Batches extends Selection<ColumnarBatch> {
     private int[] selected = new int[0];
+    private final RowIdVector hex = new RowIdVector();
 
     Batches(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
-        Object[] values) {
-      super(rows, source, index, set, keep, values);
+        Object[] values, RowIds ids) {
+      super(rows, source, index, set, keep, values, ids);
     }
 
     @Override
@@ -448,6 +526,9 @@ public final class ChangelakeParquet extends ParquetFileFormat {
           if (kept < n) {
             v = new SelectedVector(v, selected, kept);
           }
+        } else if (virtual == HEX) {
+          ids.fill(hex, batch, kept < n ? selected : null, kept);
+          v = hex;
         } else {
           v = constant(kept, virtual, values[virtual]);
         }
@@ -463,8 +544,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     private final GenericInternalRow out;
 
     Rows(Iterator<Object> rows, int[] source, int index, long[] set, boolean keep,
-        Object[] values, DataType[] types) {
-      super(rows, source, index, set, keep, values);
+        Object[] values, RowIds ids, DataType[] types) {
+      super(rows, source, index, set, keep, values, ids);
       this.types = types;
       this.out = new GenericInternalRow(source.length);
     }
@@ -482,6 +563,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
           out.update(j, row.isNullAt(s) ? null : row.get(s, types[j]));
         } else if (virtual == 1) {
           out.update(j, row.getLong(index));
+        } else if (virtual == HEX) {
+          out.update(j, ids.of(row));
         } else {
           out.update(j, values[virtual]);
         }
