@@ -180,7 +180,7 @@ def _scaled(files, *, rows: int, size: int):
     ]
 
 
-def _choose(session, files, condition, probe, *, joined=False, needs_rows=True, late=True):
+def _choose(session, files, condition, probe, *, joined=False, needs_rows=True):
     """The strategy of a write over ``files`` whose condition (SQL text or None) reads c1."""
     where = sqlglot.parse_one(f"SELECT * FROM t WHERE {condition}") if condition else None
     return choose(
@@ -190,25 +190,23 @@ def _choose(session, files, condition, probe, *, joined=False, needs_rows=True, 
         phase_one_columns={"c1"},
         joined=joined,
         needs_rows=needs_rows,
-        late=lambda: late,
         probe=probe,
     )
 
 
 @pytest.mark.parametrize(
-    ("matches_in_probe", "late", "expected"),
+    ("matches_in_probe", "expected"),
     [
-        ((0, 1_000_000), True, TWO_PHASES),
-        ((64, 64_000), True, ONE_PASS),  # every page holds a match
-        ((64, 64), True, ONE_PASS),
-        ((1, 1_000_000), True, TWO_PHASES),
-        ((10, 1_000_000), False, ONE_PASS),  # every file holds a match, read whole twice
-        ((10, 1_000_000), True, TWO_PHASES),  # ... but phase 2 reads 1 page in 5
+        ((0, 1_000_000), TWO_PHASES),
+        ((64, 64_000), ONE_PASS),
+        ((64, 64), ONE_PASS),
+        ((1, 1_000_000), TWO_PHASES),
+        ((10, 1_000_000), ONE_PASS),  # every file holds a match: phase 2 reads them all again
     ],
-    ids=["none", "spread-0.1%", "every-row", "one-row", "1e-5-whole", "1e-5-late"],
+    ids=["none", "spread-0.1%", "every-row", "one-row", "1e-5"],
 )
 def test_the_cost_model_probes_the_largest_file_and_expects_matches_per_file(
-    session, matches_in_probe, late, expected
+    session, matches_in_probe, expected
 ):
     _table_of_files(session, "t", 4)
     state = state_of(session, session.catalog.table("t"))
@@ -219,7 +217,7 @@ def test_the_cost_model_probes_the_largest_file_and_expects_matches_per_file(
         probed.append(file)
         return matches_in_probe
 
-    chosen = _choose(session, files, "id % 1000 = 3", probe, late=late)
+    chosen = _choose(session, files, "id % 1000 = 3", probe)
     assert len(probed) == 1
     assert chosen.how == expected, chosen.reason
     matched, examined = matches_in_probe

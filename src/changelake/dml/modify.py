@@ -77,7 +77,6 @@ def _plan(
         phase_one_columns=referenced([condition, *computed], names, state.schema),
         joined=bool(sources),
         needs_rows=operation == "UPDATE" or target.info.before_images(),
-        late=lambda: native.reader_available(env.spark),
         probe=lambda file: _probe(ctx, env, target, table, file, condition),
     )
     placeholder = binder.target(state, table.name, identity=strategy.one_pass)

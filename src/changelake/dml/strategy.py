@@ -33,9 +33,6 @@ SMALL_BYTES = 32 << 20
 SAMPLED_FOOTERS = 4
 # Matches after which the probe stops: enough to tell a spread condition's rate.
 PROBE_MATCHES = 64
-# Rows per Parquet page that the estimate of phase 2's pages assumes: Spark's writer closes a
-# page at 20,000 rows (parquet.page.row.count.limit) unless 1 MiB fills it first.
-PAGE_ROWS = 20_000
 
 ONE_PASS = "one pass"
 TWO_PHASES = "two phases"
@@ -85,16 +82,14 @@ def choose(
     phase_one_columns: set[str],
     joined: bool,
     needs_rows: bool,
-    late: Callable[[], bool],
     probe: Callable[[LiveFile], tuple[int, int]],
 ) -> Strategy:
     """The strategy of a row-level write over candidate ``files``.
 
         ``phase_one_columns`` are the physical columns phase 1 would read; ``joined``: the statement
         joins a source; ``needs_rows``: it needs the matched rows' old values (an UPDATE, or a
-        DELETE that keeps before-images); ``late()``: whether phase 2 reads only the pages that hold a
-        match (changelake's reader, ``matches.matched_rows``), asked only if the choice needs it; ``probe(file)`` returns (matches, rows
-        examined) of the condition in one file.
+        DELETE that keeps before-images); ``probe(file)`` returns (matches, rows examined) of the
+    condition in one file.
         ``spark.changelake.rowLevelPlan`` = ``one-pass`` or ``two-phase`` overrides the choice for
     a statement without a source join.
     """
@@ -125,18 +120,17 @@ def choose(
     matched, examined = probe(largest)
     rate = matched / examined if examined else 0.0
     holding = [1 - (1 - rate) ** f.live_rows for f in files]
-    # Phase 2 reads every page of a file with a match, or, late, the pages that hold one.
-    reads_late = late()
-    pages = 1 - (1 - rate) ** PAGE_ROWS if reads_late else 1.0
-    second = sum(p * pages * f.file.size_bytes for p, f in zip(holding, files, strict=True))
-    how = ONE_PASS if total <= share * total + second else TWO_PHASES
+    # Phase 2 reads the files holding a match whole in this count, though it reads late (only the
+    # pages that hold a match): a second read's fixed costs outweighed the pages it skips when
+    # measured (bench/ANALYSIS.md, a point DELETE of 100 rows in 10M).
+    in_vain = sum((1 - p) * f.file.size_bytes for p, f in zip(holding, files, strict=True))
+    how = ONE_PASS if in_vain <= share * total else TWO_PHASES
     return Strategy(
         how,
         f"a probe found {matched} matches in {examined} rows of the largest candidate file,"
-        f" so about {sum(holding):.0f} of {len(files)} files hold a match; of their"
-        f" {_size(total)}, phase 1 would read {share:.0%} and phase 2 {second / total:.0%}"
-        + (" (the pages that hold a match)" if reads_late else "")
-        + ", one pass all",
+        f" so about {sum(holding):.0f} of {len(files)} files hold a match; phase 1 would read"
+        f" {share:.0%} of their {_size(total)}, one pass would decode {in_vain / total:.0%} in"
+        " vain",
     )
 
 
