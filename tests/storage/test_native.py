@@ -127,9 +127,8 @@ def test_the_three_reads_agree(spark, session):
     _history(session)
     results = {}
     for name, conf in READS.items():
-        for key, value in conf.items():
-            spark.conf.set(key, value)
-        try:
+        # the settings back as they were (unset would drop the suite's own, see TEST_CONF)
+        with spark_settings(spark, conf):
             plan = "\n".join(physical_plan_lines(session.sql(QUERIES[0])))
             reader = name.startswith("reader")
             assert ("FileScan changelake" in plan) == reader
@@ -137,9 +136,6 @@ def test_the_three_reads_agree(spark, session):
             assert ("Join" in plan) == (name == "joins")
             assert ("_metadata" in plan) == (not reader)
             results[name] = [sorted(map(tuple, session.sql(q).collect())) for q in QUERIES]
-        finally:
-            for key in conf:
-                spark.conf.unset(key)
     assert all(result == results["joins"] for result in results.values())
     assert len(results["joins"][0]) == sum(
         1 for i in range(450) if i % 11 and (i >= 400 or i % 9 != 2)
@@ -159,13 +155,8 @@ def test_the_read_paths_agree_on_every_column_type(spark, session):
     session.sql("DELETE FROM w WHERE id % 7 = 3")
     results = {}
     for name, conf in READS.items():
-        for key, value in conf.items():
-            spark.conf.set(key, value)
-        try:
+        with spark_settings(spark, conf):
             results[name] = sorted(map(tuple, session.sql("SELECT * FROM w").collect()))
-        finally:
-            for key in conf:
-                spark.conf.unset(key)
     assert all(result == results["joins"] for result in results.values())
     assert len(results["joins"]) == sum(1 for i in range(300) if i % 7 != 3)
     assert sum(1 for r in results["joins"] if r[5] is None) == sum(
