@@ -8,7 +8,8 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
-from conftest import state_of
+import pytest
+from conftest import spark_settings, state_of
 
 from changelake.storage.snapshot import file_name, physical_schema, scan_files
 from changelake.storage.spark_private import jvm_class
@@ -75,36 +76,22 @@ def test_only_the_rows_at_the_positions_are_read_and_they_are_the_whole_reads_ro
     assert _restricted(s.spark) - before == len(picked), "every file read late"
 
 
-def test_without_the_vectorized_reader_the_rows_are_kept_by_position(session):
+@pytest.mark.parametrize(
+    ("setting", "rows", "seed", "share"),
+    [(VECTORIZED, 5000, 3, 0.01), (COLUMN_INDEX, 50000, 5, 0.001)],
+    ids=["spark's row reader", "no column-index filtering"],
+)
+def test_where_rows_cannot_be_skipped_the_file_is_read_whole_and_kept_by_position(
+    session, setting, rows, seed, share
+):
     s = session
-    s.sql(
-        "CREATE TABLE t AS SELECT id, concat('r', CAST(id AS STRING)) AS b FROM range(0, 5000, 1, 2)"
-    )
+    s.sql(f"CREATE TABLE t AS SELECT id, CAST(id AS STRING) AS b FROM range(0, {rows}, 1, 2)")
     files = [f.file for f in state_of(s, s.catalog.table("t")).files]
-    picked = _pick(files, random.Random(3), 0.01)
+    picked = _pick(files, random.Random(seed), share)
     before = _restricted(s.spark)
-    s.spark.conf.set(VECTORIZED, "false")
-    try:
+    with spark_settings(s.spark, {setting: "false"}):
         _, late, whole = _reads(s, "t", picked)
-    finally:
-        s.spark.conf.unset(VECTORIZED)
     wanted = {(name, p) for name, ps in picked.items() for p in ps}
     assert set(late) == wanted
     assert late == {k: whole[k] for k in wanted}
-    assert _restricted(s.spark) == before, "Spark's row reader is read whole"
-
-
-def test_without_column_index_filtering_the_rows_are_kept_by_position(session):
-    s = session
-    s.sql("CREATE TABLE t AS SELECT id, CAST(id AS STRING) AS b FROM range(0, 50000, 1, 2)")
-    files = [f.file for f in state_of(s, s.catalog.table("t")).files]
-    picked = _pick(files, random.Random(5), 0.001)
-    before = _restricted(s.spark)
-    s.spark.conf.set(COLUMN_INDEX, "false")
-    try:
-        _, late, whole = _reads(s, "t", picked)
-    finally:
-        s.spark.conf.unset(COLUMN_INDEX)
-    wanted = {(name, p) for name, ps in picked.items() for p in ps}
-    assert late == {k: whole[k] for k in wanted}
-    assert _restricted(s.spark) == before, "the file reader would not skip rows: read whole"
+    assert _restricted(s.spark) == before, "read whole"
