@@ -229,18 +229,15 @@ class Binder:
                 rendering=rendering_of(changes),
             )
             return rel, None
-        state = self.ctx.state(info, self._version(info, table))
+        when = table.args.get("when")
+        version = resolve(self.ctx, info, point_of(self.env.spark, when)) if when else None
+        state = self.ctx.state(info, version)
         conjuncts = pushable_conjuncts(table)
         if conjuncts:
             pruned = state.with_files(prune(state.files, state.schema, conjuncts))
             return state_relation(self.env.spark, self.env.warehouse, pruned), None
         live_rows = sum(f.live_rows for f in state.files)
         return state_relation(self.env.spark, self.env.warehouse, state), live_rows
-
-    def _version(self, info: TableInfo, table: exp.Table) -> int | None:
-        """The version the reference ``table`` reads (None: the statement's current one)."""
-        when = table.args.get("when")
-        return resolve(self.ctx, info, point_of(self.env.spark, when)) if when else None
 
     def _stamp(self, source: str | int, read: StreamRead) -> Commit:
         """What a stream read's changes are stamped with: for a stream on a table, the version
