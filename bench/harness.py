@@ -141,17 +141,20 @@ class SparkJobClock:
     """Time spent inside Spark jobs, read from the driver's status store (works with the UI off).
 
     ``since()`` returns (number of jobs, seconds inside them) for jobs submitted after the last
-    ``mark()``; jobs run one after the other on this driver, so their durations add up.
+    ``mark()``; jobs run one after the other on this driver, so their durations add up. Only the
+    jobs of job group ``group`` count: by default those outside any group (a dynamic table's
+    refresh runs its jobs in a group of its own, a streaming query in its run id's).
     """
 
-    def __init__(self, spark: SparkSession):
+    def __init__(self, spark: SparkSession, *, group: str | None = None):
         self._sc = spark.sparkContext
         self._store = self._sc._jsc.sc().statusStore()
+        self._group = group
         self._seen: set[int] = set()
         self.mark()
 
     def _job_ids(self) -> set[int]:
-        return set(self._sc.statusTracker().getJobIdsForGroup(None))
+        return set(self._sc.statusTracker().getJobIdsForGroup(self._group))
 
     def mark(self) -> None:
         self._seen = self._job_ids()
