@@ -184,6 +184,14 @@ class Catalog:
         with reading(self.engine) as conn:
             return table_repo.version_infos(conn, wanted)
 
+    def rows_changed(self, intervals: Sequence[tuple[int, int, int]]) -> int:
+        """The rows changed by the versions of ``intervals`` (table id, start exclusive, end
+        inclusive), an update counted twice, in one query: from the versions' own counts."""
+        if not intervals:
+            return 0
+        with reading(self.engine) as conn:
+            return table_repo.rows_changed(conn, intervals)
+
     def statement_commit(self, statement_id: str) -> StatementCommits | None:
         """What a committed statement made: its versions per table and its commit numbers."""
         with reading(self.engine) as conn:

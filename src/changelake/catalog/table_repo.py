@@ -164,6 +164,18 @@ def version_infos(
     return {(r.table_id, r.version): version_info(r) for r in rows}
 
 
+def rows_changed(conn: Connection, intervals: Sequence[tuple[int, int, int]]) -> int:
+    """The rows the versions in ``intervals`` (table id, start exclusive, end inclusive)
+    inserted, deleted and updated (an update counted twice: its old row and its new one)."""
+    v = t.versions.c
+    total = func.coalesce(func.sum(v.rows_inserted + v.rows_deleted + 2 * v.rows_updated), 0)
+    within = [
+        and_(v.table_id == table_id, v.version > start, v.version <= end)
+        for table_id, start, end in intervals
+    ]
+    return int(conn.execute(select(total).where(or_(*within))).scalar_one())
+
+
 def version_at(conn: Connection, table_id: int, commit_number: int) -> int | None:
     """The table's last version made by a commit numbered up to ``commit_number``."""
     return conn.execute(

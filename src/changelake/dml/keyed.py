@@ -18,7 +18,8 @@ the DV: no count job before the writes, no second read of the table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 
 from pyspark.sql import DataFrame, SparkSession
 
@@ -26,7 +27,7 @@ from changelake.catalog.model import DataFile, NewDeletes
 from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.changes.scan import PAIR_EVENTS
-from changelake.dml.common import Target, record_deletes
+from changelake.dml.common import SMALL_INPUT_ROWS, Target, record_deletes, small_input
 from changelake.dml.matches import persisted
 from changelake.errors import ConflictError
 from changelake.schema import ROW_KEY, quoted
@@ -38,6 +39,8 @@ from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
 
 _KEY = "_cl_dkey"
+# Up to this many changed source rows a large table's stored rows are found by a lookup
+LOOKUP_ROWS = 1_000_000
 # a stored row's address and identity, on the events of a delta computed against stored rows
 STORED = (*ADDRESS, *IDENTITY)
 
@@ -49,6 +52,7 @@ def apply_delta(
     delta: Relation,
     *,
     statement_id: str,
+    changed: Callable[[], int] | None = None,
 ) -> TableWrite:
     """Write what turns ``target``'s rows into the rows ``delta`` leads to (files, DV files).
 
@@ -57,10 +61,32 @@ def apply_delta(
     another is joined to the stored rows by key in its own plan, reading only their key and
     hidden columns. The new rows are written first, and the events are counted by kind in that
     job; a DV file follows only if there are deletes, its positions counted from the file. A
-    delta is one plan, run by one or two jobs."""
+    delta is one plan, run by one or two jobs.
+
+    ``changed``: how to learn about how many rows the delta's sources changed (an update
+    counted twice), if known; asked only of a delta without addresses. Up to ``LOOKUP_ROWS``
+    of them, a stored table larger than one task reads finds the delta's stored rows by a
+    lookup: the delta (computed once) sends its keys to a scan of the stored keys, which sends
+    back the rows they name, so the table is not shuffled (two broadcasts)."""
     rel = delta
-    if not all(c in delta.columns for c in STORED):
-        rel = _addressed(spark, warehouse, target, delta)
+    with ExitStack() as stack:
+        if not all(c in delta.columns for c in STORED):
+            lookup = changed is not None and not small_input(target) and changed() <= LOOKUP_ROWS
+            if lookup:  # read twice (its keys, its events): computed once
+                rel = Relation.of_frame(stack.enter_context(persisted(delta.frame(spark))))
+            rel = _addressed(spark, warehouse, target, rel, lookup=lookup)
+        return _applied(spark, warehouse, target, rel, statement_id=statement_id)
+
+
+def _applied(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    target: Target,
+    rel: Relation,
+    *,
+    statement_id: str,
+) -> TableWrite:
+    """``apply_delta`` of ``rel``, a delta whose events carry their stored rows' addresses."""
     counted = Counted(rel.frame(spark), _KINDS)
     schema = target.state.schema
     with persisted(counted.frame) as changes:
@@ -80,8 +106,14 @@ def apply_delta(
                     *STORED,
                 ],
             )
+            # the events are materialized by now: few deletes are written by one task
             removed, deletes, found = record_deletes(
-                warehouse, target, deleted, counts=None, statement_id=statement_id
+                warehouse,
+                target,
+                deleted,
+                counts=None,
+                statement_id=statement_id,
+                small=counts["deleting"] <= SMALL_INPUT_ROWS,
             )
             if found != counts["deleting"]:
                 raise _not_held(target, f"{counts['deleting']} to delete, {found} found")
@@ -110,14 +142,21 @@ _KINDS = {
 
 
 def _addressed(
-    spark: SparkSession, warehouse: Warehouse, target: Target, delta: Relation
+    spark: SparkSession, warehouse: Warehouse, target: Target, delta: Relation, *, lookup: bool
 ) -> Relation:
     """``delta`` with the address and identity of the stored row of its key on each DELETE and
-    each update's INSERT (NULL where no stored row has the key: a DELETE then finds nothing)."""
+    each update's INSERT (NULL where no stored row has the key: a DELETE then finds nothing);
+    with ``lookup``, by broadcasting the delta's keys to the stored keys and the rows found back
+    (see ``apply_delta``)."""
     stored = state_relation(spark, warehouse, target.state, identity=True)
     lacking = [c.name for c in target.state.schema.stored if c.name not in delta.columns]
     keys = stored.select(f"{quoted(ROW_KEY)} AS {_KEY}", *STORED, *map(quoted, lacking))
     paired = f"(_l.{_ACTION} = 'DELETE' OR _l.{_ISUPDATE})"
+    if lookup:
+        wanted = delta.where(paired.replace("_l.", "")).select(
+            f"{quoted(METADATA_ROW_ID)} AS {_KEY}"
+        )
+        keys = keys.join(wanted, f"_l.{_KEY} = _r.{_KEY}", "left_semi", hint="BROADCAST(_r)")
     columns = [f"_l.{quoted(c)}" for c in delta.columns]
     columns += [f"CASE WHEN {paired} THEN _r.{c} END AS {c}" for c in STORED]
     # a state column the delta lacks: a DELETE's before-image takes the stored value
@@ -125,7 +164,7 @@ def _addressed(
         f"CASE WHEN _l.{_ACTION} = 'DELETE' THEN _r.{quoted(c)} END AS {quoted(c)}" for c in lacking
     ]
     on = f"_l.{quoted(METADATA_ROW_ID)} = _r.{_KEY}"
-    return delta.join(keys, on, "left", columns=columns)
+    return delta.join(keys, on, "left", columns=columns, hint="BROADCAST(_r)" if lookup else "")
 
 
 def _not_held(target: Target, found: str) -> ConflictError:

@@ -17,9 +17,10 @@ replaced, a table it reads was replaced, or their history left retention).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 
 from changelake.catalog.alters import AlterDynamicTable
 from changelake.catalog.model import (
@@ -223,9 +224,11 @@ def run_refresh(
         target = Target(dyn.info, ctx.state(dyn.info, since))
         with (
             counted_jobs(env.spark, f"refresh of dynamic table {dyn.name}") as count,
-            _delta(ctx, env, plan, target) as delta,
+            _delta(ctx, env, plan, target) as (delta, changed),
         ):
-            applied = apply_delta(env.spark, env.warehouse, target, delta, statement_id=write_id)
+            applied = apply_delta(
+                env.spark, env.warehouse, target, delta, statement_id=write_id, changed=changed
+            )
             jobs = count()
     record = RefreshRecord(
         action=plan.action,
@@ -260,9 +263,10 @@ def _delta(
     env: Env,
     plan: RefreshPlan,
     target: Target,
-) -> Iterator[Relation]:
+) -> Iterator[tuple[Relation, Callable[[], int] | None]]:
     """The minimum delta that brings the stored rows to the query at the data timestamp (for
-    the ``with`` block)."""
+    the ``with`` block), and for a view's changes the rows its tables changed (``apply_delta``'s
+    ``changed``)."""
     schema = target.state.schema
     names = [c.name for c in schema.visible]
     stored = [c.name for c in schema.stored]
@@ -272,7 +276,7 @@ def _delta(
     state = stored_state(found, schema)
     if plan.action == RefreshAction.INCREMENTAL and state is not None:
         with maintained_delta(ctx, env, state, plan.versions, target) as delta:
-            yield delta
+            yield delta, None
         return
     if plan.action == RefreshAction.INCREMENTAL and tree is not None:
         rel, _ = changes_over(
@@ -284,7 +288,9 @@ def _delta(
             information=Information.DEFAULT,
         )
         hidden = (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID)
-        yield rel.select(*_renaming(rel.columns, names, hidden))
+        intervals = [(t, start, end) for t, (_, start, end) in plan.versions.items() if end > start]
+        changed = partial(ctx.catalog.rows_changed, intervals)
+        yield rel.select(*_renaming(rel.columns, names, hidden)), changed
         return
     if state is not None:
         rows = aggregated_rows(state, input_rows(ctx, env, state, ends), names)
@@ -296,7 +302,7 @@ def _delta(
             "*", *[f"CAST(NULL AS {c.type}) AS {quoted(c.name)}" for c in schema.state]
         )
     stored_rows = state_relation(env.spark, env.warehouse, target.state, identity=True)
-    yield diff(stored_rows, rows, stored, STORED)
+    yield diff(stored_rows, rows, stored, STORED), None
 
 
 def _renaming(columns: Sequence[str], names: list[str], hidden: tuple[str, ...]) -> list[str]:

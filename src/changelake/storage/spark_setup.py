@@ -43,6 +43,7 @@ SPARK_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "512",
 }
 JVM_OPTIONS = "CHANGELAKE_JVM_OPTIONS"
+EXTENSIONS, ONE_TASK = "spark.sql.extensions", "io.changelake.spark.OneTask"
 # Spark prepends these to the user's spark.driver.extraJavaOptions; setting that one instead
 # would replace what a user's spark-defaults.conf gives.
 DRIVER_OPTIONS = "spark.driver.defaultJavaOptions"
@@ -74,6 +75,8 @@ def spark_conf(jvm_options: str | None = None) -> dict[str, str]:
     jars += [j for j in JDBC_DRIVERS if os.path.exists(j)]
     if jars:
         conf["spark.jars"] = ",".join(jars)
+    if built is not None:  # small plans run as one stage (OneTask.java); a user's come first
+        conf[EXTENSIONS] = ",".join(filter(None, [configured(EXTENSIONS), ONE_TASK]))
     extra = os.environ.get(JVM_OPTIONS) if jvm_options is None else jvm_options
     ours = [o for o in (class_archive.java_options(), extra) if o]
     if ours:
