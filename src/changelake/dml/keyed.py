@@ -61,7 +61,8 @@ def apply_delta(
     another is joined to the stored rows by key in its own plan, reading only their key and
     hidden columns. The new rows are written first, and the events are counted by kind in that
     job; a DV file follows only if there are deletes, its positions counted from the file. A
-    delta is one plan, run by one or two jobs.
+    delta is one plan, run by one or two jobs. A delta with ``UNRESOLVED`` events raises
+    ``Unresolved`` once they are counted, its new rows' files deleted: no DV is written.
 
     ``changed``: how to learn about how many rows the delta's sources changed (an update
     counted twice), if known; asked only of a delta without addresses. Up to ``LOOKUP_ROWS``
@@ -94,6 +95,10 @@ def _applied(
         rows = changes.where(f"{_ACTION} = 'INSERT'")
         added = _write_inserts(warehouse, target, rows, rel.columns, statement_id=statement_id)
         counts = counted.counts()
+        if counts["unresolved"]:
+            for written in added:
+                warehouse.fs.delete_file(warehouse.fs_path(written.path))
+            raise Unresolved(counts["unresolved"])
         removed: tuple[str, ...] = ()
         deletes: tuple[NewDeletes, ...] = ()
         if counts["deleting"]:
@@ -132,13 +137,22 @@ def _applied(
 
 
 _ACTION, _ISUPDATE = quoted(METADATA_ACTION), quoted(METADATA_ISUPDATE)
+# An event a delta could not compute in its plan (a group whose extreme was deleted): the
+# delta stands for nothing then, and its maker computes it otherwise (``Unresolved``).
+UNRESOLVED = "UNRESOLVED"
 # the events of a delta, counted by kind while its new rows are written
 _KINDS = {
+    "unresolved": f"{_ACTION} = '{UNRESOLVED}'",
     "deleting": f"{_ACTION} = 'DELETE'",
     "updated_away": f"{_ACTION} = 'DELETE' AND {_ISUPDATE}",
     "inserting": f"{_ACTION} = 'INSERT'",
     "updating": f"{_ACTION} = 'INSERT' AND {_ISUPDATE}",
 }
+
+
+class Unresolved(Exception):
+    """A delta held events its plan could not compute (``UNRESOLVED``): nothing was kept of its
+    write. Not an error: the delta's maker computes them another way (``args[0]``: how many)."""
 
 
 def _addressed(

@@ -22,7 +22,7 @@ from changelake.catalog.model import TableInfo
 from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.changes.scan import PAIR_EVENTS
 from changelake.dml.common import Target
-from changelake.dml.keyed import STORED, diff
+from changelake.dml.keyed import STORED, UNRESOLVED, diff
 from changelake.dml.matches import persisted
 from changelake.dynamic.definition import Definition
 from changelake.dynamic.measures import (
@@ -172,11 +172,15 @@ def maintained_delta(
     m: Maintained,
     versions: Versions,
     target: Target,
+    *,
+    optimistic: bool = False,
 ) -> Iterator[Relation]:
     """The minimum delta that brings ``target``'s stored rows to the query at the interval's
     end, from the stored state of the groups the changes touch (valid in the ``with`` block):
-    one plan, unless a group may need a recompute (then the combined groups are persisted and
-    the groups to recompute counted first)."""
+    one plan. Where a group may need a recompute, ``optimistic`` leaves each one that does as
+    ``UNRESOLVED`` events (``apply_delta`` raises ``Unresolved``: the caller asks again, not
+    optimistic); else the combined groups are persisted and those to recompute counted first,
+    and recomputed from their rows."""
     schema = target.state.schema
     names = [c.name for c in schema.visible]
     stored_names = [c.name for c in schema.stored]
@@ -210,7 +214,8 @@ def maintained_delta(
         keep.alias(_KEEP),
         S.col(_OLD + ROW_KEY).isNotNull().alias(_HAD),
     )
-    frame = combined_groups.frame(env.spark) if m.may_recompute else None
+    unresolved = m.may_recompute and optimistic  # a group to recompute: UNRESOLVED events
+    frame = combined_groups.frame(env.spark) if m.may_recompute and not optimistic else None
     with persisted(frame) if frame is not None else nullcontext() as kept:
         redo = 0
         groups = combined_groups
@@ -219,7 +224,7 @@ def maintained_delta(
             redo = run_checked(lambda: kept.where(_REDO).count(), table=target.info.name)
         # a group not recomputed has its stored row beside its new one: no join to pair them
         passed = (_REDO, _KEEP, _HAD, *[_OLD + n for n in [*stored_names, *STORED]])
-        rows = _output(m, groups.where(f"NOT {_REDO}"), names, passed)
+        rows = _output(m, groups if unresolved else groups.where(f"NOT {_REDO}"), names, passed)
         before = _image([(_OLD + n, n) for n in stored_names])
         after = _image([(n, n) for n in stored_names])
         # both events of a stored group keep its row's address and identity (apply_delta)
@@ -229,13 +234,16 @@ def maintained_delta(
             f"CASE WHEN {_HAD} THEN {before} END AS _b",
             f"CASE WHEN {_KEEP} THEN {after} END AS _a",
             *[f"{quoted(_OLD + c)} AS {c}" for c in STORED],
+            _REDO,
         )
-        paired = images.where("NOT (_b <=> _a)").select(
-            quoted(METADATA_ROW_ID), f"{PAIR_EVENTS} AS _e", *STORED
+        changed = f"{_REDO} OR NOT (_b <=> _a)" if unresolved else "NOT (_b <=> _a)"
+        paired = images.where(changed).select(
+            quoted(METADATA_ROW_ID), f"{PAIR_EVENTS} AS _e", *STORED, _REDO
         )
+        action = f"CASE WHEN {_REDO} THEN '{UNRESOLVED}' ELSE _e.a END" if unresolved else "_e.a"
         delta = paired.where("_e IS NOT NULL").select(
             *[f"_e.v.{quoted(n)} AS {quoted(n)}" for n in stored_names],
-            f"_e.a AS {quoted(METADATA_ACTION)}",
+            f"{action} AS {quoted(METADATA_ACTION)}",
             f"_e.u AS {quoted(METADATA_ISUPDATE)}",
             quoted(METADATA_ROW_ID),
             *STORED,

@@ -11,7 +11,7 @@ rows).
 
 A refresh adds the signed partial sums of the input's changes to the stored state: exact for
 counts, integers and DECIMAL. MIN and MAX combine with inserted values; a group that lost a value
-at (or beyond) its extreme is recomputed from its rows. So is a floating-point sum whose history
+at (or beyond) its extreme, and gained none at or beyond it, is recomputed from its rows. So is a floating-point sum whose history
 of magnitudes outgrew ``DRIFT`` times its current inputs': the rounding error of a sum maintained
 by additions grows with what was added and removed (about ε per unit of ``_h``), and a recompute
 bounds it again by what the group holds, as a recompute's own error is (ε per unit of ``_a``).
@@ -274,10 +274,17 @@ def combined(shape: Shape, types: dict[int, DataType], old: str) -> Combined:
                 recompute = recompute | S.coalesce(h > S.lit(float(DRIFT)) * a, S.lit(False))
         elif m.kind in (Kind.MIN, Kind.MAX):
             stored, deleted = S.col(old + name + "m"), S.col(f"_x{name}m")
+            inserted = S.col(f"_d{name}m")
             combine = S.least if m.kind is Kind.MIN else S.greatest
-            state[name + "m"] = S.when(some, combine(stored, S.col(f"_d{name}m")))
+            state[name + "m"] = S.when(some, combine(stored, inserted))
             beyond = deleted <= stored if m.kind is Kind.MIN else deleted >= stored
-            lost = deleted.isNotNull() & (stored.isNull() | beyond)
+            # an inserted value at or beyond the old extreme is the new one, whatever went
+            reached = inserted <= stored if m.kind is Kind.MIN else inserted >= stored
+            lost = (
+                deleted.isNotNull()
+                & (stored.isNull() | beyond)
+                & ~S.coalesce(reached, S.lit(False))
+            )
             recompute = recompute | S.coalesce(lost, S.lit(True))
             values[m.column.id] = state[name + "m"]
         else:

@@ -41,7 +41,7 @@ from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.changes.plan import Information
 from changelake.dml.common import Target
-from changelake.dml.keyed import STORED, apply_delta, diff
+from changelake.dml.keyed import STORED, Unresolved, apply_delta, diff
 from changelake.dynamic.definition import Definition
 from changelake.dynamic.evaluate import query_rows
 from changelake.dynamic.maintain import (
@@ -222,13 +222,12 @@ def run_refresh(
     applied, jobs = TableWrite(table_id, name, since, WriteKind.CHANGE), 0
     if plan.action != RefreshAction.NO_DATA:  # which writes nothing, needs no stored file
         target = Target(dyn.info, ctx.state(dyn.info, since))
-        with (
-            counted_jobs(env.spark, f"refresh of dynamic table {dyn.name}") as count,
-            _delta(ctx, env, plan, target) as (delta, changed),
-        ):
-            applied = apply_delta(
-                env.spark, env.warehouse, target, delta, statement_id=write_id, changed=changed
-            )
+        with counted_jobs(env.spark, f"refresh of dynamic table {dyn.name}") as count:
+            try:  # first as if no group needs a recompute: one plan, no job to count them
+                applied = _applied(ctx, env, plan, target, write_id, optimistic=True)
+            except Unresolved:
+                write_id = new_statement_id()
+                applied = _applied(ctx, env, plan, target, write_id, optimistic=False)
             jobs = count()
     record = RefreshRecord(
         action=plan.action,
@@ -257,16 +256,34 @@ def run_refresh(
     return Outcome(table_id, name, record, result.version_of(table_id) or since)
 
 
+def _applied(
+    ctx: StatementContext,
+    env: Env,
+    plan: RefreshPlan,
+    target: Target,
+    write_id: str,
+    *,
+    optimistic: bool,
+) -> TableWrite:
+    """The refresh's delta written to files of ``write_id`` (``_delta``'s ``optimistic``)."""
+    with _delta(ctx, env, plan, target, optimistic=optimistic) as (delta, changed):
+        return apply_delta(
+            env.spark, env.warehouse, target, delta, statement_id=write_id, changed=changed
+        )
+
+
 @contextmanager
 def _delta(
     ctx: StatementContext,
     env: Env,
     plan: RefreshPlan,
     target: Target,
+    *,
+    optimistic: bool,
 ) -> Iterator[tuple[Relation, Callable[[], int] | None]]:
     """The minimum delta that brings the stored rows to the query at the data timestamp (for
     the ``with`` block), and for a view's changes the rows its tables changed (``apply_delta``'s
-    ``changed``)."""
+    ``changed``); ``optimistic``: see ``maintained_delta``."""
     schema = target.state.schema
     names = [c.name for c in schema.visible]
     stored = [c.name for c in schema.stored]
@@ -275,7 +292,9 @@ def _delta(
     found = maintained(ctx, env, plan.definition, ends)
     state = stored_state(found, schema)
     if plan.action == RefreshAction.INCREMENTAL and state is not None:
-        with maintained_delta(ctx, env, state, plan.versions, target) as delta:
+        with maintained_delta(
+            ctx, env, state, plan.versions, target, optimistic=optimistic
+        ) as delta:
             yield delta, None
         return
     if plan.action == RefreshAction.INCREMENTAL and tree is not None:

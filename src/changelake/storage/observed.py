@@ -24,9 +24,11 @@ class Counted:
 
     def __init__(self, df: DataFrame, conditions: Mapping[str, str]):
         self._observation = Observation(f"changelake_counts_{next(_names)}")
-        metrics = [F.expr(f"count_if({c}) AS {name}") for name, c in conditions.items()]
-        self.frame = df.observe(self._observation, *metrics)
+        # one metric, a struct of the counts: one expression to build, whatever their number
+        counts = ", ".join(f"count_if({c}) AS {name}" for name, c in conditions.items())
+        self.frame = df.observe(self._observation, F.expr(f"struct({counts}) AS _counts"))
 
     def counts(self) -> dict[str, int]:
         """The counts, by condition name (after an action on ``frame`` ran)."""
-        return {name: int(n or 0) for name, n in self._observation.get.items()}
+        found = self._observation.get["_counts"].asDict()
+        return {name: int(n or 0) for name, n in found.items()}
