@@ -51,7 +51,9 @@ def record_history(state: CommitState) -> None:
 
 def _refreshed_from(state: CommitState, r: RefreshedFrom) -> None:
     state.lock(r.table_id)  # raises if the table was dropped or replaced
-    dynamic_repo.check_frontiers(state.conn, r.table_id, r.name, r.frontiers)
+    dynamic_repo.check_refreshed_from(
+        state.conn, r.table_id, r.name, r.frontiers, data_timestamp=r.data_timestamp
+    )
 
 
 APPLY: dict[type, Callable[[CommitState, Any], None]] = {

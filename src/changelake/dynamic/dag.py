@@ -27,7 +27,8 @@ from changelake.catalog.requests import (
     Requirement,
     Update,
 )
-from changelake.dynamic.definition import Definition, define
+from changelake.dynamic.definition import Definition, define_all
+from changelake.dynamic.nodata import no_data_plans, run_no_data
 from changelake.dynamic.refresh import Outcome, data_timestamp_now, plan_refresh, run_refresh
 from changelake.errors import (
     ChangelakeError,
@@ -59,18 +60,27 @@ def in_order(
     ctx: StatementContext, roots: Sequence[DynamicTableInfo]
 ) -> tuple[list[DynamicTableInfo], dict[int, Definition]]:
     """``roots`` and their upstreams (the dynamic tables their queries read, directly or through
-    views), transitively, each after those it reads; and each one's query as defined now."""
-    order: list[DynamicTableInfo] = []
+    views), transitively, each after those it reads; and each one's query as defined now. Read
+    a level of upstreams at a time: their rows in one query, their queries' tables in one."""
+    found = {d.table_id: d for d in roots}
     definitions: dict[int, Definition] = {}
+    level = list(found.values())
+    while level:
+        queries = [(d.definition.sql, f"dynamic table {d.name}") for d in level]
+        definitions.update(zip([d.table_id for d in level], define_all(ctx, queries), strict=True))
+        wanted = {u for d in level for u in upstreams(definitions[d.table_id]) if u not in found}
+        level = list(ctx.catalog.dynamic_tables_by_id(sorted(wanted)).values())
+        found |= {d.table_id: d for d in level}
+    order: list[DynamicTableInfo] = []
+    placed: set[int] = set()
 
     def visit(d: DynamicTableInfo) -> None:
-        if d.table_id in definitions:
+        if d.table_id in placed:
             return
-        definitions[d.table_id] = found = define(ctx, d.definition.sql, f"dynamic table {d.name}")
-        for upstream in upstreams(found):
-            dyn = ctx.catalog.dynamic_table_by_id(upstream)
-            if dyn is not None:
-                visit(dyn)
+        placed.add(d.table_id)
+        for upstream in upstreams(definitions[d.table_id]):
+            if upstream in found:  # else dropped meanwhile
+                visit(found[upstream])
         order.append(d)
 
     for root in roots:
@@ -106,11 +116,32 @@ def refresh_round(
     statement_id: str | None = None,
 ) -> Round:
     """Refresh ``roots`` and their upstreams at ``data_timestamp``, each once; with
-    ``skip_suspended`` (the scheduler), a suspended one and those that read it are not. Every
-    refresh commits as statement ``statement_id`` (None: each as one of its own)."""
+    ``skip_suspended`` (the scheduler), a suspended one and those that read it are not. The
+    NO_DATA refreshes are decided first, from one read, and commit as one (nodata.py); the others
+    run one by one, upstreams first. Every refresh commits as statement ``statement_id`` (None:
+    each as one of its own)."""
     order, definitions = in_order(ctx, roots)
     done = Round(data_timestamp, [], {}, [])
+    rows = ctx.catalog.dynamic_tables_by_id([d.table_id for d in order])
+    live = [
+        rows[d.table_id]
+        for d in order
+        if d.table_id in rows
+        and not (skip_suspended and rows[d.table_id].scheduling_state == SchedulingState.SUSPENDED)
+    ]
+    done.refreshed += _no_data(
+        ctx,
+        live,
+        definitions,
+        data_timestamp,
+        trigger=trigger,
+        requirements=requirements,
+        statement_id=statement_id,
+    )
+    committed = {o.table_id for o in done.refreshed}
     for dyn in order:
+        if dyn.table_id in committed:
+            continue
         current = ctx.catalog.dynamic_table_by_id(dyn.table_id)
         if current is None:
             continue  # dropped meanwhile
@@ -152,20 +183,50 @@ def refresh_round(
             done.lost.append(dyn.table_id)
         except ChangelakeError as e:
             done.failed[dyn.table_id] = e
+    position = {d.table_id: i for i, d in enumerate(order)}
+    done.refreshed.sort(key=lambda o: position[o.table_id])
     return done
+
+
+def _no_data(
+    ctx: StatementContext,
+    dts: list[DynamicTableInfo],
+    definitions: dict[int, Definition],
+    data_timestamp: float,
+    *,
+    trigger: Callable[[DynamicTableInfo], str],
+    requirements: tuple[Requirement, ...],
+    statement_id: str | None,
+) -> list[Outcome]:
+    """The round's NO_DATA refreshes among ``dts``, committed as one (nodata.py); none if another
+    refresh got to one of them first (each is then refreshed on its own, which tells which)."""
+    started = ctx.now()
+    plans = no_data_plans(ctx, dts, definitions, data_timestamp)
+    if not plans:
+        return []
+    try:
+        return run_no_data(
+            ctx,
+            plans,
+            trigger=trigger,
+            started_at=started,
+            requirements=requirements,
+            statement_id=statement_id,
+        )
+    except ConflictError:
+        return []
 
 
 def refresh_with_upstreams(
     ctx: StatementContext,
     env: Env,
-    name: str,
+    target: DynamicTableInfo,
     *,
     trigger: str = "MANUAL",
 ) -> list[Outcome]:
-    """Refresh dynamic table ``name`` now, its upstreams first at the same data timestamp, all
-    as the statement of ``ctx``. Raises the refresh's error if it or an upstream failed."""
-    ctx.require_no_transaction(f"ALTER DYNAMIC TABLE {name} REFRESH")
-    target = dynamic_table(ctx, name)
+    """Refresh dynamic table ``target`` now, its upstreams first at the same data timestamp,
+    all as the statement of ``ctx``. Raises the refresh's error if it or an upstream failed."""
+    ctx.require_no_transaction(f"ALTER DYNAMIC TABLE {target.name} REFRESH")
     for attempt in range(_RETRIES):
         done = refresh_round(
             ctx,
@@ -206,6 +267,16 @@ def refresh_one(
     try:
         plan = plan_refresh(ctx, dyn, definition, data_timestamp)
         action = plan.action
+        if action == RefreshAction.NO_DATA:
+            (done,) = run_no_data(
+                ctx,
+                [plan],
+                trigger=lambda _: trigger,
+                started_at=started,
+                requirements=requirements,
+                statement_id=statement_id,
+            )
+            return done
         return run_refresh(
             ctx,
             env,

@@ -17,7 +17,7 @@ replaced, a table it reads was replaced, or their history left retention).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -166,6 +166,20 @@ def plan_refresh(
     return RefreshPlan(dyn, definition, action, reason, data_timestamp, versions)
 
 
+UNCHANGED = "no table it reads changed since its last refresh"
+
+
+def unchanged(dyn: DynamicTableInfo, definition: Definition, ends: Mapping[int, int]) -> bool:
+    """Whether every table ``definition`` reads is at T (``ends``: its version at T, by id)
+    where ``dyn``'s last refresh left it, with the query as it was then: a NO_DATA refresh."""
+    return (
+        dyn.frontiers is not None
+        and definition.fingerprint == dyn.definition.fingerprint
+        and bool(definition.tables)
+        and dict(dyn.frontiers) == dict(ends)
+    )
+
+
 def _action(
     ctx: StatementContext,
     dyn: DynamicTableInfo,
@@ -194,8 +208,8 @@ def _action(
                 RefreshAction.REINITIALIZE,
                 f"the history of {definition.tables[t].name} since its last refresh left retention",
             )
-    if all(ends[t] == start for t, start in frontiers.items()) and definition.tables:
-        return RefreshAction.NO_DATA, "no table it reads changed since its last refresh"
+    if unchanged(dyn, definition, ends):
+        return RefreshAction.NO_DATA, UNCHANGED
     if dyn.definition.effective_mode == RefreshMode.FULL:
         return RefreshAction.FULL, dyn.definition.mode_reason
     return RefreshAction.INCREMENTAL, "its query's changes since the last refresh"
@@ -248,7 +262,10 @@ def run_refresh(
         f"REFRESH {plan.action}",
         [applied],
         updates=updates,
-        requirements=(*requirements, RefreshedFrom(table_id, name, dyn.frontiers)),
+        requirements=(
+            *requirements,
+            RefreshedFrom(table_id, name, dyn.frontiers, dyn.data_timestamp),
+        ),
     )
     result = ctx.catalog.commit([request], clock=ctx.clock)
     return Outcome(table_id, name, record, result.version_of(table_id) or since)
