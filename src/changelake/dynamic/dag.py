@@ -10,7 +10,7 @@ with another refresh of the same table records nothing: the other refresh is the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from changelake.catalog.alters import AlterDynamicTable
@@ -28,8 +28,14 @@ from changelake.catalog.requests import (
     Update,
 )
 from changelake.dynamic.definition import Definition, define_all
-from changelake.dynamic.nodata import no_data_plans, run_no_data
-from changelake.dynamic.refresh import Outcome, data_timestamp_now, plan_refresh, run_refresh
+from changelake.dynamic.nodata import base_versions_at, no_data_plans, run_no_data
+from changelake.dynamic.refresh import (
+    Outcome,
+    RefreshPlan,
+    data_timestamp_now,
+    plan_refresh,
+    run_refresh,
+)
 from changelake.errors import (
     ChangelakeError,
     ConflictError,
@@ -60,14 +66,35 @@ def in_order(
     ctx: StatementContext, roots: Sequence[DynamicTableInfo]
 ) -> tuple[list[DynamicTableInfo], dict[int, Definition]]:
     """``roots`` and their upstreams (the dynamic tables their queries read, directly or through
-    views), transitively, each after those it reads; and each one's query as defined now. Read
-    a level of upstreams at a time: their rows in one query, their queries' tables in one."""
-    found = {d.table_id: d for d in roots}
+    views), transitively, each after those it reads, as their rows are now; and each one's query
+    as defined now. Which tables those are follows from the catalog's definitions alone, so it is
+    kept per definitions token (txn/definitions.py): then their rows are one query and their
+    queries' tables another (plan/kept.py)."""
+    kept = ctx.catalog.definitions()
+    key = ("dynamic tables in order", tuple(d.table_id for d in roots))
+    ids = None if kept is None else kept.get(key)
+    if ids is not None:
+        found = ctx.catalog.dynamic_tables_by_id(ids)
+        if len(found) == len(ids):  # else one was dropped meanwhile
+            order = [found[t] for t in ids]
+            return order, dict(zip(ids, define_all(ctx, _queries(order)), strict=True))
+    order, definitions = _discovered(ctx, roots)
+    if kept is not None:
+        kept.put(key, tuple(d.table_id for d in order))
+    return order, definitions
+
+
+def _discovered(
+    ctx: StatementContext, roots: Sequence[DynamicTableInfo]
+) -> tuple[list[DynamicTableInfo], dict[int, Definition]]:
+    """``in_order`` read a level of upstreams at a time: their rows in one query, their queries'
+    tables in one."""
+    found = ctx.catalog.dynamic_tables_by_id([d.table_id for d in roots])
     definitions: dict[int, Definition] = {}
     level = list(found.values())
     while level:
-        queries = [(d.definition.sql, f"dynamic table {d.name}") for d in level]
-        definitions.update(zip([d.table_id for d in level], define_all(ctx, queries), strict=True))
+        ids = [d.table_id for d in level]
+        definitions.update(zip(ids, define_all(ctx, _queries(level)), strict=True))
         wanted = {u for d in level for u in upstreams(definitions[d.table_id]) if u not in found}
         level = list(ctx.catalog.dynamic_tables_by_id(sorted(wanted)).values())
         found |= {d.table_id: d for d in level}
@@ -84,8 +111,13 @@ def in_order(
         order.append(d)
 
     for root in roots:
-        visit(root)
+        if root.table_id in found:  # else dropped meanwhile
+            visit(found[root.table_id])
     return order, definitions
+
+
+def _queries(dts: Sequence[DynamicTableInfo]) -> list[tuple[str, str]]:
+    return [(d.definition.sql, f"dynamic table {d.name}") for d in dts]
 
 
 def upstreams(definition: Definition) -> list[int]:
@@ -120,20 +152,16 @@ def refresh_round(
     NO_DATA refreshes are decided first, from one read, and commit as one (nodata.py); the others
     run one by one, upstreams first. Every refresh commits as statement ``statement_id`` (None:
     each as one of its own)."""
-    order, definitions = in_order(ctx, roots)
+    order, definitions = in_order(ctx, roots)  # their rows as they are at T
+    started = ctx.now()
+    known = base_versions_at(ctx, definitions.values(), data_timestamp)
     done = Round(data_timestamp, [], {}, [])
-    rows = ctx.catalog.dynamic_tables_by_id([d.table_id for d in order])
-    live = [
-        rows[d.table_id]
-        for d in order
-        if d.table_id in rows
-        and not (skip_suspended and rows[d.table_id].scheduling_state == SchedulingState.SUSPENDED)
-    ]
+    suspended = SchedulingState.SUSPENDED
+    live = [d for d in order if not (skip_suspended and d.scheduling_state == suspended)]
     done.refreshed += _no_data(
         ctx,
-        live,
-        definitions,
-        data_timestamp,
+        no_data_plans(live, definitions, data_timestamp, known),
+        started_at=started,
         trigger=trigger,
         requirements=requirements,
         statement_id=statement_id,
@@ -177,6 +205,7 @@ def refresh_round(
                     requirements=requirements,
                     suspend_after=suspend_after,
                     statement_id=statement_id,
+                    known=known,
                 )
             )
         except ConflictError:
@@ -190,18 +219,15 @@ def refresh_round(
 
 def _no_data(
     ctx: StatementContext,
-    dts: list[DynamicTableInfo],
-    definitions: dict[int, Definition],
-    data_timestamp: float,
+    plans: list[RefreshPlan],
     *,
+    started_at: float,
     trigger: Callable[[DynamicTableInfo], str],
     requirements: tuple[Requirement, ...],
     statement_id: str | None,
 ) -> list[Outcome]:
-    """The round's NO_DATA refreshes among ``dts``, committed as one (nodata.py); none if another
+    """The round's NO_DATA refreshes ``plans``, committed as one (nodata.py); none if another
     refresh got to one of them first (each is then refreshed on its own, which tells which)."""
-    started = ctx.now()
-    plans = no_data_plans(ctx, dts, definitions, data_timestamp)
     if not plans:
         return []
     try:
@@ -209,7 +235,7 @@ def _no_data(
             ctx,
             plans,
             trigger=trigger,
-            started_at=started,
+            started_at=started_at,
             requirements=requirements,
             statement_id=statement_id,
         )
@@ -259,13 +285,15 @@ def refresh_one(
     requirements: tuple[Requirement, ...] = (),
     suspend_after: int | None = None,
     statement_id: str | None = None,
+    known: Mapping[int, int] | None = None,
 ) -> Outcome:
     """Refresh ``dyn`` at ``data_timestamp`` with its query as ``definition`` (defined at the
-    start of the round); a failure goes into its history, then raises."""
+    start of the round; ``known``: the versions at it of base tables, read for the round); a
+    failure goes into its history, then raises."""
     started = ctx.now()
     action = RefreshAction.FULL
     try:
-        plan = plan_refresh(ctx, dyn, definition, data_timestamp)
+        plan = plan_refresh(ctx, dyn, definition, data_timestamp, known=known)
         action = plan.action
         if action == RefreshAction.NO_DATA:
             (done,) = run_no_data(

@@ -16,7 +16,7 @@ own (dag.py), which tells which lost.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from changelake.catalog.model import (
     DynamicTableInfo,
@@ -31,35 +31,34 @@ from changelake.errors import ChangelakeError
 from changelake.txn.context import StatementContext, new_statement_id
 
 
+def base_versions_at(
+    ctx: StatementContext, definitions: Iterable[Definition], data_timestamp: float
+) -> dict[int, int]:
+    """The version at ``data_timestamp`` of every base table the queries ``definitions`` read, in
+    one query (a round reads each once); none if one has no readable version at it (then each
+    refresh reads its own, and the one that cannot read says so)."""
+    base = {t: i for d in definitions for t, i in d.tables.items() if not i.is_dynamic()}
+    try:
+        return versions_at(ctx, list(base.values()), data_timestamp, explain=False)
+    except ChangelakeError:
+        return {}
+
+
 def no_data_plans(
-    ctx: StatementContext,
     dts: Sequence[DynamicTableInfo],
     definitions: Mapping[int, Definition],
     data_timestamp: float,
+    base_versions: Mapping[int, int],
 ) -> list[RefreshPlan]:
     """The refreshes of ``dts`` (upstreams first, as their rows are now) at ``data_timestamp``
-    that are NO_DATA. The others are left to be planned one by one, after their upstreams."""
-    candidates = [
-        d
-        for d in dts
-        if d.frontiers is not None
-        and d.data_timestamp is not None
-        and d.data_timestamp < data_timestamp  # at T already: nothing to do; later: it lost
-    ]
-    base = {
-        t: info
-        for d in candidates
-        for t, info in definitions[d.table_id].tables.items()
-        if not info.is_dynamic()
-    }
-    try:
-        at = versions_at(ctx, list(base.values()), data_timestamp, explain=False)
-    except ChangelakeError:
-        return []  # a table it reads has no readable version at T: its own refresh says so
+    that are NO_DATA, given the versions at it of the base tables they read (``base_versions``,
+    by id). The others are left to be planned one by one, after their upstreams."""
     plans: dict[int, RefreshPlan] = {}
-    for dyn in candidates:
+    for dyn in dts:
+        if dyn.data_timestamp is None or dyn.data_timestamp >= data_timestamp:
+            continue  # never refreshed; or at T already (nothing to do), or later (it lost)
         definition = definitions[dyn.table_id]
-        ends = {t: at[t] for t in definition.tables if t in at}
+        ends = {t: base_versions[t] for t in definition.tables if t in base_versions}
         ends |= {t: plans[t].dt.info.current_version for t in definition.tables if t in plans}
         if len(ends) == len(definition.tables) and unchanged(dyn, definition, ends):
             versions = {t: (info, ends[t], ends[t]) for t, info in definition.tables.items()}

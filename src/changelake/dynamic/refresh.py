@@ -126,18 +126,26 @@ def version_at(ctx: StatementContext, info: TableInfo, data_timestamp: float) ->
 
 
 def versions_at(
-    ctx: StatementContext, infos: Sequence[TableInfo], data_timestamp: float, *, explain: bool
+    ctx: StatementContext,
+    infos: Sequence[TableInfo],
+    data_timestamp: float,
+    *,
+    explain: bool,
+    known: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
-    """``version_at`` of each table (by id), the base tables' asked of the catalog at once; for
-    ``explain``, dynamic tables as they are now."""
+    """``version_at`` of each table (by id), the base tables' asked of the catalog at once
+    (those in ``known``, read already at this data timestamp, not again); for ``explain``,
+    dynamic tables as they are now."""
     dynamic = [i for i in infos if i.is_dynamic()]
     ends = {
         i.table_id: ctx.read_version(i) if explain else version_at(ctx, i, data_timestamp)
         for i in dynamic
     }
+    known = known or {}
+    ends |= {i.table_id: known[i.table_id] for i in infos if i.table_id in known}
     when = dt.datetime.fromtimestamp(data_timestamp).isoformat(sep=" ")
     point = Point(PointKind.TIMESTAMP, data_timestamp, text=repr(when))
-    ends |= resolve_all(ctx, [i for i in infos if not i.is_dynamic()], point)
+    ends |= resolve_all(ctx, [i for i in infos if i.table_id not in ends], point)
     return {i.table_id: ends[i.table_id] for i in infos}
 
 
@@ -148,16 +156,18 @@ def plan_refresh(
     data_timestamp: float,
     *,
     explain: bool = False,
+    known: Mapping[int, int] | None = None,
 ) -> RefreshPlan:
     """The refresh of ``dyn``, its query defined as ``definition``, at ``data_timestamp`` (its
     upstreams refreshed at it already; for ``explain``, upstream dynamic tables as they are
-    now)."""
+    now); ``known``: the versions at it of base tables, read already for the round."""
     if dyn.data_timestamp is not None and dyn.data_timestamp > data_timestamp:
         raise ConflictError(
             f"Dynamic table {dyn.name} was refreshed to a later point than this refresh's;"
             " nothing was written."
         )
-    ends = versions_at(ctx, list(definition.tables.values()), data_timestamp, explain=explain)
+    infos = list(definition.tables.values())
+    ends = versions_at(ctx, infos, data_timestamp, explain=explain, known=known)
     frontiers = dict(dyn.frontiers or ())
     versions = {
         t: (info, frontiers.get(t, ends[t]), ends[t]) for t, info in definition.tables.items()
