@@ -14,6 +14,8 @@ import changelake
 from changelake.catalog.requests import CommitRequest, LeaseHeld
 from changelake.dynamic.dag import refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
+from changelake.scheduling.scheduler import Scheduler, SchedulerSettings
+from changelake.sql.execute import run_task_body
 from changelake.storage.env import Env
 from changelake.txn.context import StatementContext
 
@@ -164,3 +166,15 @@ def test_a_zombie_scheduler_writes_no_no_data_round(dag, clock):
     ids = sorted(dag.catalog.table(n).table_id for n in DAG)
     assert done.refreshed == [] and sorted(done.lost) == ids
     assert {n: _last(dag, n).refresh_id for n in DAG} == before
+
+
+def test_a_scheduled_no_data_round_makes_no_call_into_the_jvm(dag, clock):
+    env = Env.of(dag.catalog, clock, dag.spark, dag.warehouse)
+    scheduler = Scheduler(dag.catalog, clock, lambda: env, run_task_body, SchedulerSettings())
+    for _ in range(2):  # the first round sets the thread's scheduler pool
+        clock.advance(seconds=13 * 3600)  # d3 is due: past half its lag of a day
+        with counted(dag) as costs:
+            done = scheduler.step()
+        assert done is not None and [o.name for o in done.refreshed] == list(DAG)
+    assert {_last(dag, n).record.action for n in DAG} == {"NO_DATA"}
+    assert (costs.py4j, costs.jobs) == (0, 0)
