@@ -22,7 +22,7 @@ from changelake.txn.context import StatementContext
 # A NO_DATA refresh of the 3-level DAG, warm (at most): catalog queries (SELECT, INSERT, UPDATE,
 # DELETE, as tests/sql/test_statement_costs.py counts them) and catalog commits. No Spark job
 # and no py4j call at all: the statement's result is made when it is first read.
-CATALOG_QUERIES = 21
+CATALOG_QUERIES = 19
 COMMITS = 1
 
 DAG = {

@@ -195,28 +195,31 @@ def reached(conn: Connection, table_id: int, r: RefreshRecord) -> None:
 
 def record(
     conn: Connection,
-    table_id: int,
-    r: RefreshRecord,
+    refreshes: Sequence[tuple[int, RefreshRecord, int | None]],
     *,
     ended_at: float,
-    version: int | None,
     commit_number: int,
 ) -> None:
+    """History rows of ``refreshes`` (table id, record, the version it left), in one statement."""
     conn.execute(
-        t.dt_refreshes.insert().values(
-            table_id=table_id,
-            action=r.action,
-            state=r.state,
-            trigger=r.trigger,
-            data_timestamp=r.data_timestamp,
-            started_at=r.started_at,
-            ended_at=ended_at,
-            rows_inserted=r.rows_inserted,
-            rows_deleted=r.rows_deleted,
-            rows_updated=r.rows_updated,
-            spark_jobs=r.spark_jobs,
-            error=r.error,
-            version=version,
-            commit_number=commit_number,
-        )
+        t.dt_refreshes.insert(),
+        [
+            dict(
+                table_id=table_id,
+                action=r.action,
+                state=r.state,
+                trigger=r.trigger,
+                data_timestamp=r.data_timestamp,
+                started_at=r.started_at,
+                ended_at=ended_at,
+                rows_inserted=r.rows_inserted,
+                rows_deleted=r.rows_deleted,
+                rows_updated=r.rows_updated,
+                spark_jobs=r.spark_jobs,
+                error=r.error,
+                version=version,
+                commit_number=commit_number,
+            )
+            for table_id, r, version in refreshes
+        ],
     )
