@@ -1,10 +1,11 @@
-"""A NO_DATA refresh of a 3-level DAG of dynamic tables (issue 23 item 10: <= 50 ms, 0 Spark
-jobs): nothing the DAG reads changed, so each refresh is catalog metadata only.
+"""A NO_DATA refresh of a 3-level DAG of dynamic tables (issue 40 item 3: <= 15 ms, 0 Spark
+jobs; issue 23 item 10 asked 50 ms): nothing the DAG reads changed, so the round is catalog
+metadata only, decided from one read and committed as one (dynamic/nodata.py).
 
 The DAG: a filter over the base table, a GROUP BY over it, a filter over that. Each repetition
 commits to another table (the clock moves; the DAG's sources do not), then times ALTER DYNAMIC
 TABLE <top> REFRESH, which refreshes all three at one data timestamp. The figure compared
-against is the target, 50 ms (a constant: there is no baseline run), and the Spark jobs the
+against is the target, 15 ms (a constant: there is no baseline run), and the Spark jobs the
 refresh ran (from its history rows) must be 0.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 from bench.harness import Context, Result, median_of
 
 NAME = "dynamic_nodata"
-TARGET_S = 0.050
+TARGET_S = 0.015
 
 
 def run(ctx: Context) -> Result:
@@ -55,9 +56,9 @@ def run(ctx: Context) -> Result:
         f" {rows}-row table: ALTER DYNAMIC TABLE top REFRESH",
         changelake_s=median,
         baseline_s=TARGET_S,
-        baseline="the target, 50 ms (a constant)",
+        baseline=f"the target, {TARGET_S * 1000:.0f} ms (a constant)",
         ratio=median / TARGET_S,
-        ratio_meaning="refresh time / 50 ms",
+        ratio_meaning=f"refresh time / {TARGET_S * 1000:.0f} ms",
         target="<= 1.0 (and 0 Spark jobs)",
         met=median <= TARGET_S and max(jobs) == 0,
         rows=rows,

@@ -36,22 +36,25 @@ def _alter(state: CommitState, u: AlterDynamicTable) -> None:
 def record_history(state: CommitState) -> None:
     """Write the history rows of the refreshes this commit recorded (after its stamp)."""
     assert state.stamp is not None
-    for table_id, refresh in state.refreshes:
+    if not state.refreshes:
+        return
+    versions = {}
+    for table_id, _ in state.refreshes:
         made = state.versions.get(table_id)
-        version = made[-1] if made else state.lock(table_id).current_version
-        dynamic_repo.record(
-            state.conn,
-            table_id,
-            refresh,
-            ended_at=state.stamp.committed_at,
-            version=version,
-            commit_number=state.stamp.commit_number,
-        )
+        versions[table_id] = made[-1] if made else state.lock(table_id).current_version
+    dynamic_repo.record(
+        state.conn,
+        [(table_id, refresh, versions[table_id]) for table_id, refresh in state.refreshes],
+        ended_at=state.stamp.committed_at,
+        commit_number=state.stamp.commit_number,
+    )
 
 
 def _refreshed_from(state: CommitState, r: RefreshedFrom) -> None:
     state.lock(r.table_id)  # raises if the table was dropped or replaced
-    dynamic_repo.check_frontiers(state.conn, r.table_id, r.name, r.frontiers)
+    dynamic_repo.check_refreshed_from(
+        state.conn, r.table_id, r.name, r.frontiers, data_timestamp=r.data_timestamp
+    )
 
 
 APPLY: dict[type, Callable[[CommitState, Any], None]] = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Connection, select
@@ -65,6 +66,11 @@ def by_id(conn: Connection, table_id: int) -> DynamicTableInfo | None:
     return None if row is None else _info(row)
 
 
+def by_ids(conn: Connection, table_ids: Sequence[int]) -> dict[int, DynamicTableInfo]:
+    rows = conn.execute(_live().where(_T.table_id.in_(sorted(set(table_ids)))))
+    return {r.table_id: _info(r) for r in rows}
+
+
 def list_live(conn: Connection) -> list[DynamicTableInfo]:
     return [_info(r) for r in conn.execute(_live().order_by(_T.name))]
 
@@ -123,12 +129,24 @@ def history(
 # -- requirements and updates ---------------------------------------------------------------------
 
 
-def check_frontiers(
-    conn: Connection, table_id: int, name: str, expected: tuple[tuple[int, int], ...] | None
+def check_refreshed_from(
+    conn: Connection,
+    table_id: int,
+    name: str,
+    frontiers: tuple[tuple[int, int], ...] | None,
+    *,
+    data_timestamp: float | None,
 ) -> None:
-    """Refuse a refresh that started from frontiers another refresh has moved since."""
-    found = conn.execute(select(_DT.frontiers).where(_DT.table_id == table_id)).first()
-    if found is None or _frontiers(found.frontiers) != expected:
+    """Refuse a refresh that started from frontiers or a data timestamp another refresh has
+    moved since."""
+    found = conn.execute(
+        select(_DT.frontiers, _DT.data_timestamp).where(_DT.table_id == table_id)
+    ).first()
+    if (
+        found is None
+        or _frontiers(found.frontiers) != frontiers
+        or found.data_timestamp != data_timestamp
+    ):
         raise ConflictError(
             f"Dynamic table {name} was refreshed (or replaced) by another refresh while this one"
             " ran; nothing was written. Its contents are up to date as of that refresh; refresh"
@@ -177,28 +195,31 @@ def reached(conn: Connection, table_id: int, r: RefreshRecord) -> None:
 
 def record(
     conn: Connection,
-    table_id: int,
-    r: RefreshRecord,
+    refreshes: Sequence[tuple[int, RefreshRecord, int | None]],
     *,
     ended_at: float,
-    version: int | None,
     commit_number: int,
 ) -> None:
+    """History rows of ``refreshes`` (table id, record, the version it left), in one statement."""
     conn.execute(
-        t.dt_refreshes.insert().values(
-            table_id=table_id,
-            action=r.action,
-            state=r.state,
-            trigger=r.trigger,
-            data_timestamp=r.data_timestamp,
-            started_at=r.started_at,
-            ended_at=ended_at,
-            rows_inserted=r.rows_inserted,
-            rows_deleted=r.rows_deleted,
-            rows_updated=r.rows_updated,
-            spark_jobs=r.spark_jobs,
-            error=r.error,
-            version=version,
-            commit_number=commit_number,
-        )
+        t.dt_refreshes.insert(),
+        [
+            dict(
+                table_id=table_id,
+                action=r.action,
+                state=r.state,
+                trigger=r.trigger,
+                data_timestamp=r.data_timestamp,
+                started_at=r.started_at,
+                ended_at=ended_at,
+                rows_inserted=r.rows_inserted,
+                rows_deleted=r.rows_deleted,
+                rows_updated=r.rows_updated,
+                spark_jobs=r.spark_jobs,
+                error=r.error,
+                version=version,
+                commit_number=commit_number,
+            )
+            for table_id, r, version in refreshes
+        ],
     )

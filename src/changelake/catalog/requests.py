@@ -394,12 +394,14 @@ class FollowedFrom:
 
 @dataclass(frozen=True)
 class RefreshedFrom:
-    """The dynamic table is live and its frontiers are still ``frontiers`` (else ConflictError):
-    no other refresh committed while this one ran."""
+    """The dynamic table is live and its refreshes are still where this one started from, its
+    frontiers ``frontiers`` and its data timestamp ``data_timestamp`` (else ConflictError): no
+    other refresh committed while this one ran (a NO_DATA one moves only the data timestamp)."""
 
     table_id: int
     name: str
     frontiers: tuple[tuple[int, int], ...] | None
+    data_timestamp: float | None
 
 
 @dataclass(frozen=True)

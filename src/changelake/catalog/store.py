@@ -312,6 +312,13 @@ class Catalog:
         with reading(self.engine) as conn:
             return dynamic_repo.by_id(conn, table_id)
 
+    def dynamic_tables_by_id(self, table_ids: Sequence[int]) -> dict[int, DynamicTableInfo]:
+        """The live dynamic tables among ``table_ids``, by id, in one query."""
+        if not table_ids:
+            return {}
+        with reading(self.engine) as conn:
+            return dynamic_repo.by_ids(conn, table_ids)
+
     def list_dynamic_tables(self) -> list[DynamicTableInfo]:
         with reading(self.engine) as conn:
             return dynamic_repo.list_live(conn)

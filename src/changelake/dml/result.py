@@ -7,6 +7,7 @@ from dataclasses import astuple, dataclass
 from pyspark.sql import DataFrame, SparkSession
 
 from changelake.storage.local import local_dataframe
+from changelake.storage.spark_private import deferred_frame
 
 RESULT_COLUMNS = (
     ("statement_id", "string"),
@@ -32,4 +33,6 @@ class StatementResult:
     message: str = ""
 
     def to_dataframe(self, spark: SparkSession) -> DataFrame:
-        return local_dataframe(spark, [astuple(self)], RESULT_COLUMNS)
+        """The result as a one-row DataFrame, made when it is first used (often never)."""
+        row = astuple(self)
+        return deferred_frame(spark, lambda: local_dataframe(spark, [row], RESULT_COLUMNS))

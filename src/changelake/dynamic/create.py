@@ -226,7 +226,7 @@ def alter_dynamic_table(
     """ALTER DYNAMIC TABLE name REFRESH | SUSPEND | RESUME | SET ..."""
     dyn = dynamic_table(ctx, name)
     if action == "REFRESH":
-        outcomes = refresh_with_upstreams(ctx, env, dyn.name)
+        outcomes = refresh_with_upstreams(ctx, env, dyn)
         mine = outcomes[-1]
         r = mine.record
         return StatementResult(

@@ -10,7 +10,7 @@ with another refresh of the same table records nothing: the other refresh is the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from changelake.catalog.alters import AlterDynamicTable
@@ -27,8 +27,15 @@ from changelake.catalog.requests import (
     Requirement,
     Update,
 )
-from changelake.dynamic.definition import Definition, define
-from changelake.dynamic.refresh import Outcome, data_timestamp_now, plan_refresh, run_refresh
+from changelake.dynamic.definition import Definition, define_all
+from changelake.dynamic.nodata import base_versions_at, no_data_plans, run_no_data
+from changelake.dynamic.refresh import (
+    Outcome,
+    RefreshPlan,
+    data_timestamp_now,
+    plan_refresh,
+    run_refresh,
+)
 from changelake.errors import (
     ChangelakeError,
     ConflictError,
@@ -59,23 +66,58 @@ def in_order(
     ctx: StatementContext, roots: Sequence[DynamicTableInfo]
 ) -> tuple[list[DynamicTableInfo], dict[int, Definition]]:
     """``roots`` and their upstreams (the dynamic tables their queries read, directly or through
-    views), transitively, each after those it reads; and each one's query as defined now."""
-    order: list[DynamicTableInfo] = []
+    views), transitively, each after those it reads, as their rows are now; and each one's query
+    as defined now. Which tables those are follows from the catalog's definitions alone, so it is
+    kept per definitions token (txn/definitions.py): then their rows are one query and their
+    queries' tables another (plan/kept.py)."""
+    kept = ctx.catalog.definitions()
+    key = ("dynamic tables in order", tuple(d.table_id for d in roots))
+    ids = None if kept is None else kept.get(key)
+    if ids is not None:
+        found = ctx.catalog.dynamic_tables_by_id(ids)
+        if len(found) == len(ids):  # else one was dropped meanwhile
+            order = [found[t] for t in ids]
+            return order, dict(zip(ids, define_all(ctx, _queries(order)), strict=True))
+    order, definitions = _discovered(ctx, roots)
+    if kept is not None:
+        kept.put(key, tuple(d.table_id for d in order))
+    return order, definitions
+
+
+def _discovered(
+    ctx: StatementContext, roots: Sequence[DynamicTableInfo]
+) -> tuple[list[DynamicTableInfo], dict[int, Definition]]:
+    """``in_order`` read a level of upstreams at a time: their rows in one query, their queries'
+    tables in one."""
+    found = ctx.catalog.dynamic_tables_by_id([d.table_id for d in roots])
     definitions: dict[int, Definition] = {}
+    level = list(found.values())
+    while level:
+        ids = [d.table_id for d in level]
+        definitions.update(zip(ids, define_all(ctx, _queries(level)), strict=True))
+        wanted = {u for d in level for u in upstreams(definitions[d.table_id]) if u not in found}
+        level = list(ctx.catalog.dynamic_tables_by_id(sorted(wanted)).values())
+        found |= {d.table_id: d for d in level}
+    order: list[DynamicTableInfo] = []
+    placed: set[int] = set()
 
     def visit(d: DynamicTableInfo) -> None:
-        if d.table_id in definitions:
+        if d.table_id in placed:
             return
-        definitions[d.table_id] = found = define(ctx, d.definition.sql, f"dynamic table {d.name}")
-        for upstream in upstreams(found):
-            dyn = ctx.catalog.dynamic_table_by_id(upstream)
-            if dyn is not None:
-                visit(dyn)
+        placed.add(d.table_id)
+        for upstream in upstreams(definitions[d.table_id]):
+            if upstream in found:  # else dropped meanwhile
+                visit(found[upstream])
         order.append(d)
 
     for root in roots:
-        visit(root)
+        if root.table_id in found:  # else dropped meanwhile
+            visit(found[root.table_id])
     return order, definitions
+
+
+def _queries(dts: Sequence[DynamicTableInfo]) -> list[tuple[str, str]]:
+    return [(d.definition.sql, f"dynamic table {d.name}") for d in dts]
 
 
 def upstreams(definition: Definition) -> list[int]:
@@ -106,11 +148,28 @@ def refresh_round(
     statement_id: str | None = None,
 ) -> Round:
     """Refresh ``roots`` and their upstreams at ``data_timestamp``, each once; with
-    ``skip_suspended`` (the scheduler), a suspended one and those that read it are not. Every
-    refresh commits as statement ``statement_id`` (None: each as one of its own)."""
-    order, definitions = in_order(ctx, roots)
+    ``skip_suspended`` (the scheduler), a suspended one and those that read it are not. The
+    NO_DATA refreshes are decided first, from one read, and commit as one (nodata.py); the others
+    run one by one, upstreams first. Every refresh commits as statement ``statement_id`` (None:
+    each as one of its own)."""
+    order, definitions = in_order(ctx, roots)  # their rows as they are at T
+    started = ctx.now()
+    known = base_versions_at(ctx, definitions.values(), data_timestamp)
     done = Round(data_timestamp, [], {}, [])
+    suspended = SchedulingState.SUSPENDED
+    live = [d for d in order if not (skip_suspended and d.scheduling_state == suspended)]
+    done.refreshed += _no_data(
+        ctx,
+        no_data_plans(live, definitions, data_timestamp, known),
+        started_at=started,
+        trigger=trigger,
+        requirements=requirements,
+        statement_id=statement_id,
+    )
+    committed = {o.table_id for o in done.refreshed}
     for dyn in order:
+        if dyn.table_id in committed:
+            continue
         current = ctx.catalog.dynamic_table_by_id(dyn.table_id)
         if current is None:
             continue  # dropped meanwhile
@@ -146,26 +205,54 @@ def refresh_round(
                     requirements=requirements,
                     suspend_after=suspend_after,
                     statement_id=statement_id,
+                    known=known,
                 )
             )
         except ConflictError:
             done.lost.append(dyn.table_id)
         except ChangelakeError as e:
             done.failed[dyn.table_id] = e
+    position = {d.table_id: i for i, d in enumerate(order)}
+    done.refreshed.sort(key=lambda o: position[o.table_id])
     return done
+
+
+def _no_data(
+    ctx: StatementContext,
+    plans: list[RefreshPlan],
+    *,
+    started_at: float,
+    trigger: Callable[[DynamicTableInfo], str],
+    requirements: tuple[Requirement, ...],
+    statement_id: str | None,
+) -> list[Outcome]:
+    """The round's NO_DATA refreshes ``plans``, committed as one (nodata.py); none if another
+    refresh got to one of them first (each is then refreshed on its own, which tells which)."""
+    if not plans:
+        return []
+    try:
+        return run_no_data(
+            ctx,
+            plans,
+            trigger=trigger,
+            started_at=started_at,
+            requirements=requirements,
+            statement_id=statement_id,
+        )
+    except ConflictError:
+        return []
 
 
 def refresh_with_upstreams(
     ctx: StatementContext,
     env: Env,
-    name: str,
+    target: DynamicTableInfo,
     *,
     trigger: str = "MANUAL",
 ) -> list[Outcome]:
-    """Refresh dynamic table ``name`` now, its upstreams first at the same data timestamp, all
-    as the statement of ``ctx``. Raises the refresh's error if it or an upstream failed."""
-    ctx.require_no_transaction(f"ALTER DYNAMIC TABLE {name} REFRESH")
-    target = dynamic_table(ctx, name)
+    """Refresh dynamic table ``target`` now, its upstreams first at the same data timestamp,
+    all as the statement of ``ctx``. Raises the refresh's error if it or an upstream failed."""
+    ctx.require_no_transaction(f"ALTER DYNAMIC TABLE {target.name} REFRESH")
     for attempt in range(_RETRIES):
         done = refresh_round(
             ctx,
@@ -198,14 +285,26 @@ def refresh_one(
     requirements: tuple[Requirement, ...] = (),
     suspend_after: int | None = None,
     statement_id: str | None = None,
+    known: Mapping[int, int] | None = None,
 ) -> Outcome:
     """Refresh ``dyn`` at ``data_timestamp`` with its query as ``definition`` (defined at the
-    start of the round); a failure goes into its history, then raises."""
+    start of the round; ``known``: the versions at it of base tables, read for the round); a
+    failure goes into its history, then raises."""
     started = ctx.now()
     action = RefreshAction.FULL
     try:
-        plan = plan_refresh(ctx, dyn, definition, data_timestamp)
+        plan = plan_refresh(ctx, dyn, definition, data_timestamp, known=known)
         action = plan.action
+        if action == RefreshAction.NO_DATA:
+            (done,) = run_no_data(
+                ctx,
+                [plan],
+                trigger=lambda _: trigger,
+                started_at=started,
+                requirements=requirements,
+                statement_id=statement_id,
+            )
+            return done
         return run_refresh(
             ctx,
             env,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from types import MappingProxyType
 
 from sqlglot import exp
@@ -16,7 +17,7 @@ from changelake.dialect import parse_one
 from changelake.errors import InvalidStatementError, TableNotFoundError, UnsupportedError
 from changelake.plan.definition import query_definition, view_tree
 from changelake.plan.ir import Node, scans
-from changelake.plan.kept import Bound, kept
+from changelake.plan.kept import Bound, kept_all
 from changelake.txn.context import StatementContext
 
 
@@ -37,7 +38,16 @@ class Definition:
 def define(ctx: StatementContext, sql: str, about: str) -> Definition:
     """The definition of query ``sql`` over the catalog as it is now (bound once per
     definitions token, plan/kept.py); errors and the refusal name ``about``."""
-    return kept(ctx, ("query", sql, about), lambda: _bind(ctx, sql, about), _rebind)
+    return define_all(ctx, [(sql, about)])[0]
+
+
+def define_all(ctx: StatementContext, queries: Sequence[tuple[str, str]]) -> list[Definition]:
+    """``define`` of each (sql, about), those kept rebound with one read of their tables."""
+    return kept_all(
+        ctx,
+        [(("query", sql, about), partial(_bind, ctx, sql, about)) for sql, about in queries],
+        _rebind,
+    )
 
 
 def _bind(ctx: StatementContext, sql: str, about: str) -> Bound[Definition]:

@@ -17,7 +17,7 @@ replaced, a table it reads was replaced, or their history left retention).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -37,7 +37,7 @@ from changelake.catalog.requests import (
     Requirement,
     Update,
 )
-from changelake.catalog.writes import TableWrite, WriteKind, write_request
+from changelake.catalog.writes import TableWrite, write_request
 from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.changes.plan import Information
 from changelake.dml.common import Target
@@ -127,18 +127,26 @@ def version_at(ctx: StatementContext, info: TableInfo, data_timestamp: float) ->
 
 
 def versions_at(
-    ctx: StatementContext, infos: Sequence[TableInfo], data_timestamp: float, *, explain: bool
+    ctx: StatementContext,
+    infos: Sequence[TableInfo],
+    data_timestamp: float,
+    *,
+    explain: bool,
+    known: Mapping[int, int] | None = None,
 ) -> dict[int, int]:
-    """``version_at`` of each table (by id), the base tables' asked of the catalog at once; for
-    ``explain``, dynamic tables as they are now."""
+    """``version_at`` of each table (by id), the base tables' asked of the catalog at once
+    (those in ``known``, read already at this data timestamp, not again); for ``explain``,
+    dynamic tables as they are now."""
     dynamic = [i for i in infos if i.is_dynamic()]
     ends = {
         i.table_id: ctx.read_version(i) if explain else version_at(ctx, i, data_timestamp)
         for i in dynamic
     }
+    known = known or {}
+    ends |= {i.table_id: known[i.table_id] for i in infos if i.table_id in known}
     when = dt.datetime.fromtimestamp(data_timestamp).isoformat(sep=" ")
     point = Point(PointKind.TIMESTAMP, data_timestamp, text=repr(when))
-    ends |= resolve_all(ctx, [i for i in infos if not i.is_dynamic()], point)
+    ends |= resolve_all(ctx, [i for i in infos if i.table_id not in ends], point)
     return {i.table_id: ends[i.table_id] for i in infos}
 
 
@@ -149,22 +157,38 @@ def plan_refresh(
     data_timestamp: float,
     *,
     explain: bool = False,
+    known: Mapping[int, int] | None = None,
 ) -> RefreshPlan:
     """The refresh of ``dyn``, its query defined as ``definition``, at ``data_timestamp`` (its
     upstreams refreshed at it already; for ``explain``, upstream dynamic tables as they are
-    now)."""
+    now); ``known``: the versions at it of base tables, read already for the round."""
     if dyn.data_timestamp is not None and dyn.data_timestamp > data_timestamp:
         raise ConflictError(
             f"Dynamic table {dyn.name} was refreshed to a later point than this refresh's;"
             " nothing was written."
         )
-    ends = versions_at(ctx, list(definition.tables.values()), data_timestamp, explain=explain)
+    infos = list(definition.tables.values())
+    ends = versions_at(ctx, infos, data_timestamp, explain=explain, known=known)
     frontiers = dict(dyn.frontiers or ())
     versions = {
         t: (info, frontiers.get(t, ends[t]), ends[t]) for t, info in definition.tables.items()
     }
     action, reason = _action(ctx, dyn, definition, frontiers, ends)
     return RefreshPlan(dyn, definition, action, reason, data_timestamp, versions)
+
+
+UNCHANGED = "no table it reads changed since its last refresh"
+
+
+def unchanged(dyn: DynamicTableInfo, definition: Definition, ends: Mapping[int, int]) -> bool:
+    """Whether every table ``definition`` reads is at T (``ends``: its version at T, by id)
+    where ``dyn``'s last refresh left it, with the query as it was then: a NO_DATA refresh."""
+    return (
+        dyn.frontiers is not None
+        and definition.fingerprint == dyn.definition.fingerprint
+        and bool(definition.tables)
+        and dict(dyn.frontiers) == dict(ends)
+    )
 
 
 def _action(
@@ -195,8 +219,8 @@ def _action(
                 RefreshAction.REINITIALIZE,
                 f"the history of {definition.tables[t].name} since its last refresh left retention",
             )
-    if all(ends[t] == start for t, start in frontiers.items()) and definition.tables:
-        return RefreshAction.NO_DATA, "no table it reads changed since its last refresh"
+    if unchanged(dyn, definition, ends):
+        return RefreshAction.NO_DATA, UNCHANGED
     if dyn.definition.effective_mode == RefreshMode.FULL:
         return RefreshAction.FULL, dyn.definition.mode_reason
     return RefreshAction.INCREMENTAL, "its query's changes since the last refresh"
@@ -215,20 +239,20 @@ def run_refresh(
     """Run ``plan`` and commit it, also requiring ``requirements`` (the scheduler's lease);
     raises, and commits nothing, if it fails or lost a race. The commit belongs to statement
     ``statement_id`` (the ALTER ... REFRESH that ran it, so AT (STATEMENT => ...) finds it);
-    None, a scheduled refresh, gets an id of its own."""
+    None, a scheduled refresh, gets an id of its own. A NO_DATA plan commits with its round's
+    others (``nodata.run_no_data``)."""
+    assert plan.action != RefreshAction.NO_DATA, plan
     dyn = plan.dt
     write_id = new_statement_id()  # the files' directories: one statement may run several
     table_id, name, since = dyn.table_id, dyn.name, dyn.info.current_version
-    applied, jobs = TableWrite(table_id, name, since, WriteKind.CHANGE), 0
-    if plan.action != RefreshAction.NO_DATA:  # which writes nothing, needs no stored file
-        target = Target(dyn.info, ctx.state(dyn.info, since))
-        with counted_jobs(env.spark, f"refresh of dynamic table {dyn.name}") as count:
-            try:  # first as if no group needs a recompute: one plan, no job to count them
-                applied = _applied(ctx, env, plan, target, write_id, optimistic=True)
-            except Unresolved:
-                write_id = new_statement_id()
-                applied = _applied(ctx, env, plan, target, write_id, optimistic=False)
-            jobs = count()
+    target = Target(dyn.info, ctx.state(dyn.info, since))
+    with counted_jobs(env.spark, f"refresh of dynamic table {dyn.name}") as count:
+        try:  # first as if no group needs a recompute: one plan, no job to count them
+            applied = _applied(ctx, env, plan, target, write_id, optimistic=True)
+        except Unresolved:
+            write_id = new_statement_id()
+            applied = _applied(ctx, env, plan, target, write_id, optimistic=False)
+        jobs = count()
     record = RefreshRecord(
         action=plan.action,
         state=RefreshState.SUCCEEDED,
@@ -250,7 +274,10 @@ def run_refresh(
         f"REFRESH {plan.action}",
         [applied],
         updates=updates,
-        requirements=(*requirements, RefreshedFrom(table_id, name, dyn.frontiers)),
+        requirements=(
+            *requirements,
+            RefreshedFrom(table_id, name, dyn.frontiers, dyn.data_timestamp),
+        ),
     )
     result = ctx.catalog.commit([request], clock=ctx.clock)
     return Outcome(table_id, name, record, result.version_of(table_id) or since)

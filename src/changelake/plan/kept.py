@@ -12,7 +12,7 @@ afresh.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -51,27 +51,42 @@ def kept(
 ) -> T:
     """The definition ``bind`` makes, or the one kept under ``key`` for this statement's
     definitions, given to ``rebind`` with the tables as this statement reads them."""
+    return kept_all(ctx, [(key, bind)], rebind)[0]
+
+
+def kept_all(
+    ctx: StatementContext,
+    wanted: Sequence[tuple[Hashable, Callable[[], Bound[T]]]],
+    rebind: Callable[[T, dict[int, TableInfo]], T],
+) -> list[T]:
+    """``kept`` of each (key, bind) of ``wanted``, the tables of all those kept read in one
+    query (a round of dynamic tables rebinds its queries at once)."""
     definitions = ctx.catalog.definitions()
-    if definitions is not None:
-        found = definitions.get(key)
-        if found is not None:
-            tables = _tables_now(ctx, found)
-            if tables is not None:
-                return rebind(found.definition, tables)
-    bound = bind()
-    if definitions is not None:
-        definitions.put(key, bound)
-    return bound.definition
+    found = [None if definitions is None else definitions.get(key) for key, _ in wanted]
+    names = sorted({name for bound in found if bound is not None for name, _ in bound.tables})
+    named = ctx.catalog.find_tables(names) if names else {}
+    result = []
+    for (key, bind), bound in zip(wanted, found, strict=True):
+        tables = None if bound is None else _tables_now(ctx, bound, named)
+        if bound is not None and tables is not None:
+            result.append(rebind(bound.definition, tables))
+            continue
+        fresh = bind()
+        if definitions is not None:
+            definitions.put(key, fresh)
+        result.append(fresh.definition)
+    return result
 
 
-def _tables_now(ctx: StatementContext, bound: Bound) -> dict[int, TableInfo] | None:
-    """The tables of ``bound`` as this statement reads them, with the columns it bound kept for
-    the statement; None if a name now names another table."""
-    names = [name for name, _ in bound.tables]
-    found = ctx.catalog.find_tables(names) if names else {}
+def _tables_now(
+    ctx: StatementContext, bound: Bound, named: Mapping[str, TableInfo]
+) -> dict[int, TableInfo] | None:
+    """The tables of ``bound`` as this statement reads them (``named``: the live tables by
+    name), with the columns it bound kept for the statement; None if a name now names another
+    table."""
     tables: dict[int, TableInfo] = {}
     for name, table_id in bound.tables:
-        info = found.get(name)
+        info = named.get(name)
         if info is None or info.table_id != table_id:
             return None
         tables[table_id] = info

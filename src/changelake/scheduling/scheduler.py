@@ -79,6 +79,7 @@ class Scheduler:
         self._failures: dict[int, int] = {}
         self._followed: dict[int, float] = {}  # external table id -> when it was last followed
         self.graph_runs: list[GraphRun] = []  # the task graphs the last round ran
+        self._pool = threading.local()  # per thread: the (Spark, scheduler pool) it set last
 
     # -- rounds -------------------------------------------------------------------------------
 
@@ -167,9 +168,13 @@ class Scheduler:
 
     def _env(self, pool: str) -> Env:
         """Spark and the rest (started on first use), this thread's jobs in Spark scheduler
-        pool ``pool``: task runs and refreshes share the cores instead of queueing."""
+        pool ``pool``: task runs and refreshes share the cores instead of queueing. The pool is
+        a property of the thread, set when it changes (a call into the JVM: a round of NO_DATA
+        refreshes makes none)."""
         env = self._connect()
-        env.spark.sparkContext.setLocalProperty(_POOL, pool)
+        if getattr(self._pool, "set", None) != (env.spark, pool):
+            env.spark.sparkContext.setLocalProperty(_POOL, pool)
+            self._pool.set = (env.spark, pool)
         return env
 
     def _refresh(

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+from collections.abc import Callable
 from typing import Any
 
 from pyspark import SparkContext
@@ -137,6 +138,40 @@ def frame_of(spark: SparkSession, jdf: Any) -> DataFrame:
     from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
     return ClassicDataFrame(jdf, spark)
+
+
+def deferred_frame(spark: SparkSession, make: Callable[[], DataFrame]) -> DataFrame:
+    """The DataFrame ``make`` returns, made when it is first used (its rows, schema or plan).
+
+    What a non-query statement returns is a one-row DataFrame that is often never read, and
+    making one asks the JVM to parse and analyse a query (10-20 ms, more than a NO_DATA refresh
+    of a dynamic table costs). A classic PySpark DataFrame reaches its JVM Dataset only through
+    ``_jdf``; this subclass makes that on first access. The fallback, for Spark Connect (no
+    ``_jdf``) or a PySpark whose DataFrame is built otherwise, makes it at once.
+    """
+    if not _has_context(spark):
+        return make()
+    try:
+        return _deferred_frame_class()(spark, make)
+    except Exception:  # noqa: BLE001 - the constructor changed: no deferral
+        return make()
+
+
+@functools.cache
+def _deferred_frame_class() -> type:
+    from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
+
+    class DeferredFrame(ClassicDataFrame):
+        def __init__(self, spark: SparkSession, make: Callable[[], DataFrame]):
+            super().__init__(None, spark)  # type: ignore[arg-type]
+            del self.__dict__["_jdf"]  # so that the property below makes it
+            self._make = make
+
+        @functools.cached_property
+        def _jdf(self) -> Any:  # type: ignore[override]
+            return jvm_frame(self._make())
+
+    return DeferredFrame
 
 
 def jobs_in_group(spark: SparkSession, group: str) -> int:
