@@ -200,7 +200,9 @@ def maintained_delta(
         *[f"{quoted(n)} AS {quoted(_OLD + n)}" for n in stored_names],
         *[f"{c} AS {quoted(_OLD + c)}" for c in STORED],
     )
-    joined = partial.join(stored, f"_l.{VIEW_ROW_ID} = _r.{quoted(_OLD + ROW_KEY)}", "left")
+    on = f"_l.{VIEW_ROW_ID} = _r.{quoted(_OLD + ROW_KEY)}"
+    # the touched groups are hashed, the stored rows stream past them (no sort of the table)
+    joined = partial.join(stored, on, "left", hint="SHUFFLE_HASH(_l)")
     now = combined(m.shape, m.types, _OLD)
     types = {c.name: c.type for c in schema.state}
     keep = now.state["_cl_n"] > 0 if agg.keys else S.lit(True)
