@@ -84,10 +84,29 @@ def maintained(
     ends: Ends,
 ) -> Maintained | None:
     """How ``definition``'s query is maintained from state, or None if it is not (its types
-    are found by analysing the aggregate's input at ``ends``: no Spark job)."""
+    are found by analysing the aggregate's input at ``ends``: no Spark job; kept per
+    definitions token, as the query's binding is: the types follow from the tables' columns)."""
     shape = shape_of(definition.tree) if definition.tree is not None else None
     if shape is None:
         return None
+    definitions = ctx.catalog.definitions()
+    key = ("maintained types", definition.sql)
+    found = definitions.get(key) if definitions is not None else None
+    if found is None:
+        found = _types(ctx, env, shape, ends)
+        if definitions is not None:
+            definitions.put(key, found)
+    types, value_types = found
+    if refusal(shape, types) is not None:
+        return None
+    return Maintained(shape, types, value_types, tuple(state_names(shape, types)))
+
+
+def _types(
+    ctx: StatementContext, env: Env, shape: Shape, ends: Ends
+) -> tuple[dict[int, DataType], dict[str, DataType]]:
+    """The types of ``shape``'s aggregate arguments (by measure index) and values (by column
+    id), from an analysis of its input at ``ends``."""
     agg = shape.aggregate
     # one analysis gives the arguments' types (first(x) has x's) and the values' types
     arguments = [f"first({m.argument}) AS _cl_arg{m.index}" for m in shape.measures if m.argument]
@@ -101,10 +120,8 @@ def maintained(
         typed = Relation.query(f"SELECT {', '.join(items)} FROM {{p}} AS _p", [], p=probe)
         fields = typed.frame(env.spark).schema.fields
     types = {int(f.name[7:]): f.dataType for f in fields if f.name.startswith("_cl_arg")}
-    if refusal(shape, types) is not None:
-        return None
     value_types = {f.name: f.dataType for f in fields if not f.name.startswith("_cl_arg")}
-    return Maintained(shape, types, value_types, tuple(state_names(shape, types)))
+    return types, value_types
 
 
 def stored_state(m: Maintained | None, schema: TableSchema) -> Maintained | None:
