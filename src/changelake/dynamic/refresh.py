@@ -248,10 +248,10 @@ def run_refresh(
     target = Target(dyn.info, ctx.state(dyn.info, since))
     with counted_jobs(env.spark, f"refresh of dynamic table {dyn.name}") as count:
         try:  # first as if no group needs a recompute: one plan, no job to count them
-            applied = _applied(ctx, env, plan, target, write_id, optimistic=True)
+            applied = _written(ctx, env, plan, target, write_id, optimistic=True)
         except Unresolved:
             write_id = new_statement_id()
-            applied = _applied(ctx, env, plan, target, write_id, optimistic=False)
+            applied = _written(ctx, env, plan, target, write_id, optimistic=False)
         jobs = count()
     record = RefreshRecord(
         action=plan.action,
@@ -283,7 +283,7 @@ def run_refresh(
     return Outcome(table_id, name, record, result.version_of(table_id) or since)
 
 
-def _applied(
+def _written(
     ctx: StatementContext,
     env: Env,
     plan: RefreshPlan,
