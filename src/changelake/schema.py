@@ -18,6 +18,12 @@ ROW_VERSION = "_cl_row_version"
 # A dynamic table's column holding each row's ROW_ID in its defining query: stored as a column of
 # the table (so writes, deletion-vector images and compaction keep it), never shown to users.
 ROW_KEY = "_cl_row_key"
+# The row key hashed by two algorithms (96 bits), written beside it in every data file of a table
+# with a row key (physical columns only: no table schema names them). A lookup of a few keys
+# among many stored rows compares these numbers instead of decoding and hashing every stored
+# key string (``dml.keyed``); two hashes, as a key collision would be one stored row taken for
+# another. (name, type, SQL function of the key)
+KEY_HASHES = (("_cl_key_h1", "bigint", "xxhash64"), ("_cl_key_h2", "int", "hash"))
 # A dynamic table that maintains an aggregate keeps per-group state in hidden columns named
 # ``_cl_<...>`` after its visible ones (``dynamic.measures``): the group's row count, sums and
 # counts of each aggregate. Like the row key they are never shown; unlike it they are not part of
@@ -152,6 +158,11 @@ class TableSchema:
     @property
     def next_column_id(self) -> int:
         return max((c.column_id for c in self.columns), default=0) + 1
+
+
+def key_hashes(key: str) -> list[str]:
+    """The ``KEY_HASHES`` of the row key ``key`` (SQL text), as SQL expressions in their order."""
+    return [f"{function}({key})" for _, _, function in KEY_HASHES]
 
 
 def quoted(name: str) -> str:

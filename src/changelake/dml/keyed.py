@@ -30,11 +30,11 @@ from changelake.changes.scan import PAIR_EVENTS
 from changelake.dml.common import SMALL_INPUT_ROWS, Target, record_deletes, small_input
 from changelake.dml.matches import persisted
 from changelake.errors import ConflictError
-from changelake.schema import ROW_KEY, quoted
+from changelake.schema import KEY_HASHES, ROW_KEY, key_hashes, quoted
 from changelake.storage import native
 from changelake.storage.observed import Counted
 from changelake.storage.relation import Relation
-from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, state_relation
+from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, key_hashed, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
 
@@ -161,24 +161,34 @@ def _addressed(
     """``delta`` with the address and identity of the stored row of its key on each DELETE and
     each update's INSERT (NULL where no stored row has the key: a DELETE then finds nothing);
     with ``lookup``, by broadcasting the delta's keys to the stored keys and the rows found back
-    (see ``apply_delta``)."""
-    stored = state_relation(spark, warehouse, target.state, identity=True)
+    (see ``apply_delta``), matched by the keys' ``KEY_HASHES`` where every file holds them."""
+    hashed = lookup and key_hashed(target.state.files)
+    stored = state_relation(spark, warehouse, target.state, identity=True, key_hashes=hashed)
     lacking = [c.name for c in target.state.schema.stored if c.name not in delta.columns]
-    keys = stored.select(f"{quoted(ROW_KEY)} AS {_KEY}", *STORED, *map(quoted, lacking))
+    # what a key is matched by: its hashes, stored beside it, or itself
+    matched: Callable[[str], list[str]] = key_hashes if hashed else lambda key: [key]
+    stored_keys = [quoted(n) for n, _, _ in KEY_HASHES] if hashed else [quoted(ROW_KEY)]
+    keys = stored.select(*_named(stored_keys), *STORED, *map(quoted, lacking))
     paired = f"(_l.{_ACTION} = 'DELETE' OR _l.{_ISUPDATE})"
     if lookup:
         wanted = delta.where(paired.replace("_l.", "")).select(
-            f"{quoted(METADATA_ROW_ID)} AS {_KEY}"
+            *_named(matched(quoted(METADATA_ROW_ID)))
         )
-        keys = keys.join(wanted, f"_l.{_KEY} = _r.{_KEY}", "left_semi", hint="BROADCAST(_r)")
+        same = " AND ".join(f"_l.{_KEY}{i} = _r.{_KEY}{i}" for i in range(len(stored_keys)))
+        keys = keys.join(wanted, same, "left_semi", hint="BROADCAST(_r)")
     columns = [f"_l.{quoted(c)}" for c in delta.columns]
     columns += [f"CASE WHEN {paired} THEN _r.{c} END AS {c}" for c in STORED]
     # a state column the delta lacks: a DELETE's before-image takes the stored value
     columns += [
         f"CASE WHEN _l.{_ACTION} = 'DELETE' THEN _r.{quoted(c)} END AS {quoted(c)}" for c in lacking
     ]
-    on = f"_l.{quoted(METADATA_ROW_ID)} = _r.{_KEY}"
+    own = matched(f"_l.{quoted(METADATA_ROW_ID)}")
+    on = " AND ".join(f"{v} = _r.{_KEY}{i}" for i, v in enumerate(own))
     return delta.join(keys, on, "left", columns=columns, hint="BROADCAST(_r)" if lookup else "")
+
+
+def _named(keys: list[str]) -> list[str]:
+    return [f"{k} AS {_KEY}{i}" for i, k in enumerate(keys)]
 
 
 def _not_held(target: Target, found: str) -> ConflictError:

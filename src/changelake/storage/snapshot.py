@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DataType, LongType, StructField, StructType
 
 from changelake.catalog.model import DataFile, LiveFile
-from changelake.schema import ROW_VERSION, STORED_ROW_ID, TableSchema, quoted
+from changelake.schema import KEY_HASHES, ROW_VERSION, STORED_ROW_ID, TableSchema, quoted
 from changelake.storage import native
 from changelake.storage.deletion import (
     DV_FILE,
@@ -54,14 +54,23 @@ def spark_type(type_name: str) -> DataType:
     return parse_type(type_name)
 
 
-def physical_schema(schema: TableSchema) -> StructType:
-    """The Parquet schema of data files: ``c<id>`` columns plus the materialized identity columns."""
+def physical_schema(schema: TableSchema, *, key_hashes: bool = False) -> StructType:
+    """The Parquet schema of data files: ``c<id>`` columns plus the materialized identity columns
+    (and a keyed table's ``KEY_HASHES`` if ``key_hashes``)."""
     fields = [StructField(c.physical, spark_type(c.type), True) for c in schema.columns]
     fields += [
         StructField(STORED_ROW_ID, LongType(), True),
         StructField(ROW_VERSION, LongType(), True),
     ]
+    if key_hashes:
+        fields += [StructField(name, spark_type(type_), True) for name, type_, _ in KEY_HASHES]
     return StructType(fields)
+
+
+def key_hashed(files: Sequence[LiveFile]) -> bool:
+    """Whether every one of ``files`` holds its rows' ``KEY_HASHES`` (files written before they
+    were do not: their footers' statistics, kept per file, name no such column)."""
+    return all(name in f.file.stats for f in files for name, _, _ in KEY_HASHES)
 
 
 def logical_schema(schema: TableSchema) -> StructType:
@@ -80,25 +89,29 @@ def state_relation(
     identity: bool = False,
     address: bool = False,
     row_ids: bool = False,
+    key_hashes: bool = False,
 ) -> Relation:
     """The live rows of ``state`` with logical column names, plus the hidden address columns if
     ``address``, the address and identity columns if ``identity`` and ``ROW_HEX`` (the rows'
     METADATA$ROW_IDs) if ``row_ids`` too. A dynamic table's row key comes only with ``address``
-    or ``identity`` (it is part of a row's identity)."""
+    or ``identity`` (it is part of a row's identity); its ``KEY_HASHES`` with ``key_hashes``
+    (every file must hold them: ``key_hashed``)."""
     shown = state.schema.columns if identity or address else state.schema.visible
     logical = [f"{quoted(c.physical)} AS {quoted(c.name)}" for c in shown]
     hidden = [h for h in (*ADDRESS, *IDENTITY) if identity or (address and h in ADDRESS)]
     hidden += [ROW_HEX] if identity and row_ids else []
+    hidden += [name for name, _, _ in KEY_HASHES] if key_hashes else []
     if not state.files:
         typed = [(c.physical, c.type) for c in state.schema.columns]
         typed += [(STORED_ROW_ID, "bigint"), (ROW_VERSION, "bigint"), (FILE, "string")]
         typed += [(h, "bigint") for h in (POS, KEY, *IDENTITY)] + [(ROW_HEX, "string")]
+        typed += [(name, type_) for name, type_, _ in KEY_HASHES]
         return empty_relation(typed).select(*logical, *hidden)
     parts = [(dv, f.file, None) for f in state.files for dv in f.dv_paths]
     rel = scan_files(
         spark,
         warehouse,
-        physical_schema(state.schema),
+        physical_schema(state.schema, key_hashes=key_hashes),
         state.files,
         positions=identity or address,
         identity=identity,

@@ -16,11 +16,13 @@ from pyspark.sql.types import DataType
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.errors import InvalidStatementError, TypeMismatchError, UnsupportedError
 from changelake.schema import (
+    KEY_HASHES,
     ROW_VERSION,
     STORED_ROW_ID,
     Column,
     TableSchema,
     check_column_name,
+    key_hashes,
     quoted,
 )
 from changelake.storage import native
@@ -120,11 +122,17 @@ def write_data(
     or, with ``one_file_if_small``, in one file if its plan ran as small (``Relation.frame``).
 
     The first columns of ``df`` are the table's, in table order; ``row_id`` and ``row_version``
-    name further columns of ``df`` holding identities to materialize.
+    name further columns of ``df`` holding identities to materialize. A table with a row key
+    has its ``KEY_HASHES`` written too.
     """
     columns = conform(df, schema, table=table)
     for name, hidden in ((row_id, STORED_ROW_ID), (row_version, ROW_VERSION)):
         columns.append(f"CAST({quoted(name) if name else 'NULL'} AS BIGINT) AS {hidden}")
+    key = schema.row_key
+    if key is not None:
+        source = df.schema.fields[schema.columns.index(key)].name
+        hashes = key_hashes(f"CAST({quoted(source)} AS STRING)")
+        columns += [f"{h} AS {name}" for h, (name, _, _) in zip(hashes, KEY_HASHES, strict=True)]
     out = native.select(df, columns)
     if partitions is not None:
         # Rows already in memory are regrouped for free; otherwise spread the write evenly.
