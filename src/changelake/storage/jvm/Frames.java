@@ -88,6 +88,8 @@ public final class Frames {
       throws ParseException {
     ByteBuffer in = ByteBuffer.wrap(reads).order(ByteOrder.LITTLE_ENDIAN);
     Map<String, LogicalPlan> leaves = new HashMap<>();
+    List<String> names = new ArrayList<>();
+    List<String> keys = new ArrayList<>();
     int count = in.getInt();
     for (int i = 0; i < count; i++) {
       String name = string(in);
@@ -97,6 +99,8 @@ public final class Frames {
       in.get(table);
       boolean positions = in.get() != 0;
       leaves.put(name, ChangelakeParquet.relation(spark, paths, schema, table, positions));
+      names.add(name);
+      keys.add(schema + (positions ? " with positions" : ""));
     }
     int named = in.getInt();
     for (int i = 0; i < named; i++) {
@@ -108,7 +112,12 @@ public final class Frames {
     // is analysed (planning, which they steer, comes with the first action), and a write of
     // the plan sets its commit protocol there (observed metrics stay with their session).
     SparkSession own = spark.cloneSession();
-    var df = org.apache.spark.sql.classic.Dataset.ofRows(own, substitute(parsed, leaves));
+    Bound.Shape shape =
+        named == 0 && Bound.enabled(spark) ? Bound.shape(parsed, names, keys) : null;
+    LogicalPlan bound = shape == null ? null : Bound.bound(spark, own, shape, names, leaves);
+    var df =
+        org.apache.spark.sql.classic.Dataset.ofRows(
+            own, bound != null ? bound : substitute(parsed, leaves));
     long bytes = inputBytes(df.logicalPlan());
     boolean small = bytes <= smallInput(spark);
     if (small) {
