@@ -11,11 +11,13 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from conftest import rows, state_of
+from hypothesis import given
+from hypothesis import strategies as st
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.errors import TimeTravelError
 from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema
-from changelake.storage.pruning import Comparison, prune
+from changelake.storage.pruning import Comparison, holding, prune
 from changelake.storage.snapshot import POS, RID, VER, state_relation
 
 # -- prune() ----------------------------------------------------------------------------------
@@ -157,6 +159,64 @@ def test_prune_nan_bounds_prove_nothing():
     assert _kept(files, Comparison("x", ">", 5)) == ["nan-max", "all-nan"]
     assert _kept(files, Comparison("x", "=", 1)) == ["nan-max", "all-nan", "plain"]
     assert _kept(files, Comparison("x", "<", -10)) == ["nan-max", "all-nan"]
+
+
+# -- holding(): the files that may hold given keys ----------------------------------------------
+
+
+def _holding(files: list[LiveFile], keys: list[str], values: list[tuple]) -> list[str]:
+    return [f.file.path for f in holding(files, SCHEMA, keys, values)]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20), st.booleans()), max_size=8),
+    st.lists(
+        st.tuples(st.integers(-5, 90), st.sampled_from(["apple", "kiwi", "zulu"])), max_size=12
+    ),
+)
+def test_holding_keeps_exactly_the_files_whose_ranges_admit_a_key_column_value(ranges, keys):
+    files = [
+        _file(
+            f"f{i}",
+            id=_bounded(lo, lo + width, nulls=10 if all_null else 0),
+            name=_bounded("banana", "lemon"),
+        )
+        for i, (lo, width, all_null) in enumerate(ranges)
+    ]
+    # the oracle: every key column has a value within the file's bounds (compound keys are
+    # judged per column), and a column holding only NULLs holds no key
+    expected = [
+        f"f{i}"
+        for i, (lo, width, all_null) in enumerate(ranges)
+        if not all_null
+        and any(lo <= k <= lo + width for k, _ in keys)
+        and any("banana" <= n <= "lemon" for _, n in keys)
+    ]
+    assert _holding(files, ["id", "name"], keys) == expected
+    assert _holding(files, ["id"], [(k,) for k, _ in keys]) == [
+        f"f{i}"
+        for i, (lo, width, all_null) in enumerate(ranges)
+        if not all_null and any(lo <= k <= lo + width for k, _ in keys)
+    ]
+
+
+def test_holding_prunes_nothing_by_a_column_it_cannot_order():
+    files = [
+        _file("a", id=_bounded(1, 10), at=_bounded("2024-01-01 00:00:00", "2024-01-02 00:00:00")),
+        _file(
+            "b", id=_bounded(11, 20), name={"min": None, "max": None, "nulls": 0, "bounded": False}
+        ),
+        _file("c"),  # no statistics
+    ]
+    stamp = dt.datetime(2030, 1, 1)
+    assert _holding(files, ["at"], [(stamp,)]) == ["a", "b", "c"]  # timestamps are not judged
+    assert _holding(files, ["id", "at"], [(15, stamp)]) == ["b", "c"]
+    assert _holding(files, ["name"], [("x",)]) == ["a", "b", "c"]  # no bounds on a or b
+    assert _holding(files, ["nope"], [(1,)]) == ["a", "b", "c"]
+    assert _holding(files, ["id"], []) == ["c"]  # no key: only a file it cannot judge
+    days = [_file("jan", day=_bounded("2024-01-01", "2024-01-31"))]
+    assert _holding(days, ["day"], [(dt.date(2024, 1, 5),)]) == ["jan"]
+    assert _holding(days, ["day"], [(dt.date(2024, 2, 5),)]) == []
 
 
 # -- statistics recorded and used ---------------------------------------------------------------

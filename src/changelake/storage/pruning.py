@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import bisect
+import datetime as dt
 import decimal
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,6 +105,56 @@ def prune(
             for physical, ctype, cmp in checks
         )
     ]
+
+
+def holding(
+    files: Sequence[LiveFile], schema: TableSchema, keys: Sequence[str], values: Iterable[tuple]
+) -> list[LiveFile]:
+    """The files that may hold a row whose columns ``keys`` equal one of the tuples ``values``
+    (in ``keys`` order): a file is kept unless some key column's statistics leave out every
+    value of that column (conservative for compound keys: it may keep a file holding none).
+    Sorted once, each file is checked by bisection: the cost follows the files, not files times
+    values. A column whose type or statistics do not order here prunes nothing."""
+    columns = [schema.find(k) for k in keys]
+    ordered: list[tuple[str, str, list] | None] = []
+    tuples = list(values)
+    for i, column in enumerate(columns):
+        found = [_comparable(column.type, _plain(t[i])) for t in tuples] if column else [None]
+        if column is None or any(v is None for v in found):
+            ordered.append(None)
+            continue
+        try:
+            ordered.append((column.physical, column.type, sorted(set(found))))
+        except TypeError:
+            ordered.append(None)
+    checks = [c for c in ordered if c is not None]
+    return [f for f in files if all(_holds_one(f, *c) for c in checks)]
+
+
+def _plain(value: Any) -> Any:
+    """A key value as the statistics hold it (a date as its ISO text)."""
+    return value.isoformat() if type(value) is dt.date else value
+
+
+def _holds_one(file: LiveFile, physical: str, column_type: str, ordered: list) -> bool:
+    """Whether ``file``'s statistics of ``physical`` leave room for one of the sorted
+    ``ordered`` values (none is NULL)."""
+    stats = file.file.stats.get(physical)
+    if stats is None:
+        return True
+    if stats.get("nulls", 0) >= file.file.row_count:
+        return False
+    if not stats.get("bounded"):
+        return True
+    lo = _comparable(column_type, stats["min"])
+    hi = _comparable(column_type, stats["max"])
+    if lo is None or hi is None:
+        return True
+    try:
+        at = bisect.bisect_left(ordered, lo)
+        return at < len(ordered) and ordered[at] <= hi
+    except TypeError:
+        return True
 
 
 def value_range(

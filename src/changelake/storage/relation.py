@@ -36,6 +36,7 @@ from changelake.storage.spark_private import (
 # expressions (``Frames``): on a few rows AQE and broadcasts only split a plan into more jobs,
 # more partitions only add tasks, and generated code is compiled to run once.
 SMALL_INPUT = "spark.changelake.smallInputBytes"
+DEFAULT_SMALL_INPUT = 8 << 20  # Frames.DEFAULT_SMALL_INPUT
 _FRAMES = "io.changelake.spark.Frames"
 _names = itertools.count()
 _LEAF = "__cl_leaf{}__"
@@ -210,6 +211,17 @@ class Relation:
         for name in frames:
             text = text.replace(name, "{" + name + "}")
         return spark.sql(text, **frames)
+
+
+def small_input_bytes(spark: SparkSession) -> int:
+    """The most bytes of stored input ``Relation.frame`` plans as small (``SMALL_INPUT``, as
+    the JVM piece reads it; a setting it would refuse counts as the default here)."""
+    setting = spark.conf.get(SMALL_INPUT, None)
+    try:
+        limit = int(str(setting).strip()) if setting is not None else DEFAULT_SMALL_INPUT
+    except ValueError:
+        return DEFAULT_SMALL_INPUT
+    return limit if limit >= 0 else DEFAULT_SMALL_INPUT
 
 
 def plan_lines(df: DataFrame) -> list[str]:

@@ -4,8 +4,8 @@ source position, applied as one changelake commit, keyed by the source key.
 One follow step: peek the slot (whole transactions, up to a batch of changes), skip what the
 table's position already holds, fold the rest into each key's final state (a row, or gone; a
 TRUNCATE empties what came before), stage those states as one Parquet file, and apply them to the
-stored rows by row key (``dml.keyed``): a key whose row changed is an update pair, a row that left
-the scope a delete. The commit carries the new position and requires the old one
+stored rows by row key (``applied``, ``dml.keyed``): a key whose row changed is an update pair, a
+row that left the scope a delete. The commit carries the new position and requires the old one
 (``FollowedFrom``), so two followers cannot both apply a batch; the slot is advanced only after
 the commit. A crash between the two leaves the slot behind, and the next step skips what is
 already committed: nothing is lost or applied twice.
@@ -13,17 +13,11 @@ already committed: nothing is lost or applied twice.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import psycopg
-import pyarrow as pa
-import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
 
-from changelake.arrow_types import arrow_type
 from changelake.catalog.alters import AlterExternalTable
 from changelake.catalog.model import ConnectionInfo, ExternalTableInfo, ExternalTableState
 from changelake.catalog.requests import (
@@ -33,12 +27,10 @@ from changelake.catalog.requests import (
 )
 from changelake.catalog.store import Catalog
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
-from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.clock import Clock
-from changelake.dml.common import Target
-from changelake.dml.keyed import STORED, apply_delta, diff
 from changelake.errors import SourceChangedError, SourceError
 from changelake.external.postgresql import postgres, replication
+from changelake.external.postgresql.applied import Folded, FoldedRow, apply_folded, columns_of
 from changelake.external.postgresql.pgoutput import (
     UNCHANGED,
     Change,
@@ -50,20 +42,13 @@ from changelake.external.postgresql.pgoutput import (
     parse_lsn,
 )
 from changelake.external.postgresql.pgtypes import converter
-from changelake.external.rows import row_key_sql
-from changelake.schema import ROW_KEY, quoted
 from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
-from changelake.storage.local import sql_literal
-from changelake.storage.relation import Relation as Plan  # pgoutput's Relation is a table
-from changelake.storage.snapshot import FILE, state_relation
-from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import new_statement_id
 from changelake.txn.snapshot import TableState
 
 OPERATION = "FOLLOW"
 BATCH_CHANGES = 50_000  # per step; a step always takes whole transactions
-_GONE, _KEEP, _FROM, _STAGED = "_cl_gone", "_cl_keep", "_cl_from_", "-staged"
 
 
 @dataclass(frozen=True)
@@ -80,24 +65,6 @@ class Followed:
     version: int | None = None
     more: bool = False  # the step stopped at its batch size with more waiting
     spark_jobs: int = 0
-
-
-class FoldedRow(NamedTuple):
-    """A source key's final row."""
-
-    values: dict[str, object]  # by column
-    keep: frozenset[str]  # the columns to keep as stored (values the source did not send)
-    stored_key: tuple  # the key of the stored row that has them
-
-
-@dataclass
-class Folded:
-    """Per source key, the final row or None (gone); ``truncated``: the source table was emptied
-    before these."""
-
-    rows: dict[tuple, FoldedRow | None] = field(default_factory=dict)
-    truncated: bool = False
-    changes: int = 0
 
 
 def follow(
@@ -210,13 +177,9 @@ def table_state(catalog: Catalog, ext: ExternalTableInfo) -> TableState:
     )
 
 
-def _columns(ext: ExternalTableInfo) -> list[tuple[str, str]]:
-    return [(n, t) for n, t in ext.definition.spec["columns"]]
-
-
 def fold(ext: ExternalTableInfo, transactions: list[Transaction]) -> Folded:
     """Each source key's final state after ``transactions``."""
-    columns = _columns(ext)
+    columns = columns_of(ext)
     keys = tuple(ext.definition.spec["keys"])
     convert = {n: converter(t) for n, t in columns}
     folded = Folded()
@@ -293,157 +256,6 @@ def _positions(ext: ExternalTableInfo, relation: Relation, names: list[str]) -> 
             " the columns it keeps."
         )
     return {n: found[n] for n in names}
-
-
-def apply_folded(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    ext: ExternalTableInfo,
-    state: TableState,
-    folded: Folded,
-    statement_id: str,
-    *,
-    keep: str | None,
-    base: DataFrame | None = None,
-    stored: str | None = None,
-) -> TableWrite:
-    """Write what turns the stored rows into the folded rows that satisfy ``keep`` (None:
-    all), matched by row key. The stored rows compared are those of the folded keys (all, after
-    a TRUNCATE) and those that satisfy ``stored``; ``base`` (rows of the table's columns) is
-    what a key not folded holds (a bootstrap's snapshot)."""
-    staged = _stage(warehouse, ext, folded, statement_id)
-    try:
-        delta = _delta(spark, warehouse, ext, state, folded, staged, keep, base, stored)
-        target = Target(ext.info, state)
-        return apply_delta(spark, warehouse, target, delta, statement_id=statement_id)
-    finally:
-        warehouse.fs.delete_dir(warehouse.fs_path(staged.rsplit("/", 1)[0]))
-
-
-def _stage(warehouse: Warehouse, ext: ExternalTableInfo, folded: Folded, statement_id: str) -> str:
-    """Write the folded rows as one Parquet file (their values, gone, the columns to keep)."""
-    columns = _columns(ext)
-    keys = ext.definition.spec["keys"]
-    # a key that is gone keeps its key values (its row key finds the stored row)
-    entries = [
-        FoldedRow(dict(zip(keys, key, strict=True)), frozenset(), key) if e is None else e
-        for key, e in folded.rows.items()
-    ]
-    gone = [e is None for e in folded.rows.values()]
-    types = dict(columns)
-    arrays = [pa.array([e.values.get(n) for e in entries], arrow_type(t)) for n, t in columns]
-    arrays.append(pa.array(gone, pa.bool_()))
-    arrays.append(pa.array([",".join(sorted(e.keep)) or None for e in entries], pa.string()))
-    arrays += [
-        pa.array([e.stored_key[i] for e in entries], arrow_type(types[k]))
-        for i, k in enumerate(keys)
-    ]
-    names = [*(n for n, _ in columns), _GONE, _KEEP, *(_FROM + k for k in keys)]
-    if not entries:  # a TRUNCATE alone: the schema, no rows
-        arrays = [pa.array([], a.type) for a in arrays]
-    # not in the statement's data directory: every file there becomes the table's
-    directory = warehouse.data_dir(statement_id, _STAGED)
-    path = f"{directory}/{uuid.uuid4().hex}.parquet"
-    warehouse.fs.create_dir(warehouse.fs_path(directory), recursive=True)
-    with warehouse.fs.open_output_stream(warehouse.fs_path(path)) as out:
-        pq.write_table(pa.Table.from_arrays(arrays, names=names), out)
-    return path
-
-
-def _delta(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    ext: ExternalTableInfo,
-    state: TableState,
-    folded: Folded,
-    staged: str,
-    keep: str | None,
-    base: DataFrame | None,
-    stored_where: str | None,
-) -> Plan:
-    """The minimum delta (see ``apply_folded``), with the stored rows' addresses: one plan."""
-    columns = _columns(ext)
-    names = [n for n, _ in columns]
-    types = dict(columns)
-    keys = ext.definition.spec["keys"]
-    # with its schema given, Spark runs no job to infer it from the file
-    staged_schema = ", ".join(
-        [
-            *(f"{quoted(n)} {t}" for n, t in columns),
-            f"{_GONE} boolean",
-            f"{_KEEP} string",
-            *(f"{quoted(_FROM + k)} {types[k]}" for k in keys),
-        ]
-    )
-    staged_names = [*names, _GONE, _KEEP, *(_FROM + k for k in keys)]
-    read = spark.read.schema(staged_schema).parquet(warehouse.uri(staged))
-    key = row_key_sql(keys, types)
-    new = Plan.of_frame(read, staged_names).select("*", f"{key} AS {quoted(ROW_KEY)}")
-    stored = every = state_relation(spark, warehouse, state, identity=True)
-    touched = new.select(f"{quoted(ROW_KEY)} AS _cl_k")
-    by_key = f"_l.{quoted(ROW_KEY)} = _r._cl_k"
-    if not folded.truncated and stored_where is None:
-        stored = stored.join(touched, by_key, "left_semi")
-    elif not folded.truncated:
-        hit = stored.join(touched, by_key, "left", columns=[*_all("_l", stored), "_r._cl_k"])
-        stored = hit.where(f"_cl_k IS NOT NULL OR coalesce({stored_where}, false)").drop("_cl_k")
-    inserts = None
-    values = [quoted(n) for n in names]
-    if base is not None and not folded.truncated:
-        # A key no transaction touched keeps its base row, and no stored row has that key: it
-        # was outside the old scope at the snapshot and has not changed since. So it is a
-        # plain insert, with no join against the stored rows.
-        unfolded = Plan.of_frame(base, names).select(*values, f"{key} AS {quoted(ROW_KEY)}")
-        unfolded = unfolded.join(touched, by_key, "left_anti")
-        if keep is not None:
-            unfolded = unfolded.where(f"coalesce({keep}, false)")
-        inserts = unfolded.select(
-            *values,
-            f"'INSERT' AS {quoted(METADATA_ACTION)}",
-            f"false AS {quoted(METADATA_ISUPDATE)}",
-            f"{quoted(ROW_KEY)} AS {quoted(METADATA_ROW_ID)}",
-            *[f"CAST(NULL AS {'string' if c == FILE else 'bigint'}) AS {c}" for c in STORED],
-        )
-    keeps = any(e is not None and e.keep for e in folded.rows.values())
-    if keeps:  # values a change did not repeat: the stored row's (or the base row's)
-        sources = every.select(quoted(ROW_KEY), *values)
-        if base is not None:
-            sources = sources.union(
-                Plan.of_frame(base, names).select(f"{key} AS {quoted(ROW_KEY)}", *values)
-            )
-        old = sources.select(
-            f"{quoted(ROW_KEY)} AS _cl_ok", *[f"{quoted(n)} AS {_old(n)}" for n in names]
-        )
-        kept = f"split(coalesce(_l.{_KEEP}, ''), ',')"
-        new = new.join(
-            old,
-            f"{row_key_sql(keys, types, _FROM, table='_l')} = _r._cl_ok",
-            "left",
-            columns=[
-                *[
-                    f"CASE WHEN array_contains({kept}, {sql_literal(n)}) THEN _r.{_old(n)}"
-                    f" ELSE _l.{quoted(n)} END AS {quoted(n)}"
-                    for n in names
-                ],
-                f"_l.{_GONE}",
-                f"_l.{quoted(ROW_KEY)}",
-            ],
-        )
-    rows = new.where(f"NOT {_GONE}")
-    if keep is not None:
-        rows = rows.where(f"coalesce({keep}, false)")
-    rows = rows.select(*values, f"{quoted(ROW_KEY)} AS {quoted(METADATA_ROW_ID)}")
-    delta = diff(stored, rows, names, carried=STORED)
-    return delta if inserts is None else delta.union(inserts)
-
-
-def _all(alias: str, rel: Plan) -> list[str]:
-    return [f"{alias}.{quoted(c)}" for c in rel.columns]
-
-
-def _old(name: str) -> str:
-    """The column a stored (or base) row's value of ``name`` is kept in."""
-    return quoted(f"_cl_o_{name}")
 
 
 def mark_failed(catalog: Catalog, clock: Clock, ext: ExternalTableInfo, error: str) -> None:

@@ -46,13 +46,8 @@ from changelake.errors import (
     SourceChangedError,
 )
 from changelake.external.postgresql import postgres, replication
-from changelake.external.postgresql.follow import (
-    Followed,
-    apply_folded,
-    fold,
-    follow,
-    table_state,
-)
+from changelake.external.postgresql.applied import apply_folded
+from changelake.external.postgresql.follow import Followed, fold, follow, table_state
 from changelake.external.postgresql.pgoutput import Decoder, format_lsn, parse_lsn
 from changelake.external.postgresql.pgtable import snapshot
 from changelake.plan.implication import Types
