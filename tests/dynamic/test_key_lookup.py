@@ -8,7 +8,7 @@ from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import state_of
+from conftest import spark_settings, state_of
 
 from changelake.dml import keyed
 from changelake.schema import KEY_HASHES, ROW_KEY
@@ -109,5 +109,30 @@ def test_files_written_without_key_hashes_are_looked_up_by_their_key_strings(
     forced.clear()
     session.sql("UPDATE fact SET v = v + 10 WHERE id % 5 = 0")
     session.sql("ALTER DYNAMIC TABLE j REFRESH")
+    assert forced == [True]
+    assert _rows(session, "SELECT id, v, name FROM j") == _rows(session, QUERY)
+
+
+def _bytes(session, name: str) -> int:
+    return sum(f.file.size_bytes for f in state_of(session, session.catalog.table(name)).files)
+
+
+def test_a_refresh_that_looks_up_a_large_tables_rows_runs_four_jobs(session, forced):
+    """The delta (a small plan) and its keys, the stored rows found, the write of the new rows,
+    the DV: the lookup's plan is large, and adaptive execution would add a job per broadcast
+    and per stage."""
+    session.sql("CREATE TABLE fact (id BIGINT, d INT, v INT)")
+    session.sql("CREATE TABLE dim (d INT, name STRING)")
+    session.sql("INSERT INTO dim VALUES (1, 'one'), (2, 'two'), (3, 'three')")
+    session.sql("INSERT INTO fact SELECT id, CAST(id % 3 + 1 AS INT), 0 FROM range(0, 20000)")
+    session.sql(f"CREATE DYNAMIC TABLE j TARGET_LAG = '1 hour' AS {QUERY}")
+    # the stored rows (their keys) are over the small-plan size, the delta's inputs under it
+    small = _bytes(session, "j") - 1
+    assert _bytes(session, "fact") + _bytes(session, "dim") < small
+    with spark_settings(session.spark, {"spark.changelake.smallInputBytes": str(small)}):
+        session.sql("UPDATE fact SET v = v + 1 WHERE id % 7 = 0")
+        session.sql("ALTER DYNAMIC TABLE j REFRESH")
+    table_id = session.catalog.table("j").table_id
+    assert session.catalog.refresh_history(table_id, limit=1)[0].record.spark_jobs <= 4
     assert forced == [True]
     assert _rows(session, "SELECT id, v, name FROM j") == _rows(session, QUERY)

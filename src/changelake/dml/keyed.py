@@ -69,14 +69,18 @@ def apply_delta(
     of them, a stored table larger than one task reads finds the delta's stored rows by a
     lookup: the delta (computed once) sends its keys to a scan of the stored keys, which sends
     back the rows they name, so the table is not shuffled (two broadcasts)."""
-    rel = delta
+    rel, lookup = delta, False
     with ExitStack() as stack:
         if not all(c in delta.columns for c in STORED):
             lookup = changed is not None and not small_input(target) and changed() <= LOOKUP_ROWS
             if lookup:  # read twice (its keys, its events): computed once
                 rel = Relation.of_frame(stack.enter_context(persisted(delta.frame(spark))))
             rel = _addressed(spark, warehouse, target, rel, lookup=lookup)
-        return _applied(spark, warehouse, target, rel, statement_id=statement_id)
+        # a lookup's joins are broadcasts and it shuffles nothing: four jobs (the delta and
+        # its keys, the stored rows found, the write, the DV), not a job per adaptive stage
+        return _applied(
+            spark, warehouse, target, rel, statement_id=statement_id, adaptive=not lookup
+        )
 
 
 def _applied(
@@ -86,9 +90,11 @@ def _applied(
     rel: Relation,
     *,
     statement_id: str,
+    adaptive: bool = True,
 ) -> TableWrite:
-    """``apply_delta`` of ``rel``, a delta whose events carry their stored rows' addresses."""
-    counted = Counted(rel.frame(spark), _KINDS)
+    """``apply_delta`` of ``rel``, a delta whose events carry their stored rows' addresses
+    (``adaptive``: see ``Relation.frame``)."""
+    counted = Counted(rel.frame(spark, adaptive=adaptive), _KINDS)
     schema = target.state.schema
     with persisted(counted.frame) as changes:
         # an update's new row keeps the identity (RID) of the row it replaces

@@ -175,9 +175,10 @@ class Relation:
 
     # -- running ------------------------------------------------------------------------------
 
-    def frame(self, spark: SparkSession) -> DataFrame:
+    def frame(self, spark: SparkSession, *, adaptive: bool = True) -> DataFrame:
         """The DataFrame of this relation, built and analysed by the JVM in one call (one more
-        per DataFrame leaf)."""
+        per DataFrame leaf). Not ``adaptive``: a large plan runs without adaptive execution too
+        (one that shuffles nothing and joins by hinted broadcasts: a job per broadcast only)."""
         reads = [(n, leaf) for n, leaf in self.leaves if isinstance(leaf, Read)]
         frames = [(n, leaf) for n, leaf in self.leaves if not isinstance(leaf, Read)]
         blob = bytearray(struct.pack("<i", len(reads)))
@@ -202,6 +203,8 @@ class Relation:
             if SMALL_INPUT in str(e):  # the user's setting
                 raise InvalidStatementError(str(e).split("\n", 1)[0]) from None
             raise
+        if not adaptive:
+            jdf = frames_class.fixed(jdf)
         return frame_of(spark, jdf)
 
     def _formatted(self, spark: SparkSession, frames: dict[str, Leaf]) -> DataFrame:

@@ -127,6 +127,19 @@ public final class Frames {
     return df;
   }
 
+  /**
+   * {@code df}, a plan of {@link #plan}, to run without adaptive execution: a plan whose joins
+   * are broadcasts its hints chose and that shuffles nothing (a lookup of stored rows) gains
+   * nothing from it but a job per broadcast and per stage.
+   */
+  public static Dataset<Row> fixed(Dataset<Row> df) {
+    var conf = ((org.apache.spark.sql.classic.Dataset<Row>) df).sparkSession().sessionState().conf();
+    if (conf.getConfString(PLANNED, null) != null) {
+      conf.setConfString("spark.sql.adaptive.enabled", "false");
+    }
+    return df;
+  }
+
   private static long smallInput(SparkSession spark) {
     String limit = spark.sessionState().conf().getConfString(SMALL_INPUT, null);
     if (limit == null) {
