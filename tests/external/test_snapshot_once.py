@@ -126,3 +126,25 @@ def test_keys_touched_after_the_snapshot_point_get_their_state_at_its_end(
     assert (5000, "INSERT") in changes and (1, "INSERT") in changes
     assert changes.get((3, "INSERT")) is True and changes.get((3, "DELETE")) is True
     assert [r for r in held(scoped) if r[0] == 161][0][3] == "changed"
+
+
+def test_a_bootstrap_failing_after_its_snapshot_leaves_no_file(scoped, source, monkeypatch):  # noqa: F811
+    dsn = source[0]
+    scoped.sql(f"CREATE VIEW eu AS SELECT * FROM orders WHERE {EU}")
+    written = []
+    real = scope._write_base
+
+    def recorded(*args, **kwargs):
+        written.append(real(*args, **kwargs))
+        return written[-1]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the catalog went away")
+
+    monkeypatch.setattr(scope, "_write_base", recorded)
+    monkeypatch.setattr(scope, "_fence", broken)
+    with pytest.raises(RuntimeError, match="went away"):
+        scoped.sql(f"CREATE VIEW big AS SELECT * FROM orders WHERE {BIG}")
+    assert written and written[0]  # the snapshot was written, then the final step failed
+    assert not _uncommitted(scoped)
+    assert held(scoped) == source_under(dsn, EU)

@@ -4,15 +4,17 @@ predicates their queries put on it (``plan.predicates``), and changing that scop
 
 A rescope from scope F to G, while the follow goes on:
 1. a second slot (``<slot>_b``) exports a snapshot at its consistent point P; the rows of
-   W = G AND NOT F in it are written to staging by Spark JDBC partitions (W is in their query);
-   the follow goes on meanwhile, under F;
+   W = G AND NOT F in it are read by Spark JDBC partitions (W is in their query) whose tasks
+   write them once, as the table's own data files, not committed; the follow goes on
+   meanwhile, under F;
 2. the table's follow is brought to a position Q at or past P (by anyone);
 3. a fence: the table's state becomes RESCOPING at Q, and no other follow commits until
    step 4 does (``FollowedFrom`` refuses them; the scheduler skips the table);
 4. one commit: the second slot's transactions (all of them, from P to its end E: a key they
-   touch gets its state at E, whatever the region), over the staged rows for the keys they do
-   not touch, kept where they satisfy G; the stored rows of F AND NOT G deleted; the scope set to
-   G, the position to E, the state back. Re-applying a transaction the follow applied already
+   touch gets its state at E, whatever the region), over the snapshot's rows for the keys they
+   do not touch (its files that hold none of those keys are committed as written), kept where
+   they satisfy G; the stored rows of F AND NOT G deleted; the scope set to G, the position to
+   E, the state back. Re-applying a transaction the follow applied already
    is harmless: every key's state is a whole row. The main slot is then advanced to E.
 Then the table equals the source under G at E, and every later follow applies G. The second slot
 is dropped at the end (and before a new rescope, if a crash left it); a crash inside the fence
