@@ -29,7 +29,6 @@ import time
 from collections.abc import Iterable
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.catalog.alters import AlterExternalTable
@@ -49,11 +48,11 @@ from changelake.errors import (
     SourceChangedError,
 )
 from changelake.external.postgresql import postgres, replication
-from changelake.external.postgresql.applied import apply_folded, columns_of
+from changelake.external.postgresql.applied import apply_folded
 from changelake.external.postgresql.follow import Followed, fold, follow, table_state
 from changelake.external.postgresql.pgoutput import Decoder, format_lsn, parse_lsn
 from changelake.external.postgresql.pgtable import snapshot
-from changelake.external.rows import row_key_sql
+from changelake.external.rows import stored_rows
 from changelake.plan.implication import Types
 from changelake.plan.predicates import (
     Predicate,
@@ -63,7 +62,7 @@ from changelake.plan.predicates import (
     scope_sql,
     union,
 )
-from changelake.schema import ROW_KEY, quoted
+from changelake.schema import quoted
 from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
 from changelake.storage.writer import write_data
@@ -212,18 +211,12 @@ def _write_base(
     """The snapshot's rows in ``keep`` (the new scope, checked again as Spark reads it), written
     by the JDBC partitions' tasks as the table's own data files (row keys, key hashes), not
     committed: the final step adds them."""
-    keys = ext.definition.spec["keys"]
-    typed = rows.select(*[F.col(quoted(c.name)).cast(c.type) for c in state.schema.stored])
+    typed = stored_rows(rows, state.schema, ext.definition.spec["keys"])
     if keep is not None:
         typed = typed.where(f"coalesce({keep}, false)")
-    key = row_key_sql(keys, dict(columns_of(ext)))
-    columns = [
-        f"{key} AS {quoted(ROW_KEY)}" if c.name == ROW_KEY else quoted(c.name)
-        for c in state.schema.columns
-    ]
     return write_data(
         env.warehouse,
-        typed.selectExpr(*columns),
+        typed.select(*[quoted(c.name) for c in state.schema.columns]),
         schema=state.schema,
         table=ext.name,
         directory=directory,
