@@ -283,7 +283,7 @@ def run_snapshot(ctx: Context) -> Result:
         f"CREATE EXTERNAL TABLE … SCOPE = DEPENDENTS of a {rows:,}-row PostgreSQL table (bigint"
         f" key, int, text, double, timestamptz), then CREATE VIEW … WHERE {SNAPSHOT_SCOPE}"
         f" (~10%): the view's scope bootstrapped (second slot + exported snapshot, parallel"
-        " JDBC read of the scope's rows, staging, commit)",
+        " JDBC read of the scope's rows written once as the table's files, commit)",
         medians(ours),
         medians(theirs),
         baseline=f"spark.read.format('jdbc') of (SELECT * … WHERE {SNAPSHOT_SCOPE}), {partitions}"

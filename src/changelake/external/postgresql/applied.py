@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 
 from changelake.arrow_types import arrow_type
-from changelake.catalog.model import ExternalTableInfo
-from changelake.catalog.writes import TableWrite
+from changelake.catalog.model import DataFile, ExternalTableInfo, LiveFile
+from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.dml.common import Target
 from changelake.dml.keyed import STORED, apply_delta, diff
@@ -74,18 +74,49 @@ def apply_folded(
     statement_id: str,
     *,
     keep: str | None,
-    base: DataFrame | None = None,
+    base: Sequence[DataFile] | None = None,
     stored: str | None = None,
 ) -> TableWrite:
     """Write what turns the stored rows into the folded rows that satisfy ``keep`` (None:
     all), matched by row key. The stored rows compared are those of the folded keys (all, after
-    a TRUNCATE) and those that satisfy ``stored``; ``base`` (rows of the table's columns) is
-    what a key not folded holds (a bootstrap's snapshot)."""
+    a TRUNCATE) and those that satisfy ``stored``.
+
+    ``base``: the table's own data files, not committed, that a bootstrap's snapshot wrote
+    (rows satisfying ``keep``): what a key not folded holds. A file whose key statistics leave
+    no room for a folded key is added as written; the others' rows of keys not folded are
+    written again with the delta (none after a TRUNCATE: the base is gone). The write returned
+    adds the files kept; those it does not add are the caller's to delete."""
+    if base is not None and not folded.rows and not folded.truncated and stored is None:
+        # no change since the snapshot and no stored row leaves: its files are the write
+        return TableWrite(
+            ext.table_id,
+            ext.name,
+            state.version,
+            WriteKind.CHANGE,
+            added=tuple(f for f in base if f.row_count),  # an empty file is not kept
+            inserted=sum(f.row_count for f in base),
+        )
     staged = _stage(warehouse, ext, folded, statement_id)
     try:
-        delta = _delta(spark, warehouse, ext, state, folded, staged, keep, base, stored)
+        kept: list[DataFile] = []
+        rewritten = None
+        if base is not None and not folded.truncated:
+            keys = ext.definition.spec["keys"]
+            live = [LiveFile(f) for f in base]
+            held = holding(live, state.schema, keys, folded.rows) if folded.rows else []
+            rewritten = state_relation(spark, warehouse, state.with_files(held))
+            kept = [f.file for f in live if f not in held and f.file.row_count]
+        every = None
+        if base is not None:  # values a change did not repeat may come from any base row
+            every = state_relation(spark, warehouse, state.with_files([LiveFile(f) for f in base]))
+        delta = _delta(spark, warehouse, ext, state, folded, staged, keep, rewritten, every, stored)
         target = Target(ext.info, state)
-        return apply_delta(spark, warehouse, target, delta, statement_id=statement_id)
+        write = apply_delta(spark, warehouse, target, delta, statement_id=statement_id)
+        return replace(
+            write,
+            added=(*write.added, *kept),
+            inserted=write.inserted + sum(f.row_count for f in kept),
+        )
     finally:
         warehouse.fs.delete_dir(warehouse.fs_path(staged.rsplit("/", 1)[0]))
 
@@ -128,7 +159,8 @@ def _delta(
     folded: Folded,
     staged: str,
     keep: str | None,
-    base: DataFrame | None,
+    base: Plan | None,
+    every_base: Plan | None,
     stored_where: str | None,
 ) -> Plan:
     """The minimum delta (see ``apply_folded``), with the stored rows' addresses: one plan."""
@@ -176,7 +208,7 @@ def _delta(
         # A key no transaction touched keeps its base row, and no stored row has that key: it
         # was outside the old scope at the snapshot and has not changed since. So it is a
         # plain insert, with no join against the stored rows.
-        unfolded = Plan.of_frame(base, names).select(*values, f"{key} AS {quoted(ROW_KEY)}")
+        unfolded = base.select(*values, f"{key} AS {quoted(ROW_KEY)}")
         unfolded = unfolded.join(touched, by_key, "left_anti")
         if keep is not None:
             unfolded = unfolded.where(f"coalesce({keep}, false)")
@@ -193,10 +225,8 @@ def _delta(
             spark, warehouse, _holding(state, keys, kept_from), identity=True
         )
         sources = every.select(quoted(ROW_KEY), *values)
-        if base is not None:
-            sources = sources.union(
-                Plan.of_frame(base, names).select(f"{key} AS {quoted(ROW_KEY)}", *values)
-            )
+        if every_base is not None:
+            sources = sources.union(every_base.select(f"{key} AS {quoted(ROW_KEY)}", *values))
         old = sources.select(
             f"{quoted(ROW_KEY)} AS _cl_ok", *[f"{quoted(n)} AS {_old(n)}" for n in names]
         )

@@ -4,15 +4,17 @@ predicates their queries put on it (``plan.predicates``), and changing that scop
 
 A rescope from scope F to G, while the follow goes on:
 1. a second slot (``<slot>_b``) exports a snapshot at its consistent point P; the rows of
-   W = G AND NOT F in it are written to staging by Spark JDBC partitions (W is in their query);
-   the follow goes on meanwhile, under F;
+   W = G AND NOT F in it are read by Spark JDBC partitions (W is in their query) whose tasks
+   write them once, as the table's own data files, not committed; the follow goes on
+   meanwhile, under F;
 2. the table's follow is brought to a position Q at or past P (by anyone);
 3. a fence: the table's state becomes RESCOPING at Q, and no other follow commits until
    step 4 does (``FollowedFrom`` refuses them; the scheduler skips the table);
 4. one commit: the second slot's transactions (all of them, from P to its end E: a key they
-   touch gets its state at E, whatever the region), over the staged rows for the keys they do
-   not touch, kept where they satisfy G; the stored rows of F AND NOT G deleted; the scope set to
-   G, the position to E, the state back. Re-applying a transaction the follow applied already
+   touch gets its state at E, whatever the region), over the snapshot's rows for the keys they
+   do not touch (its files that hold none of those keys are committed as written), kept where
+   they satisfy G; the stored rows of F AND NOT G deleted; the scope set to G, the position to
+   E, the state back. Re-applying a transaction the follow applied already
    is harmless: every key's state is a whole row. The main slot is then advanced to E.
 Then the table equals the source under G at E, and every later follow applies G. The second slot
 is dropped at the end (and before a new rescope, if a crash left it); a crash inside the fence
@@ -26,11 +28,11 @@ import datetime as dt
 import time
 from collections.abc import Iterable
 
-from pyspark.sql import functions as F
+from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from changelake.catalog.alters import AlterExternalTable
-from changelake.catalog.model import ExternalTableInfo, ExternalTableState
+from changelake.catalog.model import DataFile, ExternalTableInfo, ExternalTableState
 from changelake.catalog.requests import (
     CommitRequest,
     FollowedFrom,
@@ -50,6 +52,7 @@ from changelake.external.postgresql.applied import apply_folded
 from changelake.external.postgresql.follow import Followed, fold, follow, table_state
 from changelake.external.postgresql.pgoutput import Decoder, format_lsn, parse_lsn
 from changelake.external.postgresql.pgtable import snapshot
+from changelake.external.rows import stored_rows
 from changelake.plan.implication import Types
 from changelake.plan.predicates import (
     Predicate,
@@ -62,7 +65,9 @@ from changelake.plan.predicates import (
 from changelake.schema import quoted
 from changelake.storage.env import Env
 from changelake.storage.jobs import counted_jobs
+from changelake.storage.writer import write_data
 from changelake.txn.context import new_statement_id
+from changelake.txn.snapshot import TableState
 
 Scope = tuple[Predicate, ...] | None  # an OR of predicates; None: every row
 _ATTEMPTS = 5
@@ -161,11 +166,12 @@ def rescope(
         raise ExternalTableError(f"External table {ext.name}: connection {d.connection} is gone.")
     second = f"{d.slot}_b"
     statement_id = new_statement_id()
-    staged = env.warehouse.data_dir(statement_id, "-base")
+    directory = env.warehouse.data_dir(statement_id, "-base")
     with postgres.connect(info) as conn:
         replication.drop_objects(conn, second, None)
+        handed = False  # then the base files are the final step's to keep or delete
         try:
-            start = None
+            start, base = None, None
             source = postgres.describe(info, conn, d.source)
             published = replication.row_filter(conn, source, new)
             if added is not None:  # publish the wider scope's changes before P
@@ -176,40 +182,84 @@ def rescope(
                 with replication.exported_slot(info, second) as exported:
                     where = postgres.to_postgres(added)
                     rows = snapshot(env.spark, info, source, exported, state.schema, where)
-                    typed = [F.col(quoted(c.name)).cast(c.type) for c in state.schema.stored]
                     with counted_jobs(env.spark, f"bootstrap of external table {ext.name}"):
-                        rows.select(*typed).write.parquet(env.warehouse.uri(staged))
+                        base = _write_base(env, ext, state, rows, new, directory)
                 start = exported.position
-            done = _commit(env, ext, start, staged, new, removed)
+            handed = True
+            done = _commit(env, ext, start, base, new, removed, statement_id=statement_id)
             if added is None:  # the narrower scope's changes only, once it is committed
                 replication.set_row_filter(conn, d.publication or "", source, published)
             return done
         except BaseException:
             if added is not None:
                 _progress(env.catalog, env.clock, ext.table_id, None)
+                if not handed:
+                    _discard(env, directory)
             raise
         finally:
             replication.drop_objects(conn, second, None)
-            if added is not None:
-                with contextlib.suppress(FileNotFoundError):
-                    env.warehouse.fs.delete_dir(env.warehouse.fs_path(staged))
+
+
+def _write_base(
+    env: Env,
+    ext: ExternalTableInfo,
+    state: TableState,
+    rows: DataFrame,
+    keep: str | None,
+    directory: str,
+) -> list[DataFile]:
+    """The snapshot's rows in ``keep`` (the new scope, checked again as Spark reads it), written
+    by the JDBC partitions' tasks as the table's own data files (row keys, key hashes), not
+    committed: the final step adds them."""
+    typed = stored_rows(rows, state.schema, ext.definition.spec["keys"])
+    if keep is not None:
+        typed = typed.where(f"coalesce({keep}, false)")
+    return write_data(
+        env.warehouse,
+        typed.select(*[quoted(c.name) for c in state.schema.columns]),
+        schema=state.schema,
+        table=ext.name,
+        directory=directory,
+    )
+
+
+def _delete(env: Env, files: Iterable[DataFile]) -> None:
+    """Delete data files that were not committed."""
+    for f in files:
+        with contextlib.suppress(FileNotFoundError):
+            env.warehouse.fs.delete_file(env.warehouse.fs_path(f.path))
+
+
+def _discard(env: Env, directory: str) -> None:
+    """Delete a bootstrap's base files that were not committed."""
+    with contextlib.suppress(FileNotFoundError):
+        env.warehouse.fs.delete_dir(env.warehouse.fs_path(directory))
 
 
 def _commit(
     env: Env,
     ext: ExternalTableInfo,
     start: int | None,
-    staged: str,
+    base: list[DataFile] | None,
     new: str | None,
     removed: str | None,
+    *,
+    statement_id: str,
 ) -> Followed:
     """Steps 2 to 4 of a rescope: the follow brought past P, then the fence (state
     RESCOPING: other follows wait), then one commit that applies the second slot's transactions
-    and the staged rows, moves the position to the second slot's end and sets the scope."""
+    and adds the snapshot's files (``base``: those holding no key the transactions touched as
+    written, the others' untouched rows written again), moves the position to the second slot's
+    end and sets the scope."""
     old, table_id, name = ext.scope, ext.table_id, ext.name
-    ext = _past(env, ext, start)
-    prior = ext.state
-    ext = _fence(env.catalog, env.clock, ext)
+    try:
+        ext = _past(env, ext, start)
+        prior = ext.state
+        ext = _fence(env.catalog, env.clock, ext)
+    except BaseException:
+        _delete(env, base or ())
+        raise
+    committing = False
     try:
         position, transactions = parse_lsn(ext.position or "0/0"), []
         info = env.catalog.find_connection(ext.definition.connection or "")
@@ -223,12 +273,7 @@ def _commit(
         end = max([position, *(t.end_lsn for t in transactions)])
         folded = fold(ext, transactions)
         state = table_state(env.catalog, ext)
-        statement_id = new_statement_id()
         with counted_jobs(env.spark, f"rescope of external table {name}") as count:
-            base = None
-            if start is not None:
-                typed = ", ".join(f"{quoted(c.name)} {c.type}" for c in state.schema.stored)
-                base = env.spark.read.schema(typed).parquet(env.warehouse.uri(staged))
             # the stored rows compared: the touched keys' and those the new scope leaves out
             # (none holds a key of W: the table held F's rows only)
             applied = apply_folded(
@@ -253,10 +298,15 @@ def _commit(
             updates=(rescoped,),
             requirements=(FollowedFrom(table_id, name, ext.position, old, rescoping=True),),
         )
+        committing = True
         result = env.catalog.commit([request], clock=env.clock)
     except BaseException:
         _unfence(env.catalog, env.clock, table_id, prior)
+        if not committing:  # (a commit that failed may still have been made)
+            _delete(env, base or ())
         raise
+    added = {f.path for f in applied.added}
+    _delete(env, [f for f in base or () if f.path not in added])  # rewritten with the delta
     if end > position:  # the table holds the main slot's changes up to there too
         with postgres.connect(info) as conn:
             replication.advance(conn, ext.definition.slot, format_lsn(end))
