@@ -89,7 +89,7 @@ def _check_queries(session) -> None:
         ), name
 
 
-def test_tables_that_read_a_base_table_over_one_interval_share_one_change_scan(
+def test_a_round_scans_a_base_tables_changes_once_and_hands_each_delta_to_its_readers(
     dag, clock, monkeypatch
 ):
     for i in range(2):
@@ -101,8 +101,8 @@ def test_tables_that_read_a_base_table_over_one_interval_share_one_change_scan(
         assert {o.name: o.record.action for o in done.refreshed} == dict.fromkeys(
             DAG, "INCREMENTAL"
         )
-        on_base = {k: n for k, n in made.items() if k[0] == "base"}
-        assert list(on_base.values()) == [1], made  # f1, f2, f3 read it over one interval
+        assert list(made.values()) == [1], made  # f1, f2, f3 read it over one interval
+        assert {k[0] for k in made} == {"base"}  # a1, a2, top read what f1, f2, a1, a2 wrote
         _check_queries(dag)
 
 
@@ -137,7 +137,8 @@ def test_a_shared_scan_is_released_at_the_end_of_the_round(dag, clock):
         _round(dag)
     finally:
         dag_module.SharedReads = made
-    assert len(cached) == 1  # the changes of base, read by f1, f2 and f3
+    # the changes of base, read by f1, f2 and f3; the deltas of f1, f2, a1, a2, which others read
+    assert len(cached) == 5
     assert all(not f.is_cached for f in cached)
 
 

@@ -37,6 +37,7 @@ from changelake.dynamic.refresh import (
     RefreshPlan,
     data_timestamp_now,
     plan_refresh,
+    result_key,
     run_refresh,
 )
 from changelake.dynamic.waves import in_waves
@@ -159,7 +160,8 @@ def refresh_round(
     NO_DATA refreshes are decided first, from one read, and commit as one (nodata.py); the others
     run after their upstreams: one by one, or on ``workers`` those that do not read each other
     at once (each with a statement context of its own). The changes of a base table that several
-    of them read over the same interval are scanned once for the round (``shared_scans``).
+    of them read over the same interval are scanned once for the round, and a refresh's delta
+    is what the tables that read it read as its changes (``shared_reads``).
     Every refresh commits as statement ``statement_id`` (None: each as one of its own)."""
     order, definitions = in_order(ctx, roots)  # their rows as they are at T
     started = ctx.now()
@@ -177,7 +179,7 @@ def refresh_round(
     )
     committed = {o.table_id for o in done.refreshed}
     rest = {d.table_id: d for d in order if d.table_id not in committed}
-    wanted = shared_scans(list(rest.values()), definitions, known)
+    wanted = shared_reads(list(rest.values()), definitions, known)
     shared = SharedReads(env.spark, wanted)
     round_env = env.with_shared(shared) if wanted else env  # else no Env (settings) anew
 
@@ -211,25 +213,31 @@ def refresh_round(
     return done
 
 
-def shared_scans(
+def shared_reads(
     dts: Sequence[DynamicTableInfo],
     definitions: Mapping[int, Definition],
     known: Mapping[int, int],
 ) -> set[Hashable]:
-    """The change scans of base tables that more than one incremental refresh of ``dts`` reads
-    over the same interval (from its frontier to the version at T, ``known``): the round reads
-    each once (``storage.shared``). Refreshes that read a table from different frontiers read
-    its changes apart."""
-    readers: Counter[Hashable] = Counter()
+    """What the incremental refreshes of ``dts`` (upstreams first) share in a round
+    (``storage.shared``): the change scans of base tables that more than one of them reads over
+    the same interval (from its frontier to the version at T, ``known``), read once; and the
+    deltas of refreshes of tables that another reads from where they are now (``result_key``),
+    whose one commit's changes they are. Refreshes that read a table from different
+    frontiers read its changes apart."""
+    scans: Counter[Hashable] = Counter()
+    results: set[Hashable] = set()  # one reader is enough: it reads none of their files
+    now = {d.table_id: d.info.current_version for d in dts}
     for dyn in dts:
         if dyn.frontiers is None or dyn.definition.effective_mode == RefreshMode.FULL:
             continue
         frontiers = dict(dyn.frontiers)
         for t, info in definitions[dyn.table_id].tables.items():
             start, end = frontiers.get(t), known.get(t)
-            if not info.is_dynamic() and start is not None and end is not None and start < end:
-                readers[changes_key(t, start=start, end=end)] += 1
-    return {key for key, n in readers.items() if n > 1}
+            if info.is_dynamic() and t in now and start == now[t]:
+                results.add(result_key(t))
+            elif not info.is_dynamic() and start is not None and end is not None and start < end:
+                scans[changes_key(t, start=start, end=end)] += 1
+    return {key for key, n in scans.items() if n > 1} | results
 
 
 def _refresh_in_round(
