@@ -5,6 +5,7 @@ rows, as refreshing the tables one at a time leaves them."""
 
 from __future__ import annotations
 
+import doctest
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from tests.conftest import rows
 
+import changelake.dynamic.waves
 from changelake.dynamic import dag as dag_module
 from changelake.dynamic.dag import refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
@@ -43,6 +45,10 @@ def dag(session, clock):
         session.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '1 minute' AS {query}")
     clock.advance(seconds=1)
     return session
+
+
+def test_the_waves_doctests_hold():
+    assert doctest.testmod(changelake.dynamic.waves).failed == 0
 
 
 def _change(session, clock, i: int) -> None:
