@@ -1,12 +1,13 @@
 """Target lag held under load (issue 23 item 10: p95 lag <= 30 s, no refresh failed): 10
 dynamic tables in a 3-level DAG, TARGET_LAG = 30 s, the scheduler of `changelake serve` (its own
 process), while a channel ingests 1,000 rows/s into the base table for 5 minutes (scale 1.0).
+``dynamic_lag_5s`` (issue 40 item 3) is the same with TARGET_LAG = 5 s.
 
 Level 1: four filters/projections of the base table; level 2: four GROUP BYs over them; level 3:
 two tables over level 2 (a filter and a join of two of them). Every second a watcher reads each
 dynamic table's data timestamp from the catalog; its lag is now minus that. The first minute
 is warm-up (the service starts Spark and makes the first refreshes), untimed. There is no
-baseline run: the figure compared against is the target lag, 30 s.
+baseline run: the figure compared against is the target lag.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from __future__ import annotations
 import math
 import threading
 import time
+from functools import partial
 
+from bench.external import Benchmark
 from bench.harness import Context, Result
 from bench.ingest_common import create_table, dict_rows
 from bench.task_trigger import start_serve
@@ -51,7 +54,7 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-def run(ctx: Context) -> Result:
+def run(ctx: Context, *, lag_s: float = LAG_S, benchmark: str = NAME) -> Result:
     s = ctx.session
     queries = _LEVEL1 + _LEVEL2 + _LEVEL3
     names = [f"bench_dl_{i}" for i in range(1, len(queries) + 1)]
@@ -59,7 +62,7 @@ def run(ctx: Context) -> Result:
         s.sql(f"DROP DYNAMIC TABLE IF EXISTS {name}")
     create_table(ctx, TABLE)
     for name, query in zip(names, queries, strict=True):
-        s.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '{LAG_S:g} seconds' AS {query}")
+        s.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '{lag_s:g} seconds' AS {query}")
     duration = max(60.0, DURATION_S * ctx.scale)
     ids = {n: s.catalog.table(n).table_id for n in names}
     lags: list[float] = []
@@ -104,17 +107,20 @@ def run(ctx: Context) -> Result:
     ]
     p95 = percentile(lags, 95) if lags else float("inf")
     return Result(
-        name=NAME,
-        description=f"10 dynamic tables (3 levels), TARGET_LAG = {LAG_S:g} s, serve's scheduler,"
+        name=benchmark,
+        description=f"10 dynamic tables (3 levels), TARGET_LAG = {lag_s:g} s, serve's scheduler,"
         f" a channel ingesting {RATE} rows/s for {duration:.0f} s",
         changelake_s=p95,
-        baseline_s=LAG_S,
-        baseline=f"the target lag, {LAG_S:g} s (a constant)",
-        ratio=p95 / LAG_S,
+        baseline_s=lag_s,
+        baseline=f"the target lag, {lag_s:g} s (a constant)",
+        ratio=p95 / lag_s,
         ratio_meaning="p95 lag / target lag",
         target="<= 1.0, no refresh failed",
-        met=p95 <= LAG_S and not failed,
+        met=p95 <= lag_s and not failed,
         rows=sent,
         notes=f"{len(lags)} lag samples; max {max(lags, default=0):.1f} s; failed refreshes:"
         f" {len(failed)}",
     )
+
+
+FIVE_SECONDS = Benchmark("dynamic_lag_5s", partial(run, lag_s=5.0, benchmark="dynamic_lag_5s"))

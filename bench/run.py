@@ -83,6 +83,7 @@ BENCHMARKS = {
         dynamic_groupby,
         dynamic_nodata,
         dynamic_lag,
+        dynamic_lag.FIVE_SECONDS,
         dynamic_vs_streaming,
         task_trigger,
         external.SNAPSHOT,

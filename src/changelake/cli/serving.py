@@ -78,6 +78,14 @@ from changelake.storage.env import Env
     show_default=True,
     help="Seconds after which another serve takes over scheduling from one that died.",
 )
+@click.option(
+    "--refresh-workers",
+    type=click.IntRange(min=1),
+    default=SchedulerSettings.workers,
+    show_default=True,
+    help="Refreshes of a scheduler round that do not read each other run this many at once"
+    " (1: one after another).",
+)
 @click.pass_obj
 def serve(
     target: Target,
@@ -90,6 +98,7 @@ def serve(
     max_request_bytes: int,
     no_scheduler: bool,
     scheduler_lease: float,
+    refresh_workers: int,
 ) -> None:
     """Serve WAREHOUSE over HTTP until Ctrl-C or SIGTERM:
 
@@ -122,7 +131,7 @@ def serve(
     service = service_for(warehouse, catalog, env)
 
     def scheduler() -> Scheduler:
-        settings = SchedulerSettings(lease=scheduler_lease)
+        settings = SchedulerSettings(lease=scheduler_lease, workers=refresh_workers)
         return Scheduler(service.catalog, service.clock, env, run_task_body, settings)
 
     def warm_up() -> None:  # while the service begins to listen: the first statement is fast

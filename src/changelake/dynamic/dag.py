@@ -10,13 +10,16 @@ with another refresh of the same table records nothing: the other refresh is the
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from changelake.catalog.alters import AlterDynamicTable
 from changelake.catalog.model import (
     DynamicTableInfo,
     RefreshAction,
+    RefreshMode,
     RefreshRecord,
     RefreshState,
     SchedulingState,
@@ -34,8 +37,10 @@ from changelake.dynamic.refresh import (
     RefreshPlan,
     data_timestamp_now,
     plan_refresh,
+    result_key,
     run_refresh,
 )
+from changelake.dynamic.waves import in_waves
 from changelake.errors import (
     ChangelakeError,
     ConflictError,
@@ -43,7 +48,9 @@ from changelake.errors import (
     TableNotFoundError,
     did_you_mean,
 )
+from changelake.plan.views import changes_key
 from changelake.storage.env import Env
+from changelake.storage.shared import SharedReads
 from changelake.txn.context import StatementContext, new_statement_id
 
 _RETRIES = 3  # a manual refresh whose upstream moved to a later point meanwhile starts over
@@ -146,12 +153,16 @@ def refresh_round(
     suspend_after: int | None = None,
     skip_suspended: bool = False,
     statement_id: str | None = None,
+    workers: Executor | None = None,
 ) -> Round:
     """Refresh ``roots`` and their upstreams at ``data_timestamp``, each once; with
     ``skip_suspended`` (the scheduler), a suspended one and those that read it are not. The
     NO_DATA refreshes are decided first, from one read, and commit as one (nodata.py); the others
-    run one by one, upstreams first. Every refresh commits as statement ``statement_id`` (None:
-    each as one of its own)."""
+    run after their upstreams: one by one, or on ``workers`` those that do not read each other
+    at once (each with a statement context of its own). The changes of a base table that several
+    of them read over the same interval are scanned once for the round, and a refresh's delta
+    is what the tables that read it read as its changes (``shared_reads``).
+    Every refresh commits as statement ``statement_id`` (None: each as one of its own)."""
     order, definitions = in_order(ctx, roots)  # their rows as they are at T
     started = ctx.now()
     known = base_versions_at(ctx, definitions.values(), data_timestamp)
@@ -167,54 +178,123 @@ def refresh_round(
         statement_id=statement_id,
     )
     committed = {o.table_id for o in done.refreshed}
-    for dyn in order:
-        if dyn.table_id in committed:
-            continue
-        current = ctx.catalog.dynamic_table_by_id(dyn.table_id)
-        if current is None:
-            continue  # dropped meanwhile
-        definition = definitions[dyn.table_id]
-        blocked = [u for u in upstreams(definition) if u in done.failed or u in done.lost]
-        if blocked:
-            if blocked[0] in done.failed:
-                error = done.failed[blocked[0]]
-                reason = f"an upstream dynamic table failed: {error}"
-                _record(
-                    ctx, current, RefreshState.SKIPPED, trigger(current), data_timestamp, reason
-                )
-                done.failed[dyn.table_id] = error
-            else:
-                done.lost.append(dyn.table_id)
-            continue
-        if skip_suspended and current.scheduling_state == SchedulingState.SUSPENDED:
-            done.failed[dyn.table_id] = DynamicTableError(
-                f"dynamic table {current.name} is suspended ({current.suspended_reason})"
-            )
-            continue
-        if current.data_timestamp == data_timestamp:
-            continue  # refreshed at this point already (by another refresh of this round's)
-        try:
-            done.refreshed.append(
-                refresh_one(
-                    ctx,
-                    env,
-                    current,
-                    data_timestamp,
-                    definition,
-                    trigger=trigger(current),
-                    requirements=requirements,
-                    suspend_after=suspend_after,
-                    statement_id=statement_id,
-                    known=known,
-                )
-            )
-        except ConflictError:
-            done.lost.append(dyn.table_id)
-        except ChangelakeError as e:
-            done.failed[dyn.table_id] = e
+    rest = {d.table_id: d for d in order if d.table_id not in committed}
+    wanted = shared_reads(list(rest.values()), definitions, known)
+    shared = SharedReads(env.spark, wanted)
+    round_env = env.with_shared(shared) if wanted else env  # else no Env (settings) anew
+
+    def refresh(table_id: int) -> None:
+        own = ctx if workers is None else StatementContext(env.catalog, ctx.clock, None)
+        _refresh_in_round(
+            own,
+            round_env,
+            rest[table_id],
+            definitions[table_id],
+            done,
+            trigger=trigger,
+            requirements=requirements,
+            suspend_after=suspend_after,
+            skip_suspended=skip_suspended,
+            statement_id=statement_id,
+            known=known,
+        )
+
+    try:
+        in_waves(
+            list(rest),
+            after=lambda t: upstreams(definitions[t]),
+            run=refresh,
+            workers=workers,
+        )
+    finally:
+        shared.release()
     position = {d.table_id: i for i, d in enumerate(order)}
     done.refreshed.sort(key=lambda o: position[o.table_id])
     return done
+
+
+def shared_reads(
+    dts: Sequence[DynamicTableInfo],
+    definitions: Mapping[int, Definition],
+    known: Mapping[int, int],
+) -> set[Hashable]:
+    """What the incremental refreshes of ``dts`` (upstreams first) share in a round
+    (``storage.shared``): the change scans of base tables that more than one of them reads over
+    the same interval (from its frontier to the version at T, ``known``), read once; and the
+    deltas of refreshes of tables that another reads from where they are now (``result_key``),
+    whose one commit's changes they are. Refreshes that read a table from different
+    frontiers read its changes apart."""
+    scans: Counter[Hashable] = Counter()
+    results: set[Hashable] = set()  # one reader is enough: it reads none of their files
+    now = {d.table_id: d.info.current_version for d in dts}
+    for dyn in dts:
+        if dyn.frontiers is None or dyn.definition.effective_mode == RefreshMode.FULL:
+            continue
+        frontiers = dict(dyn.frontiers)
+        for t, info in definitions[dyn.table_id].tables.items():
+            start, end = frontiers.get(t), known.get(t)
+            if info.is_dynamic() and t in now and start == now[t]:
+                results.add(result_key(t))
+            elif not info.is_dynamic() and start is not None and end is not None and start < end:
+                scans[changes_key(t, start=start, end=end)] += 1
+    return {key for key, n in scans.items() if n > 1} | results
+
+
+def _refresh_in_round(
+    ctx: StatementContext,
+    env: Env,
+    dyn: DynamicTableInfo,
+    definition: Definition,
+    done: Round,
+    *,
+    trigger: Callable[[DynamicTableInfo], str],
+    requirements: tuple[Requirement, ...],
+    suspend_after: int | None,
+    skip_suspended: bool,
+    statement_id: str | None,
+    known: Mapping[int, int],
+) -> None:
+    """Refresh ``dyn`` in the round ``done`` (its upstreams' refreshes in it ended), into it."""
+    data_timestamp = done.data_timestamp
+    current = ctx.catalog.dynamic_table_by_id(dyn.table_id)
+    if current is None:
+        return  # dropped meanwhile
+    blocked = [u for u in upstreams(definition) if u in done.failed or u in done.lost]
+    if blocked:
+        if blocked[0] in done.failed:
+            error = done.failed[blocked[0]]
+            reason = f"an upstream dynamic table failed: {error}"
+            _record(ctx, current, RefreshState.SKIPPED, trigger(current), data_timestamp, reason)
+            done.failed[dyn.table_id] = error
+        else:
+            done.lost.append(dyn.table_id)
+        return
+    if skip_suspended and current.scheduling_state == SchedulingState.SUSPENDED:
+        done.failed[dyn.table_id] = DynamicTableError(
+            f"dynamic table {current.name} is suspended ({current.suspended_reason})"
+        )
+        return
+    if current.data_timestamp == data_timestamp:
+        return  # refreshed at this point already (by another refresh of this round's)
+    try:
+        done.refreshed.append(
+            refresh_one(
+                ctx,
+                env,
+                current,
+                data_timestamp,
+                definition,
+                trigger=trigger(current),
+                requirements=requirements,
+                suspend_after=suspend_after,
+                statement_id=statement_id,
+                known=known,
+            )
+        )
+    except ConflictError:
+        done.lost.append(dyn.table_id)
+    except ChangelakeError as e:
+        done.failed[dyn.table_id] = e
 
 
 def _no_data(

@@ -53,7 +53,7 @@ from changelake.dynamic.maintain import (
     stored_state,
 )
 from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
-from changelake.plan.views import changes_over
+from changelake.plan.views import changes_key, changes_over, written_changes
 from changelake.schema import quoted
 from changelake.storage import native
 from changelake.storage.env import Env
@@ -248,10 +248,10 @@ def run_refresh(
     target = Target(dyn.info, ctx.state(dyn.info, since))
     with counted_jobs(env.spark, f"refresh of dynamic table {dyn.name}") as count:
         try:  # first as if no group needs a recompute: one plan, no job to count them
-            applied = _written(ctx, env, plan, target, write_id, optimistic=True)
+            applied, kept = _written(ctx, env, plan, target, write_id, optimistic=True)
         except Unresolved:
             write_id = new_statement_id()
-            applied = _written(ctx, env, plan, target, write_id, optimistic=False)
+            applied, kept = _written(ctx, env, plan, target, write_id, optimistic=False)
         jobs = count()
     record = RefreshRecord(
         action=plan.action,
@@ -280,7 +280,18 @@ def run_refresh(
         ),
     )
     result = ctx.catalog.commit([request], clock=ctx.clock)
-    return Outcome(table_id, name, record, result.version_of(table_id) or since)
+    version = result.version_of(table_id)
+    if kept is not None and env.shared is not None and version is not None:
+        # the table's changes over this commit, for the round's readers of it
+        changes = written_changes(kept, target.state.schema)
+        env.shared.hand(changes_key(table_id, start=since, end=version), changes)
+    return Outcome(table_id, name, record, version or since)
+
+
+def result_key(table_id: int) -> tuple[str, int]:
+    """The key among a round's shared reads (``Env.shared``) that asks the refresh of dynamic
+    table ``table_id`` to keep its delta for the round's readers of the table."""
+    return ("refresh result", table_id)
 
 
 def _written(
@@ -291,12 +302,17 @@ def _written(
     write_id: str,
     *,
     optimistic: bool,
-) -> TableWrite:
-    """The refresh's delta written to files of ``write_id`` (``_delta``'s ``optimistic``)."""
+) -> tuple[TableWrite, Relation | None]:
+    """The refresh's delta written to files of ``write_id`` (``_delta``'s ``optimistic``), and
+    the delta persisted where the round's readers of the table read it (``result_key``)."""
+    shared = env.shared
+    keep = shared is not None and shared.wants(result_key(plan.dt.table_id))
     with _delta(ctx, env, plan, target, optimistic=optimistic) as (delta, changed):
-        return apply_delta(
-            env.spark, env.warehouse, target, delta, statement_id=write_id, changed=changed
+        kept = shared.keep(delta) if shared is not None and keep else None
+        written = apply_delta(
+            env.spark, env.warehouse, target, kept or delta, statement_id=write_id, changed=changed
         )
+    return written, kept
 
 
 @contextmanager

@@ -11,6 +11,7 @@ from pyspark.sql import SparkSession
 
 from changelake.catalog import Catalog
 from changelake.clock import Clock
+from changelake.storage.shared import SharedReads
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 from changelake.txn.transaction import Transaction
@@ -44,16 +45,22 @@ class Settings:
 @dataclass(frozen=True)
 class Env:
     """Where work runs: the catalog and clock (which a StatementContext also holds), Spark, the
-    warehouse and the settings. Make one with ``Env.of``."""
+    warehouse and the settings. Make one with ``Env.of``; ``shared``: the reads this work shares
+    with the other work of its scheduler round (``with_shared``), else None."""
 
     catalog: Catalog
     clock: Clock
     spark: SparkSession
     warehouse: Warehouse
+    shared: SharedReads | None = None
 
     @staticmethod
     def of(catalog: Catalog, clock: Clock, spark: SparkSession, warehouse: Warehouse) -> Env:
         return Env(catalog, clock, spark, warehouse)
+
+    def with_shared(self, shared: SharedReads | None) -> Env:
+        """This Env, its work sharing the reads ``shared`` (a round's change scans)."""
+        return Env(self.catalog, self.clock, self.spark, self.warehouse, shared)
 
     @cached_property
     def settings(self) -> Settings:
