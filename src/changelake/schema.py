@@ -19,7 +19,7 @@ ROW_VERSION = "_cl_row_version"
 # the table (so writes, deletion-vector images and compaction keep it), never shown to users.
 ROW_KEY = "_cl_row_key"
 # The row key hashed by two algorithms (96 bits), written beside it in every data file of a table
-# with a row key (physical columns only: no table schema names them). A lookup of a few keys
+# with a row key and no aggregate state (physical columns only: no table schema names them). A lookup of a few keys
 # among many stored rows compares these numbers instead of decoding and hashing every stored
 # key string (``dml.keyed``); two hashes, as a key collision would be one stored row taken for
 # another. (name, type, SQL function of the key)

@@ -123,13 +123,15 @@ def write_data(
 
     The first columns of ``df`` are the table's, in table order; ``row_id`` and ``row_version``
     name further columns of ``df`` holding identities to materialize. A table with a row key
-    has its ``KEY_HASHES`` written too.
+    and no aggregate state has its ``KEY_HASHES`` written too.
     """
     columns = conform(df, schema, table=table)
     for name, hidden in ((row_id, STORED_ROW_ID), (row_version, ROW_VERSION)):
         columns.append(f"CAST({quoted(name) if name else 'NULL'} AS BIGINT) AS {hidden}")
     key = schema.row_key
-    if key is not None:
+    # a table with aggregate state finds its stored rows by their addresses, never by a
+    # lookup: its hashes would only make its files (and its refreshes' inputs) larger
+    if key is not None and not schema.state:
         source = df.schema.fields[schema.columns.index(key)].name
         hashes = key_hashes(f"CAST({quoted(source)} AS STRING)")
         columns += [f"{h} AS {name}" for h, (name, _, _) in zip(hashes, KEY_HASHES, strict=True)]
