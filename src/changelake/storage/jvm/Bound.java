@@ -8,6 +8,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.WeakHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.UnaryOperator;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.apache.spark.sql.catalyst.FunctionIdentifier;
@@ -144,15 +145,15 @@ public final class Bound {
     Map<Object, Boolean> found = new IdentityHashMap<>();
     analysed.foreachWithSubqueries(
         node -> {
-          found.put(node, true);
-          for (Expression e : CollectionConverters.asJava(node.expressions())) {
-            e.foreach(
-                x -> {
-                  found.put(x, true);
-                  return null;
-                });
-          }
-          return null;
+            found.put(node, true);
+            for (Expression e : CollectionConverters.asJava(node.expressions())) {
+              e.foreach(
+                  x -> {
+                    found.put(x, true);
+                    return null;
+                  });
+            }
+            return null;
         });
     List<LogicalRelation> kept = new ArrayList<>();
     Map<Object, Boolean> read = new IdentityHashMap<>();
@@ -200,22 +201,15 @@ public final class Bound {
     List<Literal> markers = new ArrayList<>();
     LogicalPlan marked =
         parsed.transformUpWithSubqueries(
-            new AbstractPartialFunction<LogicalPlan, LogicalPlan>() {
-              @Override
-              public boolean isDefinedAt(LogicalPlan node) {
-                return true;
-              }
-
-              @Override
-              public LogicalPlan apply(LogicalPlan node) {
-                // a CTE's definitions are not children; rows the parser made into data do not
-                // print in the plan's text (the key)
-                if (node instanceof UnresolvedWith || node instanceof LocalRelation) {
-                  keepable[0] = false;
-                }
-                return node.transformExpressionsUp(parametrized(values, markers, keepable));
-              }
-            });
+            everywhere(
+                node -> {
+                  // a CTE's definitions are not children; rows the parser made into data do not
+                  // print in the plan's text (the key)
+                  if (node instanceof UnresolvedWith || node instanceof LocalRelation) {
+                    keepable[0] = false;
+                  }
+                  return node.transformExpressionsUp(parametrized(values, markers, keepable));
+                }));
     if (!keepable[0]) {
       return null;
     }
@@ -248,45 +242,39 @@ public final class Bound {
   }
 
   /**
-   * Each parameter of an expression as an object of its own, appended to {@code found} (in the
-   * order of the plan's traversal); {@code keepable[0]} false where a function is not built in
-   * or a literal's text looks like a fresh name (the key renames those).
+   * Each parameter of an expression replaced by a marker of its own, its value appended to
+   * {@code values} and its marker to {@code markers} (in the order of the plan's traversal);
+   * {@code keepable[0]} false where a function is not built in or a literal's text could be
+   * confused in the key (a fresh name, an expression id, an attribute).
    */
   private static AbstractPartialFunction<Expression, Expression> parametrized(
       List<Literal> values, List<Literal> markers, boolean[] keepable) {
-    return new AbstractPartialFunction<>() {
-      @Override
-      public boolean isDefinedAt(Expression e) {
-        return true;
-      }
-
-      @Override
-      public Expression apply(Expression e) {
-        if (e instanceof UnresolvedFunction f && !builtin(f)) {
-          keepable[0] = false;
-        }
-        if (e instanceof Literal l
-            && l.dataType() instanceof StringType
-            && l.value() != null
-            && CONFUSABLE.matcher(l.value().toString()).find()) {
-          keepable[0] = false;
-        }
-        if (e instanceof Cast c
-            && c.dataType() == LongType$.MODULE$
-            && c.child() instanceof Literal l
-            && (l.dataType() == IntegerType$.MODULE$ || l.dataType() == LongType$.MODULE$)) {
-          return new Cast(parameter(l, values, markers), c.dataType(), c.timeZoneId(), c.evalMode());
-        }
-        if (e instanceof EqualTo eq
-            && eq.left() instanceof UnresolvedAttribute
-            && eq.right() instanceof Literal l
-            && l.dataType() instanceof StringType
-            && l.value() != null) {
-          return new EqualTo(eq.left(), parameter(l, values, markers));
-        }
-        return e;
-      }
-    };
+    return everywhere(
+        e -> {
+          if (e instanceof UnresolvedFunction f && !builtin(f)) {
+            keepable[0] = false;
+          }
+          if (e instanceof Literal l
+              && l.dataType() instanceof StringType
+              && l.value() != null
+              && CONFUSABLE.matcher(l.value().toString()).find()) {
+            keepable[0] = false;
+          }
+          if (e instanceof Cast c
+              && c.dataType() == LongType$.MODULE$
+              && c.child() instanceof Literal l
+              && (l.dataType() == IntegerType$.MODULE$ || l.dataType() == LongType$.MODULE$)) {
+            return new Cast(parameter(l, values, markers), c.dataType(), c.timeZoneId(), c.evalMode());
+          }
+          if (e instanceof EqualTo eq
+              && eq.left() instanceof UnresolvedAttribute
+              && eq.right() instanceof Literal l
+              && l.dataType() instanceof StringType
+              && l.value() != null) {
+            return new EqualTo(eq.left(), parameter(l, values, markers));
+          }
+          return e;
+        });
   }
 
   /** A marker in place of the parameter {@code l}: a value no other parameter has. */
@@ -314,34 +302,42 @@ public final class Bound {
    */
   private static AbstractPartialFunction<LogicalPlan, LogicalPlan> replaced(
       Map<Object, BaseRelation> relations, Map<Object, Expression> expressions) {
+    return everywhere(
+        node -> {
+          if (node instanceof LogicalRelation read && relations.containsKey(read.relation())) {
+            return read.copy(
+                relations.get(read.relation()), read.output(), read.catalogTable(),
+                read.isStreaming(), read.stream());
+          }
+          if (expressions.isEmpty()) {
+            return node;
+          }
+          return node.transformExpressionsUp(
+              new AbstractPartialFunction<Expression, Expression>() {
+                @Override
+                public boolean isDefinedAt(Expression e) {
+                  return expressions.containsKey(e);
+                }
+
+                @Override
+                public Expression apply(Expression e) {
+                  return expressions.get(e);
+                }
+              });
+        });
+  }
+
+  /** A rule of a tree's transform that applies to every node. */
+  private static <T> AbstractPartialFunction<T, T> everywhere(UnaryOperator<T> rule) {
     return new AbstractPartialFunction<>() {
       @Override
-      public boolean isDefinedAt(LogicalPlan node) {
+      public boolean isDefinedAt(T node) {
         return true;
       }
 
       @Override
-      public LogicalPlan apply(LogicalPlan node) {
-        if (node instanceof LogicalRelation read && relations.containsKey(read.relation())) {
-          return read.copy(
-              relations.get(read.relation()), read.output(), read.catalogTable(),
-              read.isStreaming(), read.stream());
-        }
-        if (expressions.isEmpty()) {
-          return node;
-        }
-        return node.transformExpressionsUp(
-            new AbstractPartialFunction<Expression, Expression>() {
-              @Override
-              public boolean isDefinedAt(Expression e) {
-                return expressions.containsKey(e);
-              }
-
-              @Override
-              public Expression apply(Expression e) {
-                return expressions.get(e);
-              }
-            });
+      public T apply(T node) {
+        return rule.apply(node);
       }
     };
   }
