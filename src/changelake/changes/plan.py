@@ -166,6 +166,19 @@ _NO_FILES = FileRows((), (), (), 0)
 _NO_DELETES = DeletedRows((), (), 0)
 
 
+def only_inserts(touched: Sequence[TrackedFile], *, start: int, end: int) -> bool:
+    """Whether versions ``(start, end]`` only added rows (``touched``: the files they
+    changed): every file was added by one of them and none of them deleted from or removed it.
+    Their changes in every format are then the added files' rows, as inserted."""
+    return all(
+        f.file.begin_version is not None
+        and start < f.file.begin_version <= end
+        and (f.end_version is None or f.end_version > end)
+        and not any(start < v <= end for v, _, _ in f.dvs)
+        for f in touched
+    )
+
+
 def plan_changes(
     *,
     table_id: int,

@@ -43,6 +43,11 @@ _KEY = "_cl_dkey"
 LOOKUP_ROWS = 1_000_000
 # a stored row's address and identity, on the events of a delta computed against stored rows
 STORED = (*ADDRESS, *IDENTITY)
+# the STORED columns of an event no stored row has (a new key's INSERT)
+_NONE_STORED = tuple(
+    f"CAST(NULL AS {t}) AS {c}"
+    for c, t in zip(STORED, ("STRING", "BIGINT", "BIGINT", "BIGINT", "BIGINT"), strict=True)
+)
 
 
 def apply_delta(
@@ -53,6 +58,7 @@ def apply_delta(
     *,
     statement_id: str,
     changed: Callable[[], int] | None = None,
+    inserts_only: bool = False,
 ) -> TableWrite:
     """Write what turns ``target``'s rows into the rows ``delta`` leads to (files, DV files).
 
@@ -68,10 +74,15 @@ def apply_delta(
     counted twice), if known; asked only of a delta without addresses. Up to ``LOOKUP_ROWS``
     of them, a stored table larger than one task reads finds the delta's stored rows by a
     lookup: the delta (computed once) sends its keys to a scan of the stored keys, which sends
-    back the rows they name, so the table is not shuffled (two broadcasts)."""
+    back the rows they name, so the table is not shuffled (two broadcasts).
+
+    ``inserts_only``: the delta is known to hold only INSERTs of keys the table does not hold
+    (a view that only gains rows, over versions that only added rows): no stored row is read."""
     rel, lookup = delta, False
     with ExitStack() as stack:
-        if not all(c in delta.columns for c in STORED):
+        if inserts_only:
+            rel = delta.select("*", *_NONE_STORED)
+        elif not all(c in delta.columns for c in STORED):
             lookup = changed is not None and not small_input(target) and changed() <= LOOKUP_ROWS
             if lookup:  # read twice (its keys, its events): computed once
                 rel = Relation.of_frame(stack.enter_context(persisted(delta.frame(spark))))

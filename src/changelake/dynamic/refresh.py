@@ -53,6 +53,7 @@ from changelake.dynamic.maintain import (
     stored_state,
 )
 from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
+from changelake.plan.monotonic import inserts_only
 from changelake.plan.views import changes_key, changes_over, written_changes
 from changelake.schema import quoted
 from changelake.storage import native
@@ -307,10 +308,16 @@ def _written(
     the delta persisted where the round's readers of the table read it (``result_key``)."""
     shared = env.shared
     keep = shared is not None and shared.wants(result_key(plan.dt.table_id))
-    with _delta(ctx, env, plan, target, optimistic=optimistic) as (delta, changed):
+    with _delta(ctx, env, plan, target, optimistic=optimistic) as (delta, changed, inserts):
         kept = shared.keep(delta) if shared is not None and keep else None
         written = apply_delta(
-            env.spark, env.warehouse, target, kept or delta, statement_id=write_id, changed=changed
+            env.spark,
+            env.warehouse,
+            target,
+            kept or delta,
+            statement_id=write_id,
+            changed=changed,
+            inserts_only=inserts,
         )
     return written, kept
 
@@ -323,10 +330,11 @@ def _delta(
     target: Target,
     *,
     optimistic: bool,
-) -> Iterator[tuple[Relation, Callable[[], int] | None]]:
+) -> Iterator[tuple[Relation, Callable[[], int] | None, bool]]:
     """The minimum delta that brings the stored rows to the query at the data timestamp (for
-    the ``with`` block), and for a view's changes the rows its tables changed (``apply_delta``'s
-    ``changed``); ``optimistic``: see ``maintained_delta``."""
+    the ``with`` block), and for a view's changes the rows its tables changed and whether it
+    is known to insert only (``apply_delta``'s ``changed`` and ``inserts_only``);
+    ``optimistic``: see ``maintained_delta``."""
     schema = target.state.schema
     names = [c.name for c in schema.visible]
     stored = [c.name for c in schema.stored]
@@ -338,21 +346,18 @@ def _delta(
         with maintained_delta(
             ctx, env, state, plan.versions, target, optimistic=optimistic
         ) as delta:
-            yield delta, None
+            yield delta, None, False
         return
     if plan.action == RefreshAction.INCREMENTAL and tree is not None:
-        rel, _ = changes_over(
-            ctx,
-            env,
-            plan.dt.name,
-            tree,
-            plan.versions,
-            information=Information.DEFAULT,
-        )
+        # a view that only gains rows, over versions that only added rows: its APPEND_ONLY
+        # changes are its minimum delta, without pairing the events of a ROW_ID
+        inserts = inserts_only(ctx, tree, plan.versions)
+        information = Information.APPEND_ONLY if inserts else Information.DEFAULT
+        rel, _ = changes_over(ctx, env, plan.dt.name, tree, plan.versions, information=information)
         hidden = (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID)
         intervals = [(t, start, end) for t, (_, start, end) in plan.versions.items() if end > start]
         changed = partial(ctx.catalog.rows_changed, intervals)
-        yield rel.select(*_renaming(rel.columns, names, hidden)), changed
+        yield rel.select(*_renaming(rel.columns, names, hidden)), changed, inserts
         return
     if state is not None:
         rows = aggregated_rows(state, input_rows(ctx, env, state, ends), names)
@@ -364,7 +369,7 @@ def _delta(
             "*", *[f"CAST(NULL AS {c.type}) AS {quoted(c.name)}" for c in schema.state]
         )
     stored_rows = state_relation(env.spark, env.warehouse, target.state, identity=True)
-    yield diff(stored_rows, rows, stored, STORED), None
+    yield diff(stored_rows, rows, stored, STORED), None, False
 
 
 def _renaming(columns: Sequence[str], names: list[str], hidden: tuple[str, ...]) -> list[str]:

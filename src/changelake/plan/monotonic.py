@@ -22,9 +22,11 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from changelake.catalog.model import TableInfo
+from changelake.changes.plan import only_inserts
 from changelake.plan.delta import (
     Changed,
     delta_branch,
@@ -50,6 +52,7 @@ from changelake.plan.ir import (
     at,
     children,
 )
+from changelake.txn.context import StatementContext
 
 FOLLOWED = (
     "follows only views whose added rows follow from their tables' added rows alone"
@@ -197,3 +200,24 @@ def _appended_semi(node: Join, left: Node | None, right: Node | None) -> Node | 
     if not terms:
         return None
     return terms[0] if len(terms) == 1 else Union(terms[0], terms[1])
+
+
+def inserts_only(
+    ctx: StatementContext, tree: Node, versions: Mapping[int, tuple[TableInfo, int, int]]
+) -> bool:
+    """Whether the changes of view ``tree`` over ``versions`` are inserts only, known from
+    metadata: the tables' versions in the intervals only added rows, and the view only gains
+    rows while its tables do (``refusal``). Its APPEND_ONLY changes are then its
+    minimum delta, and no row they insert has the key of a row it had."""
+    if refusal(tree) is not None:
+        return False
+    changed = {t: (first, last) for t, (_, first, last) in versions.items() if first < last}
+    ctx.catalog.read_ahead(changed)
+    return all(
+        only_inserts(
+            ctx.catalog.files_changed_between(t, start_exclusive=first, end_inclusive=last),
+            start=first,
+            end=last,
+        )
+        for t, (first, last) in changed.items()
+    )
