@@ -68,6 +68,25 @@ def test_a_table_is_refreshed_when_half_its_lag_has_passed(base, clock):
     assert (no_data.action, no_data.spark_jobs) == ("NO_DATA", 0)
 
 
+def test_a_table_whose_rounds_take_long_is_refreshed_early_enough_to_stay_within_its_lag(
+    base, clock
+):
+    """Half of a 10 s lag is not early enough when a round takes 6 s: the table is due once
+    its lag, a tick and its last round's time (with a margin) would reach the target."""
+    session = base
+    session.sql("CREATE DYNAMIC TABLE f TARGET_LAG = '10 seconds' AS SELECT k, v FROM src")
+    scheduler = _scheduler(session)
+    table_id = session.catalog.table("f").table_id
+    clock.advance(seconds=2)
+    assert scheduler.due() == []  # 2 s of 10: not yet
+    scheduler._took[table_id] = 6.0  # as if its last round had taken 6 s
+    assert [d.name for d in scheduler.due()] == ["f"]  # 2 + 1 + 1.25 * 6 > 10
+    clock.advance(seconds=-1.5)
+    assert scheduler.due() == []  # at 0.5 s even such a round keeps it within the lag
+    scheduler._took[table_id] = 100.0
+    assert [d.name for d in scheduler.due()] == ["f"]  # rounds back to back
+
+
 def test_downstream_lag_is_refreshed_only_for_a_reader_and_shared_upstreams_once(base, clock):
     session = base
     session.sql(

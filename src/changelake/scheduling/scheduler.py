@@ -7,7 +7,9 @@ table, external table or task has nothing to schedule: a round then only reads t
 writes nothing (a lease held lapses); the first such object makes the next round take the
 lease (one scheduler wins it, as always) and schedule it. A dynamic table is *due* when its
 data timestamp is older than half its target lag (so a refresh that takes less than the other
-half keeps it within the lag), or it was never refreshed. The due tables and every dynamic table
+half keeps it within the lag), or when its lag, plus a tick and the time its last round took
+(with a margin), would pass the target lag otherwise (a short lag is kept by rounds back to
+back), or it was never refreshed. The due tables and every dynamic table
 they read (DOWNSTREAM ones included) are refreshed in one round at one data timestamp, each once:
 tables that share upstreams are aligned. A table whose sources did not change gets a NO_DATA
 refresh: no Spark job. Every refresh requires the lease's epoch, so a scheduler that lost its
@@ -46,6 +48,9 @@ from changelake.tasks.run import GraphRun, Runner, RunStatements
 from changelake.txn.context import StatementContext
 
 LEASE = "scheduler"
+# a round may take this much longer than the last one did (its delta is larger when it starts
+# later, the machine busier)
+_ROUND_MARGIN = 1.25
 _POOL = "spark.scheduler.pool"
 _log = logging.getLogger("changelake.scheduler")
 
@@ -85,6 +90,7 @@ class Scheduler:
         self._retry_at: dict[int, float] = {}
         self._failures: dict[int, int] = {}
         self._followed: dict[int, float] = {}  # external table id -> when it was last followed
+        self._took: dict[int, float] = {}  # dynamic table id -> seconds its last round took
         self.graph_runs: list[GraphRun] = []  # the task graphs the last round ran
         self._pool = threading.local()  # per thread: the (Spark, scheduler pool) it set last
         self._workers: ThreadPoolExecutor | None = None  # a round's concurrent refreshes
@@ -217,6 +223,7 @@ class Scheduler:
         held: tuple[LeaseHeld, ...],
     ) -> Round:
         due_ids = {d.table_id for d in due}
+        started = time.monotonic()
         done = refresh_round(
             ctx,
             env,
@@ -228,8 +235,9 @@ class Scheduler:
             skip_suspended=True,
             workers=self._refresh_workers(),
         )
-        now = self.clock.now()
+        now, took = self.clock.now(), time.monotonic() - started
         for outcome in done.refreshed:
+            self._took[outcome.table_id] = took
             self._failures.pop(outcome.table_id, None)
             self._retry_at.pop(outcome.table_id, None)
         for table_id in done.failed:
@@ -241,8 +249,9 @@ class Scheduler:
 
     def due(self) -> list[DynamicTableInfo]:
         """The active dynamic tables with a target lag whose data timestamp is older than half
-        of it (or that were never refreshed), past their backoff."""
-        now = self.clock.now()
+        of it, or than what keeps it within the lag if its round takes as long as its last one
+        did (or that were never refreshed), past their backoff."""
+        now, tick = self.clock.now(), self.settings.tick
         found = []
         for dyn in self.catalog.list_dynamic_tables():
             lag = dyn.definition.target_lag
@@ -250,7 +259,9 @@ class Scheduler:
                 continue
             if self._retry_at.get(dyn.table_id, 0.0) > now:
                 continue
-            if dyn.data_timestamp is None or now - dyn.data_timestamp >= lag / 2:
+            took = self._took.get(dyn.table_id, 0.0)
+            latest = min(lag / 2, lag - tick - _ROUND_MARGIN * took)
+            if dyn.data_timestamp is None or now - dyn.data_timestamp >= latest:
                 found.append(dyn)
         return found
 
