@@ -177,6 +177,27 @@ def spark_jobs(spark: SparkSession, action: Callable[[], object]) -> int:
     return clock.since()[0]
 
 
+def rows_read(spark: SparkSession, action: Callable[[], object]) -> int:
+    """The rows the file scans of every Spark job one run of ``action`` submits read, in any
+    job group (the stages' input records, from the driver's status store)."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    gateway = spark.sparkContext._gateway
+    no_quantiles = gateway.new_array(gateway.jvm.double, 0)
+
+    def stage_rows() -> dict[tuple[int, int], int]:
+        stages = store.stageList(None, False, False, no_quantiles, None)
+        found = {}
+        for i in range(stages.size()):
+            stage = stages.apply(i)
+            found[(stage.stageId(), stage.attemptId())] = stage.inputRecords()
+        return found
+
+    before = stage_rows()
+    action()
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    return sum(n for key, n in stage_rows().items() if key not in before)
+
+
 class ScannedFiles:
     """The Parquet files Spark's file scans listed, per SQL execution started after ``mark()``,
     read from the SQL status store (the scan nodes' ``Location``, printed in full)."""
