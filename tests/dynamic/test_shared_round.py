@@ -95,11 +95,18 @@ def _check_queries(session) -> None:
         ), name
 
 
+def _inserted(session, clock, i: int) -> None:
+    """Inserts only: the filters' refreshes read their APPEND_ONLY changes (inserts_only)."""
+    session.sql(f"INSERT INTO base VALUES ({300 + i}, {i % 3}, {i % 5 + 2}), ({400 + i}, 1, 3)")
+    clock.advance(seconds=1)
+
+
+@pytest.mark.parametrize("changed", [_change, _inserted], ids=["any change", "inserts only"])
 def test_a_round_scans_a_base_tables_changes_once_and_hands_each_delta_to_its_readers(
-    dag, clock, monkeypatch
+    dag, clock, monkeypatch, changed
 ):
     for i in range(2):
-        _change(dag, clock, i)
+        changed(dag, clock, i)
         made = _scans(monkeypatch)
         done = _round(dag)
         monkeypatch.undo()

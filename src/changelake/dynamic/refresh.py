@@ -54,7 +54,8 @@ from changelake.dynamic.maintain import (
 )
 from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
 from changelake.plan.monotonic import inserts_only
-from changelake.plan.views import changes_key, changes_over, written_changes
+from changelake.plan.round_reads import changes_key, written_changes
+from changelake.plan.views import changes_over
 from changelake.schema import quoted
 from changelake.storage import native
 from changelake.storage.env import Env

@@ -20,7 +20,7 @@ from changelake.changes.columns import (
     METADATA_ISUPDATE,
     METADATA_ROW_ID,
 )
-from changelake.changes.plan import Information
+from changelake.changes.plan import Information, only_inserts
 from changelake.changes.query import changes_between, plan_interval, resolve_intervals
 from changelake.changes.scan import table_row_id
 from changelake.errors import InvalidStatementError, StaleStreamError, UnsupportedError
@@ -41,7 +41,8 @@ from changelake.plan.ir import (
     scans,
 )
 from changelake.plan.monotonic import appended
-from changelake.schema import TableSchema, quoted
+from changelake.plan.round_reads import changes_key
+from changelake.schema import quoted
 from changelake.storage.env import VIEW_CHANGES_PLAN, Env, Settings
 from changelake.storage.local import sql_literal
 from changelake.storage.pruning import Comparison, prune, value_range
@@ -459,6 +460,11 @@ class Leaves:
         """The changes of ``info`` over ``(first, last]``: one scan for every plan of a round
         that reads them (``Env.shared``, ``changes_key``)."""
         information = self.information or Information.DEFAULT
+        touched = self.ctx.catalog.files_changed_between
+        if information is Information.APPEND_ONLY and only_inserts(
+            touched(info.table_id, start_exclusive=first, end_inclusive=last), start=first, end=last
+        ):  # the same rows: read as the round's other readers of the interval read them
+            information = Information.DEFAULT
 
         def scan() -> Relation:
             rel = changes_between(
@@ -476,23 +482,3 @@ class Leaves:
             return scan()
         key = changes_key(info.table_id, start=first, end=last, information=information)
         return self.env.shared.relation(key, scan)
-
-
-def changes_key(
-    table_id: int, *, start: int, end: int, information: Information = Information.DEFAULT
-) -> tuple[str, int, int, int, str]:
-    """The key of a view plan's read of the changes of table ``table_id`` over ``(start, end]``
-    among a round's shared reads (``storage.shared``)."""
-    return ("changes", table_id, start, end, information.value)
-
-
-def written_changes(delta: Relation, schema: TableSchema) -> Relation:
-    """What a view plan reads as a table's changes (``Leaves``), from a delta that was the one
-    commit of the interval: a minimum delta with the table's visible columns, METADATA$ACTION and
-    METADATA$ROW_ID (a refresh's). A pair of events that changed only hidden columns may be
-    left in it: a view plan's changes may be redundant, its result is the minimum delta."""
-    return delta.select(
-        *[f"CAST({quoted(c.name)} AS {c.type}) AS {quoted(c.name)}" for c in schema.visible],
-        f"{quoted(METADATA_ROW_ID)} AS {VIEW_ROW_ID}",
-        f"{quoted(METADATA_ACTION)} AS {VIEW_ACTION}",
-    )
