@@ -19,10 +19,10 @@ ROW_VERSION = "_cl_row_version"
 # the table (so writes, deletion-vector images and compaction keep it), never shown to users.
 ROW_KEY = "_cl_row_key"
 # The row key hashed by two algorithms (96 bits), written beside it in every data file of a table
-# with a row key and no aggregate state (physical columns only: no table schema names them). A lookup of a few keys
-# among many stored rows compares these numbers instead of decoding and hashing every stored
-# key string (``dml.keyed``); two hashes, as a key collision would be one stored row taken for
-# another. (name, type, SQL function of the key)
+# with a row key and no aggregate state (physical columns only: no table schema names them). A
+# lookup of a few keys among many stored rows compares these numbers instead of decoding and
+# hashing every stored key string (``dml.keyed``); two hashes, as a key collision would be one
+# stored row taken for another. (name, type, SQL function of the key)
 KEY_HASHES = (("_cl_key_h1", "bigint", "xxhash64"), ("_cl_key_h2", "int", "hash"))
 # A dynamic table that maintains an aggregate keeps per-group state in hidden columns named
 # ``_cl_<...>`` after its visible ones (``dynamic.measures``): the group's row count, sums and

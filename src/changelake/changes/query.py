@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
 from changelake.changes.formats import Rendering, render, stamp
-from changelake.changes.plan import ChangePlan, Information, plan_changes
+from changelake.changes.plan import ChangePlan, Information, only_inserts, plan_changes
 from changelake.changes.scan import change_relation
 from changelake.errors import InvalidStatementError
 from changelake.storage.env import Env
@@ -65,6 +65,13 @@ def plan_interval(
         information=information,
         touched=touched,
     )
+
+
+def only_inserted_between(catalog: Catalog, table_id: int, *, start: int, end: int) -> bool:
+    """Whether versions ``(start, end]`` of table ``table_id`` only added rows
+    (``plan.only_inserts`` of the files they changed): metadata only."""
+    touched = catalog.files_changed_between(table_id, start_exclusive=start, end_inclusive=end)
+    return only_inserts(touched, start=start, end=end)
 
 
 def changes_between(

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from changelake.catalog.model import TableInfo
-from changelake.changes.plan import only_inserts
+from changelake.changes.query import only_inserted_between
 from changelake.plan.delta import (
     Changed,
     delta_branch,
@@ -214,10 +214,6 @@ def inserts_only(
     changed = {t: (first, last) for t, (_, first, last) in versions.items() if first < last}
     ctx.catalog.read_ahead(changed)
     return all(
-        only_inserts(
-            ctx.catalog.files_changed_between(t, start_exclusive=first, end_inclusive=last),
-            start=first,
-            end=last,
-        )
+        only_inserted_between(ctx.catalog, t, start=first, end=last)
         for t, (first, last) in changed.items()
     )

@@ -20,8 +20,13 @@ from changelake.changes.columns import (
     METADATA_ISUPDATE,
     METADATA_ROW_ID,
 )
-from changelake.changes.plan import Information, only_inserts
-from changelake.changes.query import changes_between, plan_interval, resolve_intervals
+from changelake.changes.plan import Information
+from changelake.changes.query import (
+    changes_between,
+    only_inserted_between,
+    plan_interval,
+    resolve_intervals,
+)
 from changelake.changes.scan import table_row_id
 from changelake.errors import InvalidStatementError, StaleStreamError, UnsupportedError
 from changelake.plan.compile import VIEW_ACTION, VIEW_ROW_ID, compile_node, net_changes
@@ -460,9 +465,8 @@ class Leaves:
         """The changes of ``info`` over ``(first, last]``: one scan for every plan of a round
         that reads them (``Env.shared``, ``changes_key``)."""
         information = self.information or Information.DEFAULT
-        touched = self.ctx.catalog.files_changed_between
-        if information is Information.APPEND_ONLY and only_inserts(
-            touched(info.table_id, start_exclusive=first, end_inclusive=last), start=first, end=last
+        if information is Information.APPEND_ONLY and only_inserted_between(
+            self.ctx.catalog, info.table_id, start=first, end=last
         ):  # the same rows: read as the round's other readers of the interval read them
             information = Information.DEFAULT
 

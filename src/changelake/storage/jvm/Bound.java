@@ -145,15 +145,15 @@ public final class Bound {
     Map<Object, Boolean> found = new IdentityHashMap<>();
     analysed.foreachWithSubqueries(
         node -> {
-            found.put(node, true);
-            for (Expression e : CollectionConverters.asJava(node.expressions())) {
-              e.foreach(
-                  x -> {
-                    found.put(x, true);
-                    return null;
-                  });
-            }
-            return null;
+          found.put(node, true);
+          for (Expression e : CollectionConverters.asJava(node.expressions())) {
+            e.foreach(
+                x -> {
+                  found.put(x, true);
+                  return null;
+                });
+          }
+          return null;
         });
     List<LogicalRelation> kept = new ArrayList<>();
     Map<Object, Boolean> read = new IdentityHashMap<>();
