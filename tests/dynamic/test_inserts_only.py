@@ -67,6 +67,7 @@ def test_a_monotone_view_over_inserts_reads_no_stored_row(session, stored_reads)
         0,
         0,
     )
+    assert last.spark_jobs == 1  # the write of the new rows: no DV, nothing stored read
 
     # an update, a delete, a row inserted then deleted, a row inserted then updated, each in
     # an interval of its own: their deltas are paired with the stored rows
