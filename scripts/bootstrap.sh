@@ -2,8 +2,9 @@
 # Prepare a development environment for changelake; safe to run any number of times.
 #
 # - creates .venv (python3 -m venv) when missing;
-# - installs changelake editable with its test extras, skipped when pyproject.toml is unchanged
-#   since the last install (a hash stamp lives in .venv);
+# - installs changelake editable with its test extras, and the dbt adapter (dbt-changelake/, with
+#   dbt-core and dbt's adapter tests, pinned there), skipped when both pyproject.toml files are
+#   unchanged since the last install (a hash stamp lives in .venv);
 # - checks for Java 17+ (Spark needs it);
 # - makes sure the PostgreSQL server binaries exist (the PostgreSQL catalog tests start a real server);
 # - builds the class archive that shortens the start of a local Spark (once per user and setup).
@@ -20,12 +21,16 @@ if [[ ! -x "$venv/bin/python" ]]; then
     python3 -m venv "$venv"
 fi
 
-wanted_hash="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+wanted_hash="$(cat pyproject.toml dbt-changelake/pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$wanted_hash" ]] \
-    || ! "$venv/bin/python" -c 'import importlib.metadata as m; m.version("changelake")' \
+    || ! "$venv/bin/python" -c 'import importlib.metadata as m; m.version("changelake"); m.version("dbt-changelake")' \
         >/dev/null 2>&1; then
     echo "bootstrap: installing changelake and its test dependencies into $venv" >&2
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    # compat mode puts dbt-changelake/src on the path, where dbt's namespace packages
+    # (dbt.adapters, dbt.include) find the adapter beside dbt-core's own
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+        --config-settings editable_mode=compat -e './dbt-changelake[test]'
     echo "$wanted_hash" >"$stamp"
 fi
 

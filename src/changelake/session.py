@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import TableInfo
@@ -28,6 +29,7 @@ from changelake.sql.dynamic import HISTORY_COLUMNS, history_rows, show_dynamic_t
 from changelake.sql.execute import execute
 from changelake.storage.env import Env
 from changelake.storage.snapshot import state_relation
+from changelake.storage.spark_errors import spark_errors
 from changelake.storage.spark_setup import default_spark, prepare, quiet_query_context_loggers
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
@@ -38,6 +40,16 @@ if TYPE_CHECKING:
     from typing import Unpack
 
 Point = int | dt.datetime | str
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """A statement run to its end: its columns as (name, Spark type) pairs, its first rows, and
+    ``total`` when it has more rows than were fetched (None: ``rows`` is all of it)."""
+
+    columns: tuple[tuple[str, str], ...]
+    rows: list[Row]
+    total: int | None
 
 
 class Session:
@@ -57,6 +69,11 @@ class Session:
         DataFrame saying what they did (statement id, operation, object, version, row counts).
         """
         return execute(self._env(), text, transactions=self._transactions)
+
+    def fetch(self, text: str, *, max_rows: int) -> Fetched:
+        """Run one SQL statement to its end and collect at most ``max_rows`` of its rows; a
+        query's failing expression (a division by zero) raises a ChangelakeError, not Spark's."""
+        return _fetched(self.sql(text), text, max_rows)
 
     @property
     def transaction(self) -> Transaction | None:
@@ -185,6 +202,14 @@ class Session:
 
     def _context(self) -> StatementContext:
         return StatementContext(self.catalog, self.clock, self.transaction)
+
+
+def _fetched(df: DataFrame, text: str, max_rows: int) -> Fetched:
+    with spark_errors(text.split(maxsplit=1)[0].upper() if text.strip() else "SQL"):
+        rows = df.limit(max_rows + 1).collect()
+        total = df.count() if len(rows) > max_rows else None
+    columns = tuple((f.name, f.dataType.simpleString()) for f in df.schema)
+    return Fetched(columns, rows[:max_rows], total)
 
 
 def _interval(

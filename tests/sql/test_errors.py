@@ -16,6 +16,7 @@ from changelake.errors import (
     ColumnNotFoundError,
     ConflictError,
     DependencyError,
+    InvalidStatementError,
     NotNullViolationError,
     SqlSyntaxError,
     TableNotFoundError,
@@ -216,6 +217,29 @@ def test_syntax_error_has_line_and_column(wh, statement, line, column):
 
 def test_update_without_set(wh):
     fails(wh, "UPDATE people SET WHERE id = 1", SqlSyntaxError, "UPDATE people needs SET")
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE people SET \"name\" = 'x'",
+        'MERGE INTO people USING src ON people.id = src.id WHEN MATCHED THEN UPDATE SET "name" = src.name',
+    ],
+)
+def test_a_double_quoted_name_set_is_named_as_a_string(wh, statement):
+    """In Spark's SQL "name" is a string: setting it is refused before Spark sees a query."""
+    fails(wh, statement, InvalidStatementError, "sets 'name', a string", "`name`")
+
+
+def test_a_parse_error_spark_raises_keeps_its_message(spark):
+    from pyspark.errors import ParseException
+
+    from changelake.storage.spark_errors import translate_analysis
+
+    with pytest.raises(ParseException) as caught:
+        spark.sql("SELECT CASE WHEN NOT x FROM")
+    message = str(translate_analysis(caught.value))
+    assert message.startswith("[PARSE_SYNTAX_ERROR] Syntax error at or near"), message
 
 
 # -- time travel ----------------------------------------------------------------------------------

@@ -304,6 +304,17 @@ def test_views(people):
     people.sql("DROP VIEW IF EXISTS named_twice")
 
 
+def test_a_view_with_a_cte_read_twice_inside_a_cte(people):
+    """Each read keeps the view's WITH in its own subquery: the two do not clash (dbt's
+    ephemeral models are such CTEs, and its table comparisons read a view twice)."""
+    people.sql("CREATE VIEW v AS WITH c AS (SELECT * FROM people) SELECT id, name FROM c")
+    query = (
+        "WITH diff AS (SELECT count(*) AS n FROM ((SELECT id FROM people EXCEPT SELECT id FROM v)"
+        " UNION ALL (SELECT id FROM v EXCEPT SELECT id FROM people)) AS d) SELECT n FROM diff"
+    )
+    assert rows(people.sql(query)) == [(0,)]
+
+
 def test_view_is_stored_in_the_catalog(people, spark):
     import changelake
 

@@ -3,14 +3,11 @@ only then: it brings PySpark."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import changelake
 from changelake.cli.output import Result
 from changelake.cli.target import Target
 from changelake.session import Session
 from changelake.storage.cancel import Cancellable
-from changelake.storage.spark_errors import spark_errors
 from changelake.storage.spark_setup import default_spark
 
 
@@ -44,15 +41,11 @@ class Local:
             self._running[request] = run
         try:
             with run.running(self._session.spark):
-                df = self._session.sql(statement)
-                # A query runs only now: a failing expression in it is translated here.
-                with spark_errors(label):
-                    rows: Sequence = df.limit(max_rows + 1).collect()
-                    total = df.count() if len(rows) > max_rows else None
+                fetched = self._session.fetch(statement, max_rows=max_rows)
         finally:
             run.finish()
             self._running.pop(request, None)
-        return Result(list(df.columns), rows[:max_rows], total)
+        return Result([name for name, _ in fetched.columns], fetched.rows, fetched.total)
 
     def cancel(self, request: str) -> None:
         """Cancel the statement running under ``request``; returns once it ended."""

@@ -237,7 +237,24 @@ def _insert(tree: exp.Insert) -> Insert:
     return Insert(into.name, columns, tree.expression, bool(tree.args.get("overwrite")))
 
 
+def _set_targets(tree: exp.Expression, statement: str) -> None:
+    """Refuse ``SET "name" = ...``: in changelake's SQL (Spark's) "name" is a string, and the
+    query Spark would be given fails far from what the user wrote."""
+    for assignment in tree.find_all(exp.EQ):
+        target = assignment.this
+        if (
+            isinstance(target, exp.Literal)
+            and target.is_string
+            and isinstance(assignment.parent, exp.Update)
+        ):
+            raise InvalidStatementError(
+                f"{statement} sets {target.sql()}, a string: name the column as"
+                f" {target.name} or `{target.name}` (double quotes make a string here)."
+            )
+
+
 def _update(tree: exp.Update) -> Update:
+    _set_targets(tree, "UPDATE")
     source = tree.args.get("from_")
     return Update(
         tree.this, list(tree.expressions), source.this if source is not None else None, _where(tree)
@@ -249,6 +266,7 @@ def _delete(tree: exp.Delete) -> Delete:
 
 
 def _merge(tree: exp.Merge) -> Merge:
+    _set_targets(tree, "MERGE")
     whens = tree.args.get("whens")
     return Merge(
         tree.this,

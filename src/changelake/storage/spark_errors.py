@@ -247,7 +247,8 @@ def translate_analysis(
     error, ...), with the names the user wrote and without Spark's plan."""
     condition = e.getCondition() or ""
     params = e.getMessageParameters() or {}
-    text = _clean(str(e).split("\n")[0], names)
+    # (a ParseException's text starts with an empty line)
+    text = _clean(next((ln for ln in str(e).split("\n") if ln.strip()), ""), names)
     text = re.sub(r"\s*SQLSTATE: \w+;?.*$", "", text)
     if condition.startswith("UNRESOLVED_COLUMN"):
         column = _clean(params.get("objectName", "?"), names).replace("`", "")

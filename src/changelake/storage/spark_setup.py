@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 
 import pyspark
 from pyspark import SparkConf, SparkContext
+from pyspark.errors import PySparkRuntimeError
 from pyspark.java_gateway import launch_gateway
 from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
@@ -131,9 +133,9 @@ def default_spark(log: str | None = None) -> SparkSession:
     ``log``: a file that takes the JVM's console output (Spark's and log4j's lines, the JVM's
     own warnings), appended to, instead of this process's stderr; a command line that prints
     results gives it, a library user sees Spark's lines as with any SparkSession."""
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
+    # (the default session too: a thread of the user's, such as dbt's, has no active one)
+    with contextlib.suppress(PySparkRuntimeError):
+        return SparkSession.active()
     check_java()
     conf = {
         "spark.master": os.environ.get("CHANGELAKE_SPARK_MASTER", "local[*]"),

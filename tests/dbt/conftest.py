@@ -1,0 +1,99 @@
+"""dbt on changelake: dbt's own adapter tests (dbt-tests-adapter) and ours, each run in both
+connection modes: in this process (``warehouse``, on the suite's Spark) and through one
+``changelake serve`` the tests start (``server``: a real service process on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from dbt.tests.fixtures.project import *  # noqa: F403  (dbt's fixtures: project, unique_schema...)
+
+TOKEN = "dbt-tests-token"
+MODES = ("in-process", "server")
+
+
+@pytest.fixture(scope="session")
+def dbt_warehouse(tmp_path_factory, spark) -> str:
+    """The warehouse the in-process mode writes (each test class in a schema of its own)."""
+    return str(tmp_path_factory.mktemp("dbt") / "wh")
+
+
+@pytest.fixture(scope="session")
+def changelake_server(tmp_path_factory) -> Iterator[str]:
+    """A ``changelake serve`` process on a warehouse of its own; its URL."""
+    root = tmp_path_factory.mktemp("dbt-serve")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(root / "serve.log", "w")  # noqa: SIM115  (closed below)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "changelake.cli",
+            "serve",
+            str(root / "wh"),
+            "--port",
+            str(port),
+            "--token",
+            TOKEN,
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "CHANGELAKE_SPARK_MASTER": "local[2]"},
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(url, process, root / "serve.log")
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log.close()
+
+
+def _wait_until_up(url: str, process: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"changelake serve exited: {log.read_text()[-2000:]}")
+        try:
+            with urllib.request.urlopen(f"{url}/v1/health", timeout=2):
+                return
+        except OSError:
+            time.sleep(0.5)
+    raise RuntimeError(f"changelake serve did not start in 180 s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="class")
+def logs_dir(tmp_path_factory, prefix) -> str:
+    """dbt's logs of a test class: under the run's temporary directory, not the repository."""
+    return str(tmp_path_factory.mktemp("dbt-logs") / prefix)
+
+
+@pytest.fixture(scope="class", params=MODES)
+def dbt_profile_target(request) -> dict:
+    """The profile of dbt's test projects: every test class runs once per connection mode."""
+    if request.param == "server":
+        return {
+            "type": "changelake",
+            "server": request.getfixturevalue("changelake_server"),
+            "token": TOKEN,
+            "threads": 2,
+        }
+    return {
+        "type": "changelake",
+        "warehouse": request.getfixturevalue("dbt_warehouse"),
+        "threads": 2,
+    }
