@@ -81,7 +81,7 @@ class ChangelakeConnectionManager(SQLConnectionManager):
         except StatementFailed as e:  # the service refused the session (a bad token)
             connection.state = "fail"
             raise DbtRuntimeError(f"changelake refused the connection: {e.message}") from None
-        connection.handle = _Connection(handle)
+        connection.handle = _Connection(handle, credentials.schema)
         connection.state = "open"
         return connection
 
@@ -142,11 +142,12 @@ class ChangelakeConnectionManager(SQLConnectionManager):
 class _Connection:
     """What dbt holds as a connection's handle: cursors over one changelake handle."""
 
-    def __init__(self, handle: Any):
+    def __init__(self, handle: Any, schema: str):
         self._handle = handle
+        self._schema = schema
 
     def cursor(self) -> Cursor:
-        return Cursor(self._handle)
+        return Cursor(self._handle, self._schema)
 
     def close(self) -> None:
         self._handle.close()

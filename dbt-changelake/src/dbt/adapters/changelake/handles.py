@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import sqlparse
 
+from dbt.adapters.changelake.names import unqualified
+
 # What one statement may bring back to dbt (seeds, tests and `dbt show` fetch a few rows; a
 # model's rows stay in the warehouse).
 MAX_ROWS = 1_000_000
@@ -167,10 +169,12 @@ def statements(sql: str) -> list[str]:
 
 
 class Cursor:
-    """A DB-API-like cursor over a handle: runs each statement of a call in order."""
+    """A DB-API-like cursor over a handle: runs each statement of a call in order, names
+    qualified by the profile's ``schema`` made the warehouse's (``names.unqualified``)."""
 
-    def __init__(self, handle: Handle):
+    def __init__(self, handle: Handle, schema: str):
         self._handle = handle
+        self._schema = schema
         self._answer: Answer | None = None
         self.elapsed = 0.0
 
@@ -183,6 +187,7 @@ class Cursor:
         self._answer = None
         opened = False  # a BEGIN of this call, not yet ended
         for statement in statements(sql):
+            statement = unqualified(statement, self._schema)
             word = statement.split(maxsplit=1)[0].upper()
             try:
                 answer = self._handle.run(statement)

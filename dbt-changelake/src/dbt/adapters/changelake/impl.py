@@ -10,6 +10,8 @@ from typing import Any
 from dbt_common.contracts.constraints import ConstraintType
 from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 
+from changelake.dynamic.spec import describe_lag
+from changelake.dynamic.spec import target_lag as lag_seconds
 from dbt.adapters.base import AdapterConfig, available
 from dbt.adapters.base.impl import ConstraintSupport
 from dbt.adapters.base.relation import InformationSchema
@@ -174,13 +176,25 @@ class ChangelakeAdapter(SQLAdapter):
         pass  # no sized types: nothing to widen
 
     @available
-    def dynamic_table_state(self, relation: ChangelakeRelation) -> dict[str, Any] | None:
-        """A dynamic table's row of SHOW DYNAMIC TABLES (target_lag, refresh_mode, text ...)."""
+    def dynamic_table_changes(
+        self, relation: ChangelakeRelation, sql: str, target_lag: str, refresh_mode: str
+    ) -> dict[str, Any]:
+        """How a dynamic table differs from its model: ``query`` (its query changed: replace
+        it) and ``settings`` (``option = value`` for ALTER ... SET: lag, refresh mode)."""
         _, table = self.execute("SHOW DYNAMIC TABLES", fetch=True)
-        for row in table:
-            if str(row["name"]) == relation.render():
-                return dict(zip(table.column_names, row, strict=True))
-        return None
+        found = [dict(zip(table.column_names, r, strict=True)) for r in table]
+        state = next((r for r in found if r["name"] == relation.render()), None)
+        if state is None:
+            raise DbtRuntimeError(f"{relation} is not a dynamic table (SHOW DYNAMIC TABLES).")
+        about = f"dynamic table {relation}"
+        lag = describe_lag(lag_seconds(target_lag, about=about))
+        settings = []
+        if lag != state["target_lag"]:
+            value = "DOWNSTREAM" if lag == "DOWNSTREAM" else f"'{lag}'"
+            settings.append(f"target_lag = {value}")
+        if refresh_mode.upper() != str(state["refresh_mode"]).upper():
+            settings.append(f"refresh_mode = {refresh_mode.upper()}")
+        return {"query": _squeezed(state["text"]) != _squeezed(sql), "settings": settings}
 
     # -- dbt docs: the catalog from SHOW TABLES and each relation's columns --------------------
 
@@ -262,6 +276,10 @@ _CATALOG_COLUMNS = (
     "stats:rows:description",
     "stats:rows:include",
 )
+
+
+def _squeezed(query: str) -> str:
+    return " ".join(query.split()).rstrip(";").strip()
 
 
 def _literal(value: Any) -> str:

@@ -6,9 +6,6 @@
 
 {% macro changelake__dynamic_table_options() -%}
   {%- set lag = config.get('target_lag') -%}
-  {%- if not lag -%}
-    {{ exceptions.raise_compiler_error("dynamic table " ~ this ~ " needs target_lag, such as target_lag='5 minutes' or 'downstream'") }}
-  {%- endif -%}
   target_lag = {{ "downstream" if lag | lower == "downstream" else "'" ~ lag ~ "'" }}
   refresh_mode = {{ config.get('refresh_mode') or 'AUTO' }}
   initialize = {{ config.get('initialize') or 'ON_CREATE' }}
@@ -20,16 +17,15 @@
   as {{ sql }}
 {%- endmacro %}
 
-{% macro changelake__squeezed(text) -%}
-  {{- (text or '') | replace('\n', ' ') | replace('\t', ' ') | trim | lower | replace('  ', ' ') | replace('  ', ' ') | replace('  ', ' ') -}}
-{%- endmacro %}
-
 {% materialization dynamic_table, adapter='changelake' %}
   {%- set existing = load_cached_relation(this) -%}
   {%- set target = this.incorporate(type='dynamic_table') -%}
   {%- set on_change = (config.get('on_configuration_change') or 'apply') | lower -%}
   {%- if on_change not in ('apply', 'continue', 'fail') -%}
     {{ exceptions.raise_compiler_error("on_configuration_change of " ~ this ~ " is " ~ on_change ~ "; give apply, continue or fail") }}
+  {%- endif -%}
+  {%- if not config.get('target_lag') -%}
+    {{ exceptions.raise_compiler_error("dynamic table " ~ this ~ " needs target_lag, such as target_lag='5 minutes' or 'downstream'") }}
   {%- endif -%}
   {{ run_hooks(pre_hooks) }}
   {%- if existing is not none and not existing.is_dynamic_table -%}
@@ -42,17 +38,9 @@
   {%- elif should_full_refresh() -%}
     {%- set build_sql = changelake__create_dynamic_table(target, sql, replace=True) -%}
   {%- else -%}
-    {%- set state = adapter.dynamic_table_state(target) -%}
-    {%- set lag = (config.get('target_lag') or '') | lower | trim -%}
-    {%- set mode = (config.get('refresh_mode') or 'AUTO') | upper -%}
-    {%- set query_changed = changelake__squeezed(state['text']) != changelake__squeezed(sql) -%}
-    {%- set settings = [] -%}
-    {%- if changelake__squeezed(state['target_lag']) != lag -%}
-      {%- do settings.append("target_lag = " ~ ("downstream" if lag == "downstream" else "'" ~ lag ~ "'")) -%}
-    {%- endif -%}
-    {%- if (state['refresh_mode'] or '') | upper != mode -%}
-      {%- do settings.append("refresh_mode = " ~ mode) -%}
-    {%- endif -%}
+    {%- set changes = adapter.dynamic_table_changes(target, sql, config.get('target_lag'), config.get('refresh_mode') or 'AUTO') -%}
+    {%- set query_changed = changes['query'] -%}
+    {%- set settings = changes['settings'] -%}
     {%- if query_changed or settings -%}
       {%- if on_change == 'fail' -%}
         {{ exceptions.raise_compiler_error("dynamic table " ~ this ~ " changed (" ~ ("its query" if query_changed else settings | join(', ')) ~ ") and on_configuration_change is fail; run with --full-refresh or set it to apply") }}

@@ -27,8 +27,8 @@ def dbt_warehouse(tmp_path_factory, spark) -> str:
 
 
 @pytest.fixture(scope="session")
-def changelake_server(tmp_path_factory) -> Iterator[str]:
-    """A ``changelake serve`` process on a warehouse of its own; its URL."""
+def server_profile(tmp_path_factory) -> Iterator[dict]:
+    """A ``changelake serve`` process on a warehouse of its own; the profile that reaches it."""
     root = tmp_path_factory.mktemp("dbt-serve")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -53,7 +53,7 @@ def changelake_server(tmp_path_factory) -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_until_up(url, process, root / "serve.log")
-        yield url
+        yield {"type": "changelake", "server": url, "token": TOKEN, "threads": 2}
     finally:
         process.terminate()
         try:
@@ -86,14 +86,30 @@ def logs_dir(tmp_path_factory, prefix) -> str:
 def dbt_profile_target(request) -> dict:
     """The profile of dbt's test projects: every test class runs once per connection mode."""
     if request.param == "server":
-        return {
-            "type": "changelake",
-            "server": request.getfixturevalue("changelake_server"),
-            "token": TOKEN,
-            "threads": 2,
-        }
+        return request.getfixturevalue("server_profile")
     return {
         "type": "changelake",
         "warehouse": request.getfixturevalue("dbt_warehouse"),
         "threads": 2,
     }
+
+
+# The server mode sends the SQL the in-process mode runs: the default run takes it through dbt's
+# basic classes, the dynamic tables and one incremental strategy class; the other incremental
+# classes (five minutes more) run in it with the nightly set.
+_SERVER_BY_DEFAULT = ("TestIncrementalUniqueKeyMerge",)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if (
+            callspec is not None
+            and callspec.params.get("dbt_profile_target") == "server"
+            and item.module is not None
+            and item.module.__name__.endswith("test_adapter_incremental")
+            and item.cls is not None
+            and item.cls.__name__ not in _SERVER_BY_DEFAULT
+        ):
+            item.add_marker(pytest.mark.nightly)
