@@ -1,5 +1,6 @@
 {# An incremental model: the first run (and --full-refresh) builds the table as a table model
-   does; later runs put the model's rows in a staging table and apply them with the strategy:
+   does; later runs apply the model's rows with the strategy (through a staging table only when
+   on_schema_change must compare columns):
    append (INSERT), merge (MERGE on unique_key), delete+insert (one transaction: both commit
    together or neither), microbatch (each batch replaces its event-time window, atomically). #}
 
@@ -17,18 +18,27 @@
     {%- set build_sql = create_table_as(False, target, sql) -%}
   {%- elif should_full_refresh() -%}
     {%- set build_sql = changelake__replace_table(existing, target, sql) -%}
+  {%- elif on_schema_change == 'ignore' -%}
+    {#- the strategy reads the model's query itself: one statement (or one transaction) reads
+        it and writes, so a STREAM the model reads is consumed in the commit of the write -#}
+    {%- set model_rows = '(' ~ sql ~ ')' -%}
+    {%- set dest_columns = adapter.get_columns_in_relation(existing) -%}
   {%- else -%}
+    {#- on_schema_change compares the model's columns with the table's: a staging table has them -#}
     {%- set staging = make_temp_relation(target) -%}
     {{ drop_relation_if_exists(staging) }}
     {% do run_query(create_table_as(True, staging, sql)) %}
+    {%- set model_rows = staging -%}
     {%- set dest_columns = process_schema_changes(on_schema_change, staging, existing) -%}
     {%- if not dest_columns -%}
       {%- set dest_columns = adapter.get_columns_in_relation(existing) -%}
     {%- endif -%}
+  {%- endif -%}
+  {%- if model_rows is defined -%}
     {%- set strategy = config.get('incremental_strategy') or 'default' -%}
     {%- set strategy_macro = adapter.get_incremental_strategy_macro(context, strategy) -%}
     {%- set predicates = config.get('predicates', none) or config.get('incremental_predicates', none) -%}
-    {%- set build_sql = strategy_macro({'target_relation': target, 'temp_relation': staging, 'unique_key': unique_key, 'dest_columns': dest_columns, 'incremental_predicates': predicates}) -%}
+    {%- set build_sql = strategy_macro({'target_relation': target, 'temp_relation': model_rows, 'unique_key': unique_key, 'dest_columns': dest_columns, 'incremental_predicates': predicates}) -%}
   {%- endif -%}
   {% call statement('main') -%}
     {{ build_sql }}
