@@ -113,3 +113,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             and item.cls.__name__ not in _SERVER_BY_DEFAULT
         ):
             item.add_marker(pytest.mark.nightly)
+
+
+@pytest.fixture
+def fresh_models(project, models) -> None:
+    """The class's models as its fixture gives them: a test that rewrites a model does not
+    leave it rewritten for the other connection mode (the project directory is the class's)."""
+    directory = Path(project.project_root) / "models"
+    for path in directory.glob("*.sql"):
+        path.unlink()
+    for name, text in models.items():
+        (directory / name).write_text(text, encoding="utf-8")

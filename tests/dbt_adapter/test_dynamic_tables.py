@@ -53,6 +53,7 @@ def rows_of(project, name: str) -> list[tuple]:
     )
 
 
+@pytest.mark.usefixtures("fresh_models")
 class Pipeline:
     """A project of a seed and two dynamic tables, one reading the other (one per test class:
     each scenario changes the models)."""
