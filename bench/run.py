@@ -21,6 +21,7 @@ from bench import (
     cli_sql,
     commit_throughput,
     consume,
+    dbt_build,
     delete,
     delete_few,
     dynamic_groupby,
@@ -91,6 +92,7 @@ BENCHMARKS = {
         external_bootstrap,
         planning,
         cli_sql,
+        dbt_build,
     )
 }
 MASTER = "local[2]"

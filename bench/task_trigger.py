@@ -12,6 +12,7 @@ the figure compared against is the target, 5 s. The archive must end up equal to
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,11 @@ TARGET_S = 5.0
 
 def start_serve(warehouse: str) -> subprocess.Popen:
     """`changelake serve` on ``warehouse`` in its own process, once it listens."""
+    return serve(warehouse)[0]
+
+
+def serve(warehouse: str) -> tuple[subprocess.Popen, str]:
+    """`changelake serve` on ``warehouse`` in its own process, once it listens; and its URL."""
     log = Path(tempfile.mkdtemp(prefix="bench-serve-")) / "serve.log"
     with log.open("wb") as stderr:
         process = subprocess.Popen(
@@ -35,11 +41,11 @@ def start_serve(warehouse: str) -> subprocess.Popen:
             stderr=stderr,
         )
     deadline = time.monotonic() + 120
-    while "listening on http://" not in log.read_text():
+    while (found := re.search(r"listening on (http://\S+)", log.read_text())) is None:
         if process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"changelake serve did not start: {log.read_text()}")
         time.sleep(0.05)
-    return process
+    return process, found.group(1).rstrip("/.,")
 
 
 def run(ctx: Context) -> Result:

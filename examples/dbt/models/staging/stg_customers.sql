@@ -1,0 +1,1 @@
+select customer_id, name, upper(country) as country from {{ ref('customers') }}
