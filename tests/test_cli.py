@@ -213,6 +213,31 @@ def test_wide_results_fit_the_terminal_and_cut_rows_are_counted(tmp_path: Path) 
     assert "showing 3 of 5 rows (2 cut); use --max-rows to see more" in result.stderr
 
 
+def test_results_wider_than_80_columns_print_as_records(tmp_path: Path) -> None:
+    """SHOW DYNAMIC TABLES, SHOW TASKS and the refresh history have more columns than 80
+    characters hold: each row prints as a record (psql's expanded display), every value whole."""
+    wh = tmp_path / "wh"
+    _ok(_invoke(wh, "sql", "CREATE TABLE sales (region STRING, amount INT)"))
+    _ok(_invoke(wh, "sql", "INSERT INTO sales VALUES ('north', 5), ('south', 7)"))
+    query = "SELECT region, sum(amount) AS total FROM sales GROUP BY region"
+    _ok(_invoke(wh, "sql", f"CREATE DYNAMIC TABLE totals TARGET_LAG = '1 minute' AS {query}"))
+    _ok(_invoke(wh, "sql", "CREATE TASK nightly SCHEDULE = '60 MINUTE' AS DELETE FROM sales"))
+    narrow = CliRunner(env={"COLUMNS": "80"})
+    history = "SELECT * FROM TABLE(DYNAMIC_TABLE_REFRESH_HISTORY())"
+    for statement in ("SHOW DYNAMIC TABLES", "SHOW TASKS", history):
+        out = _ok(narrow.invoke(main, ["-w", str(wh), "sql", statement]))
+        lines = out.splitlines()
+        assert all(len(line) <= 80 for line in lines), (statement, lines)
+        assert lines[0].startswith("record 1 ─"), (statement, lines)
+        assert "…" not in out, (statement, out)
+    shown = _ok(narrow.invoke(main, ["-w", str(wh), "sql", "SHOW DYNAMIC TABLES"]))
+    assert "target_lag" in shown and "1 minute" in shown
+    assert " ".join(shown.split()).find(query) > 0  # the query whole, wrapped over lines
+    # a narrow result stays a table
+    table = _ok(narrow.invoke(main, ["-w", str(wh), "sql", "SELECT * FROM totals"]))
+    assert "┃ region" in table
+
+
 def test_no_spark_line_reaches_the_terminal_unless_verbose(tmp_path: Path) -> None:
     """A real `changelake` process (its own JVM): stderr holds only changelake's lines."""
     wh = tmp_path / "wh"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -14,9 +15,9 @@ from test_sql_http import service  # noqa: F401 - the fixture
 PROMPT = "changelake>"
 
 
-def _spawn(url: str, warehouse: str, history: Path) -> pexpect.spawn:
+def _spawn(url: str, warehouse: str, history: Path, columns: int = 100) -> pexpect.spawn:
     env = {k: v for k, v in os.environ.items() if k != "CHANGELAKE_SERVE_TOKEN"}
-    env.update({"CHANGELAKE_HISTORY": str(history), "COLUMNS": "100", "TERM": "xterm"})
+    env.update({"CHANGELAKE_HISTORY": str(history), "COLUMNS": str(columns), "TERM": "xterm"})
     env.update({"NO_COLOR": "1", "PROMPT_TOOLKIT_NO_CPR": "1"})
     child = pexpect.spawn(
         sys.executable,
@@ -24,7 +25,7 @@ def _spawn(url: str, warehouse: str, history: Path) -> pexpect.spawn:
         env=env,
         encoding="utf-8",
         timeout=120,
-        dimensions=(40, 100),
+        dimensions=(40, columns),
     )
     child.expect_exact(PROMPT)
     return child
@@ -115,7 +116,7 @@ def test_the_shell_runs_its_own_spark_without_a_service(tmp_path):
         env=env,
         encoding="utf-8",
         timeout=180,
-        dimensions=(40, 100),
+        dimensions=(40, columns),
     )
     seen = io.StringIO()
     child.logfile_read = seen
@@ -137,3 +138,25 @@ def test_the_shell_runs_its_own_spark_without_a_service(tmp_path):
     # Spark's own lines went to the warehouse's log, not to the terminal
     assert "log4j" not in seen.getvalue() and " WARN " not in seen.getvalue()
     assert "log4j" in (tmp_path / "wh" / "_logs" / "spark.log").read_text()
+
+
+def test_a_result_wider_than_80_columns_prints_as_records(service, session, tmp_path):  # noqa: F811
+    session.sql("CREATE TABLE sales (region STRING, amount INT)")
+    session.sql(
+        "CREATE DYNAMIC TABLE totals TARGET_LAG = '1 minute'"
+        " AS SELECT region, sum(amount) AS total FROM sales GROUP BY region"
+    )
+    http = service()
+    child = _spawn(http.base, session.warehouse.root, tmp_path / "history", columns=80)
+    try:
+        child.send("SHOW DYNAMIC TABLES;\r")
+        child.expect_exact("record 1")
+        child.expect_exact(PROMPT)
+        shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", child.before)  # without the styles
+        assert re.search(r"target_lag +1 minute", shown), shown
+        assert re.search(r"scheduling_state +ACTIVE", shown), shown
+        assert "…" not in shown
+        assert all(len(line.rstrip()) <= 80 for line in shown.splitlines()), shown
+    finally:
+        child.sendeof()
+        child.expect(pexpect.EOF)

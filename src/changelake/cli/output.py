@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rich.console import Console
+from rich.console import Console, Group
+from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
@@ -72,7 +73,7 @@ def print_result(out: Console, err: Console, result: Result, *, fmt: str) -> Non
             out.print(Text(summary(row)))
         return
     if fmt == "table":
-        out.print(_table(result))
+        out.print(_table(result) if _fits(result, out.width) else _records(result))
     else:
         text = {"csv": _csv, "json": _json_lines, "markdown": _markdown}[fmt](result)
         out.file.write(text)
@@ -98,6 +99,31 @@ def _table(result: Result) -> Table:
     for row in result.rows:
         table.add_row(*(_cell(value) for value in row))
     return table
+
+
+def _fits(result: Result, width: int) -> bool:
+    """Whether a table of ``result`` shows every column's name within ``width``: a column may be
+    cut to its name (at least 6 characters), not below; else the rows print as records."""
+    need = 1
+    for i, name in enumerate(result.columns):
+        cells = (4 if row[i] is None else len(_plain(row[i])) for row in result.rows)
+        need += min(max([len(name), *cells]), max(len(name), 6)) + 3
+    return need <= width
+
+
+def _records(result: Result) -> Group:
+    """Each row as a record, one line per column (psql's expanded display): what a row too wide
+    for the terminal shows; long values wrap."""
+    parts: list[Rule | Table] = []
+    for number, row in enumerate(result.rows, start=1):
+        parts.append(Rule(Text(f"record {number}"), align="left", style="dim"))
+        record = Table.grid(padding=(0, 2))
+        record.add_column(style="bold", no_wrap=True)
+        record.add_column(overflow="fold")
+        for name, value in zip(result.columns, row, strict=True):
+            record.add_row(Text(name), _cell(value))
+        parts.append(record)
+    return Group(*parts)
 
 
 def _cell(value: object) -> Text:
