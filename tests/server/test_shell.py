@@ -116,7 +116,7 @@ def test_the_shell_runs_its_own_spark_without_a_service(tmp_path):
         env=env,
         encoding="utf-8",
         timeout=180,
-        dimensions=(40, columns),
+        dimensions=(40, 100),
     )
     seen = io.StringIO()
     child.logfile_read = seen
