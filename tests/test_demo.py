@@ -19,3 +19,9 @@ def test_demo_runs_in_a_fresh_warehouse(spark, tmp_path, capsys):
     assert "METADATA$ROW_ID" in out and "shape MINIMIZE" in out
     assert "Bunny" in out and "Maude" in out  # the stream delivered the later changes
     assert "error" not in out.lower()
+    # the pipeline: rows through a channel, dynamic tables refreshed, the task's alert
+    assert "committed through offset token 3" in out
+    assert "│ south  │ 3      │ 295.0   │" in out  # revenue after the update, incrementally
+    assert "INCREMENTAL refresh of revenue" in out
+    assert "│ 4        │ 250.0  │" in out  # the triggered task's row
+    assert "changelake serve" in out

@@ -1,5 +1,6 @@
 """The demo (``scripts/demo.sh``): a fresh warehouse, DML, time travel, history, CHANGES and a
-STREAM, printed as tables.
+STREAM, then a small pipeline (an ingest channel, dynamic tables, a triggered task), printed as
+tables; ``--serve`` then serves the warehouse (scheduler, dashboard).
 
 Run it with ``python -m changelake.demo [WAREHOUSE]``; the warehouse (default ``./demo-warehouse``)
 is removed first, so every run starts from nothing.
@@ -8,6 +9,7 @@ is removed first, so every run starts from nothing.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -21,6 +23,7 @@ from rich.text import Text
 
 import changelake
 from changelake.errors import ChangelakeError
+from changelake.ingest import Client
 from changelake.storage.spark_setup import default_spark
 
 DEFAULT_WAREHOUSE = "demo-warehouse"
@@ -134,9 +137,60 @@ def changes_and_streams(demo: Demo) -> None:
     demo.show("SHOW STREAMS", columns=("name", "table_name", "mode", "frontier_version", "stale"))
 
 
+def pipeline(demo: Demo) -> None:
+    """What changelake is for: rows streamed in through a channel, dynamic tables that keep a
+    join and a GROUP BY up to date incrementally, a stream and a task that runs when it has
+    data."""
+    s = demo.session
+    demo.section("A pipeline: ingest -> table -> dynamic tables, a stream and a triggered task")
+    demo.run("CREATE TABLE regions (region_id INT, region STRING)")
+    demo.run("INSERT INTO regions VALUES (1, 'north'), (2, 'south')")
+    demo.run("CREATE TABLE orders (order_id INT, region_id INT, amount DOUBLE)")
+    with Client(s.warehouse.root, max_client_lag=0.2) as client:
+        channel = client.open_channel("shop-0", table="orders")
+        demo.console.print(
+            Text("> channel shop-0: insert_rows(3 rows, offsets 1..3)", style="cyan")
+        )
+        rows = [{"order_id": i, "region_id": 1 + i % 2, "amount": 10.0 * i} for i in (1, 2, 3)]
+        channel.insert_rows(rows, start_offset_token="1", end_offset_token="3")
+        channel.wait_for_commit("3", timeout=60)
+        demo.console.print(Text("  committed through offset token 3", style="dim"))
+    demo.run(
+        "CREATE DYNAMIC TABLE order_regions TARGET_LAG = DOWNSTREAM AS SELECT o.order_id,"
+        " r.region, o.amount FROM orders o JOIN regions r ON o.region_id = r.region_id"
+    )
+    demo.run(
+        "CREATE DYNAMIC TABLE revenue TARGET_LAG = '1 minute' AS SELECT region,"
+        " count(*) AS orders, sum(amount) AS revenue FROM order_regions GROUP BY region"
+    )
+    demo.run("CREATE STREAM big_orders ON TABLE orders")
+    demo.run("CREATE TABLE alerts (order_id INT, amount DOUBLE)")
+    demo.run(
+        "CREATE TASK alert WHEN SYSTEM$STREAM_HAS_DATA('big_orders') AS INSERT INTO alerts"
+        " SELECT order_id, amount FROM big_orders WHERE METADATA$ACTION = 'INSERT'"
+        " AND amount > 100"
+    )
+    demo.run("ALTER TASK alert RESUME")  # changelake serve runs it when the stream has data
+    demo.run("INSERT INTO orders VALUES (4, 2, 250.0), (5, 1, 5.0)")
+    demo.run("UPDATE orders SET amount = 15.0 WHERE order_id = 1")
+    demo.run("ALTER DYNAMIC TABLE revenue REFRESH")
+    demo.show("SELECT * FROM revenue ORDER BY region")
+    demo.show(
+        "SELECT name, refresh_action, refresh_trigger, state FROM"
+        " TABLE(DYNAMIC_TABLE_REFRESH_HISTORY()) ORDER BY refresh_start_time"
+    )
+    demo.show("EXECUTE TASK alert", columns=("name", "state"))
+    demo.show("SELECT * FROM alerts")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m changelake.demo", description=__doc__)
     parser.add_argument("warehouse", nargs="?", default=DEFAULT_WAREHOUSE)
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="then run changelake serve on the warehouse: its scheduler and dashboard",
+    )
     parser.add_argument(
         "--verbose", action="store_true", help="show Spark's own output (else in _logs/spark.log)"
     )
@@ -152,13 +206,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             demo = Demo(session, console)
             tables_and_time_travel(demo)
             changes_and_streams(demo)
+            pipeline(demo)
         finally:
             session.close()
     except ChangelakeError as e:
         console.print(Text(f"error: {e}", style="red"))
         return 1
     console.print(Text(f"Done. The warehouse is in {warehouse.resolve()}.", style="green"))
-    return 0
+    serve = [sys.executable, "-m", "changelake.cli", "serve", str(warehouse)]
+    if not args.serve:
+        console.print(
+            f"Keep the pipeline fresh and watch it: changelake serve {warehouse}"
+            " (or scripts/demo.sh --serve), then open http://127.0.0.1:8787"
+        )
+        return 0
+    console.print("Serving the warehouse: the dashboard is at http://127.0.0.1:8787 (Ctrl-C ends)")
+    os.execv(sys.executable, serve)
 
 
 if __name__ == "__main__":
