@@ -10,8 +10,6 @@ from typing import Any
 from dbt_common.contracts.constraints import ConstraintType
 from dbt_common.exceptions import DbtDatabaseError, DbtRuntimeError
 
-from changelake.dynamic.spec import describe_lag
-from changelake.dynamic.spec import target_lag as lag_seconds
 from dbt.adapters.base import AdapterConfig, available
 from dbt.adapters.base.impl import ConstraintSupport
 from dbt.adapters.base.relation import InformationSchema
@@ -181,6 +179,11 @@ class ChangelakeAdapter(SQLAdapter):
     ) -> dict[str, Any]:
         """How a dynamic table differs from its model: ``query`` (its query changed: replace
         it) and ``settings`` (``option = value`` for ALTER ... SET: lag, refresh mode)."""
+        # changelake's own reading of lags; imported here, as it brings changelake's catalog
+        # (SQLAlchemy: half a second), which only dynamic tables need
+        from changelake.dynamic.spec import describe_lag
+        from changelake.dynamic.spec import target_lag as lag_seconds
+
         _, table = self.execute("SHOW DYNAMIC TABLES", fetch=True)
         found = [dict(zip(table.column_names, r, strict=True)) for r in table]
         state = next((r for r in found if r["name"] == relation.render()), None)
