@@ -138,3 +138,26 @@ class TestDocs:
         assert seed["columns"]["price"]["type"] == "double"
         view = catalog["nodes"]["model.test.all_names"]
         assert view["metadata"]["type"] == "view" and "rows" not in view["stats"]
+
+
+class TestDebug:
+    def test_dbt_debug_connects(self, project):
+        _, log = run_dbt_and_capture(["debug"])
+        assert "OK connection ok" in log and "All checks passed" in log
+
+
+class TestAnUnreachableServer:
+    @pytest.fixture(scope="class")
+    def dbt_profile_target(self):
+        return {"type": "changelake", "server": "http://127.0.0.1:9", "threads": 1}
+
+    def test_says_where_it_looked_and_what_to_do(
+        self, project_root, profiles_root, profiles_yml, dbt_project_yml
+    ):
+        # (not dbt's `project` fixture: it would make the test schema through the server)
+        _, log = run_dbt_and_capture(
+            ["debug", "--project-dir", str(project_root), "--profiles-dir", str(profiles_root)],
+            expect_pass=False,
+        )
+        assert "http://127.0.0.1:9 did not answer" in log
+        assert "changelake serve" in log and "Traceback" not in log
