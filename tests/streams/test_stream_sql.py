@@ -174,7 +174,8 @@ def test_or_replace_if_not_exists_comment_and_drop(t):
 
     with pytest.raises(ObjectExistsError, match="already exists"):
         t.sql("CREATE STREAM s ON TABLE t")
-    t.sql("CREATE STREAM IF NOT EXISTS s ON TABLE t APPEND_ONLY = TRUE")  # keeps the old one
+    kept = t.sql("CREATE STREAM IF NOT EXISTS s ON TABLE t APPEND_ONLY = TRUE").first()
+    assert kept.message.startswith("Stream s kept (it exists) on t")  # the old one
     assert _frontier(t, "s") == 1 and _changes(t, "s") == [(3, "c", "INSERT", False)]
     assert t.sql("DESCRIBE STREAM s").first()["mode"] == "DEFAULT"
 

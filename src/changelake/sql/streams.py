@@ -41,6 +41,7 @@ def create_stream(ctx: StatementContext, env: Env, stmt: s.CreateStream) -> Stat
             f"CREATE OR REPLACE STREAM IF NOT EXISTS {name}: OR REPLACE and IF NOT EXISTS exclude"
             " each other; use one."
         )
+    kept = ctx.catalog.find_stream(name) if stmt.if_not_exists else None
     point = point_of(env.spark, stmt.point) if stmt.point is not None else None
     if stmt.on_view:
         create = _on_view(ctx, stmt, point)
@@ -48,16 +49,17 @@ def create_stream(ctx: StatementContext, env: Env, stmt: s.CreateStream) -> Stat
         create = _on_table(ctx, stmt, point)
     ctx.commit(CommitRequest(ctx.statement_id, "CREATE STREAM", (create,)))
     stream = ctx.catalog.stream(name)
+    done = "kept (it exists)" if kept is not None else "created"
     if stream.on_view:
         at = ", ".join(
             f"{ctx.catalog.table_by_id(t).name} at version {v}" for t, v in stream.frontiers
         )
-        message = f"Stream {stream.name} created on view {stream.view} ({at})."
+        message = f"Stream {stream.name} {done} on view {stream.view} ({at})."
         version = None
     else:
         info = ctx.catalog.table_by_id(stream.table_id)
         version = stream.frontier_version
-        message = f"Stream {stream.name} created on {info.name} at version {version}."
+        message = f"Stream {stream.name} {done} on {info.name} at version {version}."
     return StatementResult(ctx.statement_id, "CREATE STREAM", stream.name, version, message=message)
 
 
