@@ -91,6 +91,12 @@ def test_unknown_table_suggests_closest_name(wh, statement):
     fails(wh, statement, TableNotFoundError, "'peeple'", "Did you mean people?")
 
 
+def test_a_view_where_a_table_is_read_says_so(wh):
+    wh.sql("CREATE VIEW named AS SELECT id FROM people")
+    for statement in ("DESCRIBE HISTORY named", "UPDATE named SET id = 1", "TRUNCATE TABLE named"):
+        fails(wh, statement, TableNotFoundError, "named is a view, not a table")
+
+
 def test_unknown_table_without_a_close_name(wh):
     message = fails(wh, "SELECT * FROM zzz", TableNotFoundError, "'zzz' does not exist")
     assert "Did you mean" not in message

@@ -110,6 +110,8 @@ class Catalog:
         """The live table ``name``, or TableNotFoundError suggesting the closest name."""
         found = self.find_table(name)
         if found is None:
+            if self.view_sql(name) is not None:
+                raise TableNotFoundError(f"{name} is a view, not a table: this reads tables.")
             raise TableNotFoundError(
                 f"Table {name!r} does not exist.{did_you_mean(name, self.object_names())}"
                 " SHOW TABLES lists the tables."
