@@ -94,10 +94,18 @@ def dbt_profile_target(request) -> dict:
     }
 
 
-# The server mode sends the SQL the in-process mode runs: the default run takes it through dbt's
-# basic classes, the dynamic tables and one incremental strategy class; the other incremental
-# classes (five minutes more) run in it with the nightly set.
-_SERVER_BY_DEFAULT = ("TestIncrementalUniqueKeyMerge",)
+# The server mode sends the SQL the in-process mode runs: the default run takes it through the
+# basic classes that cover every statement kind (models, seeds, snapshots, incremental runs,
+# debug), one incremental strategy class, the dynamic tables and test_models; the other classes
+# run in it with the nightly set (they send the same statements over the same transport).
+_SERVER_BY_DEFAULT = (
+    "TestSimpleMaterializations",
+    "TestIncremental",
+    "TestSnapshotTimestamp",
+    "TestValidateConnection",
+    "TestIncrementalUniqueKeyMerge",
+)
+_SERVER_NIGHTLY_MODULES = ("test_adapter_basic", "test_adapter_incremental")
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -108,7 +116,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             callspec is not None
             and callspec.params.get("dbt_profile_target") == "server"
             and item.module is not None
-            and item.module.__name__.endswith("test_adapter_incremental")
+            and item.module.__name__.rsplit(".", 1)[-1] in _SERVER_NIGHTLY_MODULES
             and item.cls is not None
             and item.cls.__name__ not in _SERVER_BY_DEFAULT
         ):
