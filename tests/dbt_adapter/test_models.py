@@ -80,6 +80,12 @@ class TestIncrementalFromAStream:
             (2, 20, "INSERT"),
             (3, 30, "INSERT"),
         ]
+        # each run is one write of the table (no staging table); the run with nothing new
+        # commits nothing
+        history = project.run_sql(f"DESCRIBE HISTORY {s}.order_log", fetch="all")
+        assert [h[2] for h in history] == ["CREATE TABLE AS SELECT", "INSERT"]
+        tables = [r[0] for r in project.run_sql("SHOW TABLES", fetch="all")]
+        assert not [name for name in tables if "dbt_tmp" in name], tables
         has_data = project.run_sql(
             f"SELECT SYSTEM$STREAM_HAS_DATA('{s}__orders_stream')", fetch="one"
         )
