@@ -24,7 +24,7 @@ from rich.text import Text
 import changelake
 from changelake.errors import ChangelakeError
 from changelake.ingest import Client
-from changelake.storage.spark_setup import default_spark
+from changelake.spark.setup import default_spark
 
 DEFAULT_WAREHOUSE = "demo-warehouse"
 

@@ -27,10 +27,10 @@ from changelake.plan.views import view_changes
 from changelake.sql import tasks
 from changelake.sql.dynamic import HISTORY_COLUMNS, history_rows, show_dynamic_tables
 from changelake.sql.execute import execute
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.snapshot import state_relation
-from changelake.storage.spark_errors import spark_errors
-from changelake.storage.spark_setup import default_spark, prepare, quiet_query_context_loggers
+from changelake.spark.errors import spark_errors
+from changelake.spark.setup import default_spark, prepare, quiet_query_context_loggers
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Edge, point_from_python

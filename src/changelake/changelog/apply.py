@@ -50,9 +50,9 @@ from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
 from changelake.plan.bind import Binder
 from changelake.schema import quoted
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.snapshot import ADDRESS, FILE, state_relation
-from changelake.storage.spark_errors import spark_errors
+from changelake.spark.errors import spark_errors
 from changelake.storage.writer import write_data
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext

@@ -39,7 +39,7 @@ from changelake.dialect import to_spark
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
 from changelake.schema import TableSchema, quoted
 from changelake.storage.snapshot import spark_type
-from changelake.storage.spark_errors import invalid_input
+from changelake.spark.errors import invalid_input
 from changelake.storage.writer import check_assignable
 
 SEQ = "_cl_seq"

@@ -58,9 +58,9 @@ from changelake.errors import (
     did_you_mean,
 )
 from changelake.plan.bind import Binder
-from changelake.storage.env import Env
-from changelake.storage.local import local_dataframe
-from changelake.storage.spark_errors import spark_errors, translate
+from changelake.runtime.env import Env
+from changelake.spark.local import local_dataframe
+from changelake.spark.errors import spark_errors, translate
 from changelake.storage.warehouse import Warehouse
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext

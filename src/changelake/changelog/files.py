@@ -14,7 +14,7 @@ from changelake.changes.formats import Format, rendered_schema
 from changelake.errors import InvalidStatementError, did_you_mean
 from changelake.schema import quoted
 from changelake.storage.snapshot import logical_schema
-from changelake.storage.spark_errors import invalid_input
+from changelake.spark.errors import invalid_input
 from changelake.txn.context import StatementContext
 
 FORMATS = tuple(f.value.lower() for f in Format)

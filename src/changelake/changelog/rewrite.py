@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import find_matches, inserted_rows, matched_rows, new, persisted
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.snapshot import RID
 from changelake.txn.context import StatementContext
 

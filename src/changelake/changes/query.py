@@ -11,8 +11,8 @@ from changelake.changes.formats import Rendering, render, stamp
 from changelake.changes.plan import ChangePlan, Information, only_inserts, plan_changes
 from changelake.changes.scan import change_relation
 from changelake.errors import InvalidStatementError
-from changelake.storage.env import Env
-from changelake.storage.relation import Relation
+from changelake.runtime.env import Env
+from changelake.spark.relation import Relation
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, resolve, resolve_all
 

@@ -35,9 +35,9 @@ from changelake.storage.deletion import (
     join_side,
     read_registered,
 )
-from changelake.storage.env import Env
-from changelake.storage.local import local_relation
-from changelake.storage.relation import Relation
+from changelake.runtime.env import Env
+from changelake.spark.local import local_relation
+from changelake.spark.relation import Relation
 from changelake.storage.row_ids import ROW_HEX, row_id_sql, scrambled_sql
 from changelake.storage.snapshot import (
     FILE,

@@ -7,8 +7,8 @@ import changelake
 from changelake.cli.output import Result
 from changelake.cli.target import Target
 from changelake.session import Session
-from changelake.storage.cancel import Cancellable
-from changelake.storage.spark_setup import default_spark
+from changelake.spark.cancel import Cancellable
+from changelake.spark.setup import default_spark
 
 
 def connect(target: Target, *, warehouse: str | None = None, catalog: str | None = None) -> Session:

@@ -21,7 +21,7 @@ from changelake.scheduling.service import TaskService, service_for
 from changelake.sql.dashboard import DashboardData
 from changelake.sql.execute import run_task_body
 from changelake.sql.service import StatementService
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 
 
 @click.command()

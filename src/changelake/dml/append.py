@@ -13,7 +13,7 @@ from changelake.dml.insert import append_dataframe
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
 from changelake.schema import TableSchema
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.txn.context import StatementContext
 
 

@@ -23,7 +23,7 @@ from changelake.errors import (
 )
 from changelake.plan.bind import Binder
 from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.footers import describe_files, trusted_statistics
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data

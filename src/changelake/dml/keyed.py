@@ -31,9 +31,9 @@ from changelake.dml.common import SMALL_INPUT_ROWS, Target, record_deletes, smal
 from changelake.dml.matches import persisted
 from changelake.errors import ConflictError
 from changelake.schema import KEY_HASHES, ROW_KEY, key_hashes, quoted
-from changelake.storage import native
-from changelake.storage.observed import Counted
-from changelake.storage.relation import Relation
+from changelake.spark import native
+from changelake.spark.observed import Counted
+from changelake.spark.relation import Relation
 from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, key_hashed, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data

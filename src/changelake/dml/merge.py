@@ -37,8 +37,8 @@ from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
 from changelake.schema import TableSchema
-from changelake.storage.env import Env
-from changelake.storage.observed import Counted
+from changelake.runtime.env import Env
+from changelake.spark.observed import Counted
 from changelake.storage.snapshot import IDENTITY, POS, RID
 from changelake.txn.context import StatementContext
 

@@ -29,10 +29,10 @@ from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
 from changelake.plan.pushdown import conjuncts_for
 from changelake.schema import quoted
-from changelake.storage import native
-from changelake.storage.env import Env
+from changelake.spark import native
+from changelake.runtime.env import Env
 from changelake.storage.pruning import prune
-from changelake.storage.relation import plan_lines
+from changelake.spark.relation import plan_lines
 from changelake.storage.snapshot import FILE, IDENTITY, POS, RID
 from changelake.storage.writer import partitions_for, run_checked, write_data
 from changelake.txn.context import StatementContext

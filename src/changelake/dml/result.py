@@ -6,8 +6,8 @@ from dataclasses import astuple, dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
-from changelake.storage.local import local_dataframe
-from changelake.storage.spark_private import deferred_frame
+from changelake.spark.local import local_dataframe
+from changelake.spark.private import deferred_frame
 
 RESULT_COLUMNS = (
     ("statement_id", "string"),

@@ -45,8 +45,8 @@ from changelake.dynamic.refresh import data_timestamp_now, versions_at
 from changelake.dynamic.spec import REFRESH_MODES, DynamicSpec, choice, table_properties, target_lag
 from changelake.errors import ConflictError, InvalidStatementError, ObjectExistsError
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
-from changelake.storage.env import Env
-from changelake.storage.jobs import counted_jobs
+from changelake.runtime.env import Env
+from changelake.spark.jobs import counted_jobs
 from changelake.storage.writer import schema_of_dataframe, table_type, write_data
 from changelake.txn.context import StatementContext
 

@@ -49,7 +49,7 @@ from changelake.errors import (
     did_you_mean,
 )
 from changelake.plan.round_reads import changes_key
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.shared import SharedReads
 from changelake.txn.context import StatementContext, new_statement_id
 

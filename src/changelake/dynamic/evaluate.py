@@ -15,7 +15,7 @@ from changelake.dynamic.definition import Definition
 from changelake.plan.bind import Binder
 from changelake.plan.subtree import rows_at
 from changelake.schema import quoted
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.txn.context import StatementContext
 
 

@@ -42,9 +42,9 @@ from changelake.plan.ir import Col
 from changelake.plan.ir import describe as ir_describe
 from changelake.plan.subtree import input_changes, node_rows
 from changelake.schema import ROW_KEY, TableSchema, quoted
-from changelake.storage.env import Env
-from changelake.storage.local import sql_literal
-from changelake.storage.relation import Relation, output_name
+from changelake.runtime.env import Env
+from changelake.spark.local import sql_literal
+from changelake.spark.relation import Relation, output_name
 from changelake.storage.snapshot import state_relation
 from changelake.storage.writer import run_checked
 from changelake.txn.context import StatementContext

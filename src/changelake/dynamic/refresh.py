@@ -57,10 +57,10 @@ from changelake.plan.monotonic import inserts_only
 from changelake.plan.round_reads import changes_key, written_changes
 from changelake.plan.views import changes_over
 from changelake.schema import quoted
-from changelake.storage import native
-from changelake.storage.env import Env
-from changelake.storage.jobs import counted_jobs
-from changelake.storage.relation import Relation
+from changelake.spark import native
+from changelake.runtime.env import Env
+from changelake.spark.jobs import counted_jobs
+from changelake.spark.relation import Relation
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext, new_statement_id
 from changelake.txn.points import Point, PointKind, resolve, resolve_all

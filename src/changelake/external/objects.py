@@ -30,7 +30,7 @@ from changelake.external.postgresql import postgres, replication
 from changelake.external.postgresql.follow import Followed, follow
 from changelake.external.postgresql.pgoutput import Decoder, format_lsn, parse_lsn
 from changelake.external.postgresql.pgtable import connection_of, drop_source_objects
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.txn.context import StatementContext
 
 

@@ -18,7 +18,7 @@ from changelake.catalog.model import (
 )
 from changelake.catalog.requests import CreateTable, DefineExternalTable, IfExists, Update
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
-from changelake.storage.local import sql_literal
+from changelake.spark.local import sql_literal
 
 
 def table_schema(columns: Sequence[tuple[str, str]]) -> TableSchema:

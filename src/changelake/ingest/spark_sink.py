@@ -30,7 +30,7 @@ from changelake.errors import (
     did_you_mean,
 )
 from changelake.schema import TableSchema, quoted
-from changelake.storage.spark_errors import spark_errors
+from changelake.spark.errors import spark_errors
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
 

@@ -28,11 +28,11 @@ from changelake.plan.predicates import check_scope, reference_predicate
 from changelake.plan.pushdown import pushable_conjuncts
 from changelake.plan.streams import has_data, read_stream
 from changelake.plan.views import view_at, view_changes
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.pruning import prune
-from changelake.storage.relation import Relation, leaves_of
+from changelake.spark.relation import Relation, leaves_of
 from changelake.storage.snapshot import state_relation
-from changelake.storage.spark_errors import translate_analysis
+from changelake.spark.errors import translate_analysis
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
 from changelake.txn.points import resolve

@@ -34,7 +34,7 @@ from changelake.plan.ir import (
     keyed,
 )
 from changelake.schema import quoted
-from changelake.storage.relation import Relation, leaves_of
+from changelake.spark.relation import Relation, leaves_of
 
 VIEW_ROW_ID = "_cl_vrid"
 VIEW_ACTION = "_cl_vact"

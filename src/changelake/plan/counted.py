@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from changelake.storage.relation import Relation
+from changelake.spark.relation import Relation
 
 _BARE = {"expressions", "from", "from_"}
 

@@ -8,7 +8,7 @@ from changelake.changes.columns import METADATA_ACTION, METADATA_ROW_ID
 from changelake.changes.plan import Information
 from changelake.plan.compile import VIEW_ACTION, VIEW_ROW_ID
 from changelake.schema import TableSchema, quoted
-from changelake.storage.relation import Relation
+from changelake.spark.relation import Relation
 
 
 def changes_key(

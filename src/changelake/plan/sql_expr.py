@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql.types import DataType
 
 from changelake.schema import quoted
-from changelake.storage.local import sql_literal
+from changelake.spark.local import sql_literal
 
 
 class Expr:

@@ -20,8 +20,8 @@ from changelake.plan.views import (
     changes_over,
     check_view_stream,
 )
-from changelake.storage.env import Env
-from changelake.storage.relation import Relation
+from changelake.runtime.env import Env
+from changelake.spark.relation import Relation
 from changelake.streams import frontier
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext

@@ -12,8 +12,8 @@ from changelake.plan.delta import derive
 from changelake.plan.ir import End, Node, at
 from changelake.plan.views import Leaves, Versions
 from changelake.schema import quoted
-from changelake.storage.env import Env
-from changelake.storage.relation import Relation
+from changelake.runtime.env import Env
+from changelake.spark.relation import Relation
 from changelake.txn.context import StatementContext
 
 

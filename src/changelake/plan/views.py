@@ -48,10 +48,10 @@ from changelake.plan.ir import (
 from changelake.plan.monotonic import appended
 from changelake.plan.round_reads import changes_key
 from changelake.schema import quoted
-from changelake.storage.env import VIEW_CHANGES_PLAN, Env, Settings
-from changelake.storage.local import sql_literal
+from changelake.runtime.env import VIEW_CHANGES_PLAN, Env, Settings
+from changelake.spark.local import sql_literal
 from changelake.storage.pruning import Comparison, prune, value_range
-from changelake.storage.relation import Relation
+from changelake.spark.relation import Relation
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, PointKind, resolve_all

@@ -42,7 +42,7 @@ from changelake.dynamic.refresh import data_timestamp_now
 from changelake.errors import ChangelakeError, SourceChangedError
 from changelake.external.objects import follow_once
 from changelake.external.postgresql.follow import Followed, mark_failed
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.tasks.due import due_graphs, end_orphaned_runs, run_due
 from changelake.tasks.run import GraphRun, Runner, RunStatements
 from changelake.txn.context import StatementContext

@@ -15,7 +15,7 @@ from changelake.clock import Clock, SystemClock
 from changelake.dynamic.create import alter_dynamic_table, change_dynamic_table
 from changelake.dynamic.dag import dynamic_table
 from changelake.dynamic.spec import describe_lag
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.warehouse import Warehouse
 from changelake.tasks.define import alter_task, task
 from changelake.tasks.run import Runner, RunStatements, run_graph

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, Field
 
@@ -81,3 +81,8 @@ class ErrorDetail(BaseModel):
 
 class ErrorBody(BaseModel):
     error: ErrorDetail
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """A route's ``responses`` in OpenAPI: the error body under 400, 401 and ``statuses``."""
+    return {status: {"model": ErrorBody} for status in (400, 401, *statuses)}

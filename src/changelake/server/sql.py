@@ -13,7 +13,7 @@ from fastapi.params import Depends
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
-from changelake.server.models import ErrorBody
+from changelake.server.models import error_responses
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 DEFAULT_MAX_ROWS = 10_000
@@ -79,10 +79,6 @@ class Session(BaseModel):
     transaction: bool = Field(False, description="Whether a transaction was open (rolled back).")
 
 
-def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    return {status: {"model": ErrorBody} for status in (400, 401, *statuses)}
-
-
 def sql_routes(statements: Statements, dependencies: Sequence[Depends]) -> APIRouter:
     api = APIRouter(dependencies=list(dependencies), tags=["sql"])
 
@@ -90,7 +86,7 @@ def sql_routes(statements: Statements, dependencies: Sequence[Depends]) -> APIRo
         "/v1/sql",
         summary="Run one SQL statement",
         responses={
-            **_errors(404, 409),
+            **error_responses(404, 409),
             200: {"content": {ARROW_STREAM: {"schema": {"type": "string", "format": "binary"}}}},
         },
     )
@@ -115,7 +111,9 @@ def sql_routes(statements: Statements, dependencies: Sequence[Depends]) -> APIRo
             return Response(answer, media_type=ARROW_STREAM)  # type: ignore[return-value]
         return SqlResult(**answer)
 
-    @api.post("/v1/sql/cancel", summary="Cancel a running statement", responses=_errors(404))
+    @api.post(
+        "/v1/sql/cancel", summary="Cancel a running statement", responses=error_responses(404)
+    )
     async def cancel(body: Annotated[CancelRequest, Body()]) -> Cancelled:
         """Stops the Spark jobs of the statement sent with this `request_id` and answers once
         it ended; that request is answered 409 (StatementCancelledError) and committed nothing.
@@ -129,7 +127,7 @@ def sql_routes(statements: Statements, dependencies: Sequence[Depends]) -> APIRo
         rolled back."""
         return Session(session=await run_in_threadpool(statements.open_session))
 
-    @api.delete("/v1/sessions/{session}", summary="End a session", responses=_errors(404))
+    @api.delete("/v1/sessions/{session}", summary="End a session", responses=error_responses(404))
     async def close_session(session: str) -> Session:
         """Rolls back the session's open transaction, if any."""
         return Session(**await run_in_threadpool(statements.close_session, session))

@@ -11,7 +11,7 @@ from fastapi import APIRouter, Query
 from fastapi.params import Depends
 from starlette.concurrency import run_in_threadpool
 
-from changelake.server.dynamic_tables import errors
+from changelake.server.models import error_responses
 
 ROUTE = "/v1/tasks"
 
@@ -35,32 +35,32 @@ def task_routes(service: Tasks, dependencies: Sequence[Depends]) -> APIRouter:
     async def list_tasks() -> list[dict[str, Any]]:
         return await run_in_threadpool(service.list)
 
-    @api.get("/{name}", summary="One task", responses=errors(404))
+    @api.get("/{name}", summary="One task", responses=error_responses(404))
     async def detail(name: str) -> dict[str, Any]:
         """Its state, schedule, predecessors, WHEN condition, statement, next scheduled time,
         failures in a row and options."""
         return await run_in_threadpool(service.detail, name)
 
-    @api.get("/{name}/history", summary="Its runs, newest first", responses=errors(404))
+    @api.get("/{name}/history", summary="Its runs, newest first", responses=error_responses(404))
     async def history(
         name: str, limit: Annotated[int, Query(ge=1, le=10_000)] = 100
     ) -> list[dict[str, Any]]:
         return await run_in_threadpool(service.history, name, limit)
 
-    @api.post("/{name}/execute", summary="Run its graph now", responses=errors(404))
+    @api.post("/{name}/execute", summary="Run its graph now", responses=error_responses(404))
     async def execute(name: str) -> list[dict[str, Any]]:
         """As EXECUTE TASK name: the task, then the tasks after it. Answers the graph run's
         rows once it ended (a failed run is a row with its error, not an HTTP error)."""
         return await run_in_threadpool(service.execute, name)
 
-    @api.post("/{name}/suspend", summary="Suspend it", responses=errors(404))
+    @api.post("/{name}/suspend", summary="Suspend it", responses=error_responses(404))
     async def suspend(name: str) -> dict[str, Any]:
         return await run_in_threadpool(service.set_suspended, name, True)
 
     @api.post(
         "/{name}/resume",
         summary="Resume it (a root: its schedule starts)",
-        responses=errors(400, 404),
+        responses=error_responses(400, 404),
     )
     async def resume(name: str) -> dict[str, Any]:
         return await run_in_threadpool(service.set_suspended, name, False)

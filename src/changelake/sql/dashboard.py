@@ -20,7 +20,7 @@ from changelake.errors import ChangelakeError
 from changelake.scheduling.service import refresh_row
 from changelake.sql import tasks
 from changelake.sql.execute import execute
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.txn.context import StatementContext
 from changelake.txn.transaction import TransactionSlot
 from changelake.values import jsonable

@@ -30,7 +30,7 @@ from changelake.errors import (
 from changelake.plan.bind import Binder
 from changelake.schema import Column, TableSchema, check_column_name, normalize_type
 from changelake.sql import statements as s
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.writer import schema_of_dataframe, write_data
 from changelake.txn.context import StatementContext
 

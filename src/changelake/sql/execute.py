@@ -33,9 +33,9 @@ from changelake.sql import statements as s
 from changelake.sql.explain import explain
 from changelake.sql.streams import create_stream, describe_stream, show_streams
 from changelake.sql.table_functions import expand_table_functions
-from changelake.storage.env import Env
-from changelake.storage.maintenance import optimize, vacuum
-from changelake.storage.spark_errors import spark_errors
+from changelake.runtime.env import Env
+from changelake.dml.maintenance import optimize, vacuum
+from changelake.spark.errors import spark_errors
 from changelake.tasks import define as task_ddl
 from changelake.tasks.run import Finish, Runner, run_graph
 from changelake.txn.context import StatementContext, new_statement_id

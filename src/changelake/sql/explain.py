@@ -15,8 +15,8 @@ from changelake.plan.points import changes_clause
 from changelake.plan.streams import stream_plan_lines
 from changelake.plan.views import view_changes
 from changelake.sql.statements import Delete, Statement, Update, statement_of
-from changelake.storage.env import Env
-from changelake.storage.relation import plan_lines
+from changelake.runtime.env import Env
+from changelake.spark.relation import plan_lines
 from changelake.txn.context import StatementContext
 
 

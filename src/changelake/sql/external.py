@@ -19,7 +19,7 @@ from changelake.external import objects
 from changelake.external.directory import files
 from changelake.external.postgresql import pgtable
 from changelake.schema import normalize_type
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.txn.context import StatementContext
 
 

@@ -22,9 +22,9 @@ from changelake.dialect import parse_one
 from changelake.errors import InvalidStatementError, ObjectNotFoundError
 from changelake.sql import statements as s
 from changelake.sql.execute import execute
-from changelake.storage.cancel import Cancellable
-from changelake.storage.env import Env
-from changelake.storage.spark_errors import spark_errors
+from changelake.spark.cancel import Cancellable
+from changelake.runtime.env import Env
+from changelake.spark.errors import spark_errors
 from changelake.txn.transaction import TransactionSlot
 from changelake.values import jsonable
 

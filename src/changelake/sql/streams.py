@@ -20,7 +20,7 @@ from changelake.plan.points import point_of
 from changelake.plan.streams import view_stream_source
 from changelake.plan.views import check_view_stream
 from changelake.sql import statements as s
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, resolve
 from changelake.txn.retention import is_stale, stale_after

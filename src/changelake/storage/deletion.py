@@ -26,9 +26,9 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from changelake.catalog.model import DataFile
 from changelake.schema import STORED_ROW_ID, quoted
-from changelake.storage import native
-from changelake.storage.local import lookup_relation
-from changelake.storage.relation import Relation
+from changelake.spark import native
+from changelake.spark.local import lookup_relation
+from changelake.spark.relation import Relation
 from changelake.storage.row_ids import ROW_HEX, mask, row_id_sql
 from changelake.storage.warehouse import Warehouse
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Hashable
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from changelake.storage.relation import Relation
+from changelake.spark.relation import Relation
 
 
 class SharedReads:

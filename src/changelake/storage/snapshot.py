@@ -25,7 +25,7 @@ from pyspark.sql.types import DataType, LongType, StructField, StructType
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import KEY_HASHES, ROW_VERSION, STORED_ROW_ID, TableSchema, quoted
-from changelake.storage import native
+from changelake.spark import native
 from changelake.storage.deletion import (
     DV_FILE,
     KEY,
@@ -34,10 +34,10 @@ from changelake.storage.deletion import (
     join_side,
     read_positions,
 )
-from changelake.storage.local import equal_unhashed, lookup
-from changelake.storage.relation import Relation
+from changelake.spark.local import equal_unhashed, lookup
+from changelake.spark.relation import Relation
 from changelake.storage.row_ids import ROW_HEX, mask, row_id_sql
-from changelake.storage.spark_private import parse_type
+from changelake.spark.private import parse_type
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.snapshot import TableState
 

@@ -25,12 +25,12 @@ from changelake.schema import (
     key_hashes,
     quoted,
 )
-from changelake.storage import native
+from changelake.spark import native
 from changelake.storage.deletion import DV_FILE, DV_POS, counted
 from changelake.storage.footers import describe_files
-from changelake.storage.local import sql_literal
+from changelake.spark.local import sql_literal
 from changelake.storage.snapshot import FILE, POS, RID, VER, spark_type
-from changelake.storage.spark_errors import current_statement, not_null_marker, spark_errors
+from changelake.spark.errors import current_statement, not_null_marker, spark_errors
 from changelake.storage.warehouse import Warehouse
 
 T = TypeVar("T")

@@ -12,8 +12,8 @@ from changelake.catalog.model import StreamInfo
 from changelake.catalog.requests import AdvanceStream, FrontierAt
 from changelake.changes.plan import ChangePlan, Information, plan_changes
 from changelake.changes.scan import change_relation
-from changelake.storage.env import Env
-from changelake.storage.relation import Relation
+from changelake.runtime.env import Env
+from changelake.spark.relation import Relation
 from changelake.txn.context import StatementContext
 from changelake.txn.retention import check_not_stale
 

@@ -24,8 +24,8 @@ from changelake.catalog.requests import (
     TaskRunExecuting,
 )
 from changelake.errors import ChangelakeError, ConflictError
-from changelake.storage.env import Env
-from changelake.storage.jobs import cancelled_after, counted_jobs
+from changelake.runtime.env import Env
+from changelake.spark.jobs import cancelled_after, counted_jobs
 from changelake.tasks import spec as task_spec
 from changelake.tasks.define import graph_of
 from changelake.txn.context import StatementContext, new_statement_id

@@ -46,8 +46,8 @@ from changelake.external.postgresql.follow import Followed
 from changelake.external.postgresql.pgtable import drop_source_objects
 from changelake.external.rows import creation
 from changelake.schema import Column, TableSchema, check_column_name
-from changelake.storage.env import Env
-from changelake.storage.jobs import counted_jobs
+from changelake.runtime.env import Env
+from changelake.spark.jobs import counted_jobs
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import schema_of_dataframe, write_data
 from changelake.txn.context import StatementContext, new_statement_id

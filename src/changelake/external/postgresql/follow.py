@@ -42,8 +42,8 @@ from changelake.external.postgresql.pgoutput import (
     parse_lsn,
 )
 from changelake.external.postgresql.pgtypes import converter
-from changelake.storage.env import Env
-from changelake.storage.jobs import counted_jobs
+from changelake.runtime.env import Env
+from changelake.spark.jobs import counted_jobs
 from changelake.txn.context import new_statement_id
 from changelake.txn.snapshot import TableState
 

@@ -30,8 +30,8 @@ from changelake.external.postgresql.postgres import to_postgres
 from changelake.external.rows import creation, stored_rows, table_schema
 from changelake.plan.predicates import parse_scope
 from changelake.schema import TableSchema
-from changelake.storage.env import Env
-from changelake.storage.jobs import counted_jobs
+from changelake.runtime.env import Env
+from changelake.spark.jobs import counted_jobs
 from changelake.storage.writer import write_data
 from changelake.txn.context import StatementContext
 

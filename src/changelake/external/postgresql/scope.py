@@ -63,8 +63,8 @@ from changelake.plan.predicates import (
     union,
 )
 from changelake.schema import quoted
-from changelake.storage.env import Env
-from changelake.storage.jobs import counted_jobs
+from changelake.runtime.env import Env
+from changelake.spark.jobs import counted_jobs
 from changelake.storage.writer import write_data
 from changelake.txn.context import new_statement_id
 from changelake.txn.snapshot import TableState

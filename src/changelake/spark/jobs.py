@@ -10,7 +10,7 @@ from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
-from changelake.storage.spark_private import jobs_in_group
+from changelake.spark.private import jobs_in_group
 
 _GROUP = "spark.jobGroup.id"
 _DESCRIPTION = "spark.job.description"

@@ -10,7 +10,7 @@ import pyarrow.fs as pafs
 from changelake.catalog import Catalog
 from changelake.catalog.requests import CommitRequest, ForgetFiles
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.snapshot import RID, VER, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, write_data

@@ -15,8 +15,8 @@ from pyspark.logger import PySparkLogger
 from pyspark.sql import SparkSession
 
 from changelake.errors import JavaNotFoundError, SparkStartError
-from changelake.storage import class_archive, native
-from changelake.storage.spark_private import (
+from changelake.spark import class_archive, native
+from changelake.spark.private import (
     cache_class_lookups,
     cache_function_lookups,
     context_running,

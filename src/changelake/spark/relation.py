@@ -23,7 +23,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from changelake.errors import InvalidStatementError
 from changelake.schema import quoted
-from changelake.storage.spark_private import (
+from changelake.spark.private import (
     frame_of,
     jvm_class,
     jvm_frame,

@@ -43,9 +43,9 @@ import pyspark
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from changelake.storage.relation import Read, Relation
+from changelake.spark.relation import Read, Relation
 from changelake.storage.row_ids import ROW_HEX
-from changelake.storage.spark_private import (
+from changelake.spark.private import (
     catalyst_column,
     catalyst_expression,
     frame_of,

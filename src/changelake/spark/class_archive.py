@@ -28,14 +28,14 @@ from pathlib import Path
 
 import pyspark
 
-from changelake.storage import native
+from changelake.spark import native
 
 # Statements whose classes the archive should hold: reads and writes of every kind.
 _WORKLOAD = textwrap.dedent(
     """
     import sys
     import changelake
-    from changelake.storage.spark_setup import default_spark
+    from changelake.spark.setup import default_spark
 
     spark = default_spark()
     s = changelake.connect(sys.argv[1], spark=spark)

@@ -14,7 +14,7 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 
 from changelake.schema import quoted
-from changelake.storage.relation import Relation
+from changelake.spark.relation import Relation
 
 # Up to this many rows, a lookup is inlined as expressions rather than joined.
 INLINE_ROWS = 8
