@@ -48,7 +48,7 @@ import sqlalchemy as sa
 
 from bench.harness import Context, Result, compared, median_of, medians
 from changelake.external.postgresql.follow import Followed, follow, table_state
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 from changelake.storage.snapshot import state_relation
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ import datetime as dt
 from collections.abc import Callable
 
 from bench.harness import Context, Result, compared, rotate, spark_jobs, view_plan
-from changelake.storage.env import VIEW_CHANGES_PLAN
+from changelake.runtime.env import VIEW_CHANGES_PLAN
 
 NAME = "view_cost"
 TARGET = 1.2

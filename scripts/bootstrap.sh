@@ -109,8 +109,8 @@ fi
 
 # A minute and a half once; every local Spark started later (the CLI, serve, the tests' worker
 # processes) maps it and starts a third faster (src/changelake/storage/class_archive.py).
-if [[ "$("$venv/bin/python" -c 'from changelake.storage.class_archive import archive_path as a; print(a().exists())')" != True ]]; then
+if [[ "$("$venv/bin/python" -c 'from changelake.spark.class_archive import archive_path as a; print(a().exists())')" != True ]]; then
     echo "bootstrap: building the class archive of Spark (once, about a minute and a half)" >&2
-    "$venv/bin/python" -c 'from changelake.storage.class_archive import build; build()' \
+    "$venv/bin/python" -c 'from changelake.spark.class_archive import build; build()' \
         || echo "bootstrap: the class archive could not be built; Spark starts without it" >&2
 fi

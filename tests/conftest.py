@@ -17,7 +17,7 @@ from support.postgres import create_database, running_postgres  # noqa: E402
 
 import changelake  # noqa: E402
 from changelake.clock import ManualClock  # noqa: E402
-from changelake.storage.spark_setup import JVM_OPTIONS  # noqa: E402
+from changelake.spark.setup import JVM_OPTIONS  # noqa: E402
 
 # The tests' data is a few rows per file. Spark's generated code (whole-stage and per expression)
 # is compiled for every new query, and each compiled class makes the JVM compile and deoptimise
@@ -42,8 +42,8 @@ os.environ.setdefault(JVM_OPTIONS, "-XX:TieredStopAtLevel=1")
 def spark():
     from pyspark.sql import SparkSession
 
-    from changelake.storage.spark_private import quiet_task_failure_logs
-    from changelake.storage.spark_setup import spark_conf
+    from changelake.spark.private import quiet_task_failure_logs
+    from changelake.spark.setup import spark_conf
 
     builder = SparkSession.builder.master("local[2]").appName("changelake-tests")
     for key, value in spark_conf(jvm_options="").items():
@@ -114,7 +114,7 @@ ROW_LEVEL_PLANS = ("one-pass", "two-phase")
 
 @contextmanager
 def row_level_plan(spark, plan: str) -> Iterator[str]:
-    from changelake.storage.env import ROW_LEVEL_PLAN
+    from changelake.runtime.env import ROW_LEVEL_PLAN
 
     spark.conf.set(ROW_LEVEL_PLAN, plan)
     try:
@@ -166,7 +166,7 @@ def conflict_of_a_key_not_held(session: changelake.Session, name: str) -> str:
     from changelake.dml.common import Target
     from changelake.dml.keyed import apply_delta
     from changelake.errors import ConflictError
-    from changelake.storage.relation import Relation
+    from changelake.spark.relation import Relation
 
     info = session.catalog.table(name)
     delta = session.spark.createDataFrame(

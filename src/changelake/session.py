@@ -24,13 +24,13 @@ from changelake.dynamic.create import alter_dynamic_table
 from changelake.ingest.spark_sink import SparkSink
 from changelake.plan.streams import has_data
 from changelake.plan.views import view_changes
+from changelake.runtime.env import Context, Env
+from changelake.spark.errors import spark_errors
+from changelake.spark.setup import default_spark, prepare, quiet_query_context_loggers
 from changelake.sql import tasks
 from changelake.sql.dynamic import HISTORY_COLUMNS, history_rows, show_dynamic_tables
 from changelake.sql.execute import execute
-from changelake.runtime.env import Env
 from changelake.storage.snapshot import state_relation
-from changelake.spark.errors import spark_errors
-from changelake.spark.setup import default_spark, prepare, quiet_query_context_loggers
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Edge, point_from_python
@@ -109,7 +109,6 @@ class Session:
         if self.catalog.view_sql(name) is not None:
             df, _ = view_changes(
                 ctx,
-                self._env(),
                 name,
                 start=point_from_python(start, Edge.BEFORE if before else Edge.AT),
                 end=point_from_python(end, Edge.END) if end is not None else None,
@@ -119,8 +118,7 @@ class Session:
             return render(df, rendering, Commit(name.lower())) if rendering else df
         info, first, last, kind = _interval(self._context(), name, start, end, information, before)
         between = {"start": first, "end": last, "information": kind, "rendering": rendering}
-        env = self._env()
-        return changes_between(env.context(), env, info, **between).frame(self.spark)
+        return changes_between(self._context(), info, **between).frame(self.spark)
 
     def change_plan(
         self,
@@ -147,7 +145,7 @@ class Session:
         Columns are matched by name (case-insensitive); missing nullable columns get NULL.
         Returns the same one-row result DataFrame as INSERT.
         """
-        result = append(self._context(), self._env(), name, data)
+        result = append(self._context(), name, data)
         return result.to_dataframe(self.spark)
 
     def sink(self, table: str, *, channel: str) -> SparkSink:
@@ -158,12 +156,12 @@ class Session:
     def export(self, query: str, path: str, *, file_format: str = "parquet") -> ExportResult:
         """COPY INTO ``path`` FROM (``query``): its rows as ``file_format`` ("parquet" or "json")
         files in a new directory under ``path``, consuming the streams it reads exactly once."""
-        return export_sql(self._context(), self._env(), query, path=path, file_format=file_format)
+        return export_sql(self._context(), query, path=path, file_format=file_format)
 
     def apply_changes(self, target: str, source: Any, **options: Unpack[ApplyOptions]) -> DataFrame:
         """APPLY CHANGES INTO ``target`` FROM ``source`` (a DataFrame, a table, view or stream
         name, or a query); ``options`` as in ``changelake.changelog.apply.apply_python``."""
-        done = apply_python(self._context(), self._env(), target, source, **options)
+        done = apply_python(self._context(), target, source, **options)
         return done.to_dataframe(self.spark)
 
     def read_changelog(
@@ -172,25 +170,25 @@ class Session:
         """The changelog files at ``path`` (Parquet or JSON lines, e.g. a directory COPY INTO
         wrote) in ``format`` (odf, flink, retract, upsert, debezium), to hand to
         ``apply_changes``; JSON values are read with the types of ``table``'s columns."""
-        return read_changelog(self._context(), self.spark, path, format=format, table=table)
+        return read_changelog(self._context(), path, format=format, table=table)
 
     def refresh(self, name: str) -> DataFrame:
         """ALTER DYNAMIC TABLE ``name`` REFRESH: now, its upstreams first at one data timestamp."""
-        done = alter_dynamic_table(self._context(), self._env(), name, "REFRESH", {})
+        done = alter_dynamic_table(self._context(), name, "REFRESH", {})
         return done.to_dataframe(self.spark)
 
     def dynamic_tables(self, name: str | None = None, *, history: bool = False) -> DataFrame:
         """SHOW DYNAMIC TABLES; with ``history``, the refresh history (of ``name``, or all)."""
         if history:
             return self.spark.createDataFrame(history_rows(self._context(), name), HISTORY_COLUMNS)
-        return show_dynamic_tables(self._context(), self.spark)
+        return show_dynamic_tables(self._context())
 
     def tasks(self, name: str | None = None, *, history: bool = False) -> DataFrame:
         """SHOW TASKS; with ``history``, TASK_HISTORY (of task ``name``, or of all)."""
         if history:
             rows = tasks.history_rows(self._context(), name, None)
             return self.spark.createDataFrame(rows, tasks.HISTORY_COLUMNS)
-        return tasks.show_tasks(self._context(), self.spark)
+        return tasks.show_tasks(self._context())
 
     def close(self) -> None:
         """Release the catalog connection (the SparkSession stays up for others)."""
@@ -200,8 +198,8 @@ class Session:
         """The session's Env, with the settings its Spark conf holds now."""
         return Env.of(self.catalog, self.clock, self.spark, self.warehouse)
 
-    def _context(self) -> StatementContext:
-        return StatementContext(self.catalog, self.clock, self.transaction)
+    def _context(self) -> Context:
+        return self._env().context(self.transaction)
 
 
 def _fetched(df: DataFrame, text: str, max_rows: int) -> Fetched:

@@ -208,7 +208,7 @@ _CHILD = """
 import os, signal, sys
 import changelake
 from changelake.changelog import export
-from changelake.storage.spark_setup import default_spark
+from changelake.spark.setup import default_spark
 
 default_spark()
 print("READY", flush=True)

@@ -14,10 +14,9 @@ import changelake
 from changelake.catalog.requests import CommitRequest, LeaseHeld
 from changelake.dynamic.dag import refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
+from changelake.runtime.env import Env
 from changelake.scheduling.scheduler import Scheduler, SchedulerSettings
 from changelake.sql.execute import run_task_body
-from changelake.storage.env import Env
-from changelake.txn.context import StatementContext
 
 # A NO_DATA refresh of the 3-level DAG, warm (at most): catalog queries (SELECT, INSERT, UPDATE,
 # DELETE, as tests/sql/test_statement_costs.py counts them) and catalog commits. No Spark job
@@ -154,10 +153,9 @@ def test_a_zombie_scheduler_writes_no_no_data_round(dag, clock):
     assert dag.catalog.acquire_lease("scheduler", "b", ttl=10.0, clock=clock) == 2
     clock.advance(seconds=1)
     before = {n: _last(dag, n).refresh_id for n in DAG}
-    ctx = StatementContext(dag.catalog, clock, None)
+    ctx = Env.of(dag.catalog, clock, dag.spark, dag.warehouse).context()
     done = refresh_round(
         ctx,
-        Env.of(dag.catalog, clock, dag.spark, dag.warehouse),
         [dag.catalog.find_dynamic_table("d3")],
         data_timestamp_now(ctx),
         trigger=lambda _: "SCHEDULED",

@@ -13,10 +13,9 @@ import changelake
 from changelake.catalog.requests import LeaseHeld
 from changelake.dynamic.dag import refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
+from changelake.runtime.env import Env
 from changelake.scheduling.scheduler import LEASE, Scheduler, SchedulerSettings
 from changelake.sql.execute import run_task_body
-from changelake.storage.env import Env
-from changelake.txn.context import StatementContext
 
 
 def session_env(session) -> Env:
@@ -168,10 +167,9 @@ def test_one_scheduler_holds_the_lease_and_a_zombie_cannot_commit(base_on_catalo
     session.sql("INSERT INTO src VALUES (5, 5)")
     clock.advance(seconds=1)
     # first wakes up mid-refresh, still under epoch 1: its commit is refused, nothing written
-    ctx = StatementContext(session.catalog, clock, None)
+    ctx = session_env(session).context()
     done = refresh_round(
         ctx,
-        session_env(session),
         [session.catalog.find_dynamic_table("d")],
         data_timestamp_now(ctx),
         trigger=lambda _: "SCHEDULED",

@@ -18,10 +18,9 @@ from changelake.dynamic import dag as dag_module
 from changelake.dynamic.dag import refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
 from changelake.plan import views
+from changelake.runtime.env import Env
 from changelake.scheduling.scheduler import Scheduler, SchedulerSettings
 from changelake.sql.execute import run_task_body
-from changelake.storage.env import Env
-from changelake.txn.context import StatementContext
 
 # three tables read `base` (two from the same frontier), two read those, one reads two of them
 DAG = {
@@ -67,20 +66,19 @@ def _scans(monkeypatch) -> Counter:
     made: Counter = Counter()
     scan = views.changes_between
 
-    def counting(ctx, env, info, *, start, end, information, **kwargs):
+    def counting(ctx, info, *, start, end, information, **kwargs):
         made[(info.name, start, end)] += 1
-        return scan(ctx, env, info, start=start, end=end, information=information, **kwargs)
+        return scan(ctx, info, start=start, end=end, information=information, **kwargs)
 
     monkeypatch.setattr(views, "changes_between", counting)
     return made
 
 
 def _round(session, workers=None):
-    ctx = StatementContext(session.catalog, session.clock, None)
+    ctx = _env(session).context()
     roots = session.catalog.list_dynamic_tables()
     return refresh_round(
         ctx,
-        _env(session),
         roots,
         data_timestamp_now(ctx),
         trigger=lambda _: "SCHEDULED",
@@ -159,9 +157,9 @@ def test_concurrent_refreshes_leave_what_one_at_a_time_leaves(dag, clock):
     threads: dict[str, str] = {}
     refresh_one = dag_module.refresh_one
 
-    def recording(ctx, env, dyn, *args, **kwargs):
+    def recording(ctx, dyn, *args, **kwargs):
         threads[dyn.name] = threading.current_thread().name
-        return refresh_one(ctx, env, dyn, *args, **kwargs)
+        return refresh_one(ctx, dyn, *args, **kwargs)
 
     dag_module.refresh_one = recording
     try:
@@ -182,10 +180,10 @@ def test_a_downstream_waits_for_its_upstreams_and_a_failure_skips_its_readers(da
     order: list[str] = []
     refresh_one = dag_module.refresh_one
 
-    def recording(ctx, env, dyn, *args, **kwargs):
+    def recording(ctx, dyn, *args, **kwargs):
         if dyn.name == "f2":
             raise dag_module.DynamicTableError("f2 broke")
-        done = refresh_one(ctx, env, dyn, *args, **kwargs)
+        done = refresh_one(ctx, dyn, *args, **kwargs)
         order.append(dyn.name)
         return done
 

@@ -24,7 +24,7 @@ from changelake.errors import (
     SourceError,
 )
 from changelake.external.directory import files
-from changelake.storage.env import Env
+from changelake.runtime.env import Env
 
 
 def parquet(path: Path, ids: list[int], *, names: list[str] | None = None) -> None:

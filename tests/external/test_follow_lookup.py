@@ -12,7 +12,7 @@ from tests.external import test_postgres_tables as table_tests
 from tests.external.conftest import local_rows, source_rows, write
 
 from changelake.external.postgresql import applied
-from changelake.storage.jobs import counted_jobs
+from changelake.spark.jobs import counted_jobs
 
 shop = table_tests.shop
 

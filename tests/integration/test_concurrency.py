@@ -18,7 +18,7 @@ import pytest
 from conftest import rows, state_of
 
 import changelake
-from changelake.storage.maintenance import ORPHAN_MARGIN_SECONDS
+from changelake.dml.maintenance import ORPHAN_MARGIN_SECONDS
 from changelake.storage.snapshot import RID, state_relation
 
 WORKER = Path(__file__).with_name("worker.py")

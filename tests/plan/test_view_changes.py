@@ -11,7 +11,7 @@ from support.paper import LISTING_8, listing_6, listing_8_changes
 
 import changelake.plan.delta
 from changelake.errors import InvalidStatementError, UnsupportedError
-from changelake.storage.env import VIEW_CHANGES_PLAN
+from changelake.runtime.env import VIEW_CHANGES_PLAN
 
 COLUMNS = "name, item, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID"
 

@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 import changelake
 from changelake.changes.scan import row_id
 from changelake.clock import ManualClock
-from changelake.storage import native
+from changelake.spark import native
 from changelake.storage.deletion import has_images
 from changelake.storage.snapshot import RID, state_relation
 

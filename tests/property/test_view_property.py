@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 import changelake
 from changelake.clock import ManualClock
-from changelake.storage.env import VIEW_CHANGES_PLAN
+from changelake.runtime.env import VIEW_CHANGES_PLAN
 
 # Each view as SQL over {a}, {b} and {c}: stored as a view with the tables, and run by Spark with
 # time-travel reads of the tables as the oracle.

@@ -12,10 +12,10 @@ from fastapi import FastAPI
 from test_http import Http, _serve
 
 from changelake.ingest import Client
+from changelake.runtime.env import Env
 from changelake.server import create_app
 from changelake.server.dashboard import dashboard_routes
 from changelake.sql.dashboard import SECTIONS, DashboardData
-from changelake.storage.env import Env
 
 
 @pytest.fixture

@@ -15,9 +15,9 @@ from test_http import Http, _serve
 
 from changelake.cli import main, remote
 from changelake.ingest import Client
+from changelake.runtime.env import Env
 from changelake.server import create_app
 from changelake.sql.service import StatementService
-from changelake.storage.env import Env
 
 
 @pytest.fixture

@@ -240,7 +240,7 @@ def test_a_double_quoted_name_set_is_named_as_a_string(wh, statement):
 def test_a_parse_error_spark_raises_keeps_its_message(spark):
     from pyspark.errors import ParseException
 
-    from changelake.storage.spark_errors import translate_analysis
+    from changelake.spark.errors import translate_analysis
 
     with pytest.raises(ParseException) as caught:
         spark.sql("SELECT CASE WHEN NOT x FROM")

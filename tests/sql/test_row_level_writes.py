@@ -18,10 +18,10 @@ from changelake.dml.common import Target
 from changelake.dml.matches import Matches, matched_rows
 from changelake.dml.strategy import ONE_PASS, POSITIONS, TWO_PHASES, choose
 from changelake.errors import InvalidStatementError
-from changelake.storage import native
+from changelake.runtime.env import Env
+from changelake.spark import native
+from changelake.spark.local import INLINE_ROWS
 from changelake.storage.deletion import KEY, address_key
-from changelake.storage.env import Env
-from changelake.storage.local import INLINE_ROWS
 from changelake.storage.snapshot import FILE, POS
 
 

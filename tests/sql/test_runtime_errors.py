@@ -227,7 +227,7 @@ def test_merge_matching_a_target_row_twice(wh):
 
 
 def test_other_spark_errors_are_left_alone(spark):
-    from changelake.storage.spark_errors import spark_errors
+    from changelake.spark.errors import spark_errors
 
     with pytest.raises(PySparkException), spark_errors("SELECT"):
         spark.sql("SELECT raise_error('boom')").collect()

@@ -9,8 +9,8 @@ from collections import Counter
 import pytest
 from conftest import spark_settings
 
-from changelake.storage.relation import Relation
-from changelake.storage.spark_private import jvm_class
+from changelake.spark.private import jvm_class
+from changelake.spark.relation import Relation
 
 BOUND = "io.changelake.spark.Bound"
 OFF = {"spark.changelake.boundPlans": "false"}

@@ -6,26 +6,26 @@ import shlex
 import shutil
 import subprocess
 
-from changelake.storage import class_archive, native, spark_setup
+from changelake.spark import class_archive, native, setup
 
 
 def test_the_driver_maps_the_archive_when_it_exists_then_the_extra_options(tmp_path, monkeypatch):
     archive = tmp_path / "spark-classes.jsa"
     monkeypatch.setattr(class_archive, "archive_path", lambda: archive)
-    monkeypatch.delenv(spark_setup.JVM_OPTIONS, raising=False)
+    monkeypatch.delenv(setup.JVM_OPTIONS, raising=False)
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))  # no spark-defaults.conf
-    key = spark_setup.DRIVER_OPTIONS
-    assert key not in spark_setup.spark_conf()
-    assert spark_setup.spark_conf("-Xss4m")[key] == "-Xss4m"
+    key = setup.DRIVER_OPTIONS
+    assert key not in setup.spark_conf()
+    assert setup.spark_conf("-Xss4m")[key] == "-Xss4m"
     archive.write_bytes(b"built")
-    monkeypatch.setenv(spark_setup.JVM_OPTIONS, "-XX:TieredStopAtLevel=1")
-    options = shlex.split(spark_setup.spark_conf()[key])
+    monkeypatch.setenv(setup.JVM_OPTIONS, "-XX:TieredStopAtLevel=1")
+    options = shlex.split(setup.spark_conf()[key])
     assert options[0] == f"-XX:SharedArchiveFile={archive}"
     assert options[-1] == "-XX:TieredStopAtLevel=1"
-    assert shlex.split(spark_setup.spark_conf("")[key]) == options[:-1]
+    assert shlex.split(setup.spark_conf("")[key]) == options[:-1]
     # after an administrator's defaults, which Spark would otherwise lose
     (tmp_path / "spark-defaults.conf").write_text("spark.driver.defaultJavaOptions -Da=1 -Db=2\n")
-    assert shlex.split(spark_setup.spark_conf("")[key]) == ["-Da=1", "-Db=2", *options[:-1]]
+    assert shlex.split(setup.spark_conf("")[key]) == ["-Da=1", "-Db=2", *options[:-1]]
 
 
 def test_a_jvm_ignores_an_archive_that_does_not_fit_without_a_word(tmp_path, monkeypatch):

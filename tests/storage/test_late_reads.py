@@ -11,8 +11,8 @@ import pyarrow as pa
 import pytest
 from conftest import spark_settings, state_of
 
+from changelake.spark.private import jvm_class
 from changelake.storage.snapshot import file_name, physical_schema, scan_files
-from changelake.storage.spark_private import jvm_class
 
 LATE = "io.changelake.spark.Late"
 VECTORIZED = "spark.sql.parquet.enableVectorizedReader"

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from changelake.storage import local
-from changelake.storage.local import local_dataframe, lookup
+from changelake.spark import local
+from changelake.spark.local import local_dataframe, lookup
 
 # (size, name) keys: sizes collide on purpose, names tell the files apart.
 FILES = [(size, f"f{i}") for i, size in enumerate([10, 10, 20, 30, 30, 30, 40])]

@@ -12,11 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import functions as F
 
-from changelake.storage import deletion, native
-from changelake.storage.local import local_dataframe
-from changelake.storage.relation import SMALL_INPUT
+from changelake.spark import native
+from changelake.spark.local import local_dataframe
+from changelake.spark.private import physical_plan_lines
+from changelake.spark.relation import SMALL_INPUT
+from changelake.storage import deletion
 from changelake.storage.snapshot import FILE, POS, RID, state_relation
-from changelake.storage.spark_private import physical_plan_lines
 
 NAMES = [f"part-{i}.parquet" for i in range(4)] + ["é-ü.parquet"]
 # Interpreted evaluation (no whole-stage code generation, no generated projections) as well as

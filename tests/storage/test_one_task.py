@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import rows, spark_jobs, spark_settings
 
-from changelake.storage.spark_private import physical_plan_lines
+from changelake.spark.private import physical_plan_lines
 
 OFF = {"spark.changelake.oneTask": "false"}
 

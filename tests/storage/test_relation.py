@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from changelake.errors import InvalidStatementError
-from changelake.storage.relation import SMALL_INPUT, Relation, output_name
+from changelake.spark.relation import SMALL_INPUT, Relation, output_name
 
 
 def test_output_names_are_read_from_the_expressions():

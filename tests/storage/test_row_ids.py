@@ -8,11 +8,12 @@ import pytest
 from conftest import spark_settings, state_of
 
 from changelake.schema import STORED_ROW_ID
-from changelake.storage import native
+from changelake.spark import native
+from changelake.spark.native import ROW_HEX
+from changelake.spark.private import physical_plan_lines
 from changelake.storage.deletion import image_schema, read_registered
-from changelake.storage.row_ids import ROW_HEX, mask, row_id_sql
+from changelake.storage.row_ids import mask, row_id_sql
 from changelake.storage.snapshot import RID, physical_schema, state_relation
-from changelake.storage.spark_private import physical_plan_lines
 
 # Batches (whole-stage code generation) and rows (without it) of changelake's reader, rows of
 # parquet-mr under it, and Spark's own reader with changelake's expressions or joins.

@@ -9,7 +9,7 @@ import pytest
 from py4j.protocol import Py4JError
 from pyspark.sql import functions as F
 
-from changelake.storage.spark_private import cache_class_lookups, cache_function_lookups
+from changelake.spark.private import cache_class_lookups, cache_function_lookups
 
 
 @contextmanager

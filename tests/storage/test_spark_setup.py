@@ -8,11 +8,11 @@ import os
 import subprocess
 import sys
 
-from changelake.storage.spark_setup import JVM_OPTIONS
+from changelake.spark.setup import JVM_OPTIONS
 
 _SCRIPT = """
 import json
-from changelake.storage.spark_setup import default_spark
+from changelake.spark.setup import default_spark
 spark = default_spark()
 system = spark.sparkContext._jvm.java.lang.System
 print(json.dumps({k: system.getProperty("changelake.test." + k) for k in ("admin", "user", "ours")}))

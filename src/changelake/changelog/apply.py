@@ -49,10 +49,10 @@ from changelake.dml.matches import persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
 from changelake.plan.bind import Binder
+from changelake.runtime.env import Context
 from changelake.schema import quoted
-from changelake.runtime.env import Env
-from changelake.storage.snapshot import ADDRESS, FILE, state_relation
 from changelake.spark.errors import spark_errors
+from changelake.storage.snapshot import ADDRESS, FILE, state_relation
 from changelake.storage.writer import write_data
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
@@ -77,24 +77,22 @@ class ApplyOptions(TypedDict, total=False):
 
 
 def apply_statement(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     spec: ApplySpec,
     source: exp.Expression | DataFrame,
 ) -> StatementResult:
     """APPLY CHANGES INTO spec.target FROM ``source`` (a table, view or stream reference, a
     subquery, or a DataFrame)."""
-    binder = Binder(ctx, env)
+    binder = Binder(ctx)
     if isinstance(source, DataFrame):
         df = source
     else:
         df = binder.query(exp.select("*").from_(source.copy()))
-    return apply_changes(ctx, env, spec, df, stream_reads=binder.stream_reads.values())
+    return apply_changes(ctx, spec, df, stream_reads=binder.stream_reads.values())
 
 
 def apply_python(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     target: str,
     source: Any,
     *,
@@ -133,12 +131,11 @@ def apply_python(
             f" name, or a query; got a {type(source).__name__}."
         )
     with spark_errors(f"{OPERATION} INTO {target}"):
-        return apply_statement(ctx, env, spec, source)
+        return apply_statement(ctx, spec, source)
 
 
 def apply_changes(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     spec: ApplySpec,
     source: DataFrame,
     *,
@@ -164,12 +161,12 @@ def apply_changes(
     now = ctx.now()
     unchosen = [c for c in schema.names if c not in chosen and c.lower() not in validity]
     state_df, expired = read_live(
-        env.spark, env.warehouse, state, expired_before=now - retention_seconds(target.info)
+        ctx.spark, ctx.warehouse, state, expired_before=now - retention_seconds(target.info)
     )
-    rows = state_relation(env.spark, env.warehouse, target.state, address=True).frame(env.spark)
+    rows = state_relation(ctx.spark, ctx.warehouse, target.state, address=True).frame(ctx.spark)
 
     def write_state(greatest: DataFrame) -> StateWrite:
-        return _write_state(ctx, env, state, greatest, state_df, expired, keys, now)
+        return _write_state(ctx, state, greatest, state_df, expired, keys, now)
 
     if spec.scd_type == 1:
         # The source is read once, by the job that finds the target rows: the winners are not
@@ -181,7 +178,6 @@ def apply_changes(
         found = scd1.target_found(events, won, rows.select(*keys, *ADDRESS), target)
         written, state_written = rewrite(
             ctx,
-            env,
             target,
             found,
             keep_old=kept,
@@ -207,15 +203,14 @@ def apply_changes(
                 found = scd2.target_found(
                     history, old, target, keys=keys, image=image, start=start, end=end
                 )
-                written, _ = rewrite(ctx, env, target, found)
+                written, _ = rewrite(ctx, target, found)
                 state_written = write_state(greatest)
     assert state_written is not None
     return _commit(ctx, target, written, state_written, stream_reads)
 
 
 def _write_state(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     state: StateTable,
     greatest: DataFrame,
     state_df: DataFrame,
@@ -236,11 +231,11 @@ def _write_state(
     if state.target is None:
         rows = greatest.select(*[v.alias(k) for k, v in values.items()])
         files = write_data(
-            env.warehouse,
+            ctx.warehouse,
             rows,
             schema=state.schema,
             table=state.name,
-            directory=env.warehouse.data_dir(ctx.statement_id, "-state"),
+            directory=ctx.warehouse.data_dir(ctx.statement_id, "-state"),
         )
         create = CreateTable(
             state.name,
@@ -280,7 +275,7 @@ def _write_state(
         F.lit(REMOVE).alias(WRITE_ACTION), *ADDRESS, *found_columns(state.target, {})
     )
     found = changed.unionByName(purged).where(F.col(WRITE_ACTION).isNotNull())
-    write, _ = rewrite(ctx, env, state.target, found, part="-state")
+    write, _ = rewrite(ctx, state.target, found, part="-state")
     return write, state.moves
 
 

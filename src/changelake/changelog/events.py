@@ -38,8 +38,8 @@ from changelake.changes.columns import METADATA_ISUPDATE
 from changelake.dialect import to_spark
 from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
 from changelake.schema import TableSchema, quoted
-from changelake.storage.snapshot import spark_type
 from changelake.spark.errors import invalid_input
+from changelake.storage.snapshot import spark_type
 from changelake.storage.writer import check_assignable
 
 SEQ = "_cl_seq"

@@ -58,9 +58,9 @@ from changelake.errors import (
     did_you_mean,
 )
 from changelake.plan.bind import Binder
-from changelake.runtime.env import Env
-from changelake.spark.local import local_dataframe
+from changelake.runtime.env import Context
 from changelake.spark.errors import spark_errors, translate
+from changelake.spark.local import local_dataframe
 from changelake.storage.warehouse import Warehouse
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
@@ -128,8 +128,7 @@ class ExportResult:
 
 
 def export_sql(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     query: str,
     *,
     path: str,
@@ -142,12 +141,11 @@ def export_sql(
             "export takes a query (SELECT ..., e.g. SELECT * FROM s CHANGES (FORMAT => ODF)),"
             f" not a {type(tree).__name__} statement."
         )
-    return export(ctx, env, tree, path=path, file_format=FileFormat.parse(file_format))
+    return export(ctx, tree, path=path, file_format=FileFormat.parse(file_format))
 
 
 def export(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     query: exp.Expression,
     *,
     path: str,
@@ -158,8 +156,8 @@ def export(
     statement = f"COPY INTO '{path}'"
     with spark_errors(statement):
         ctx.require_no_transaction("COPY INTO (an export)")
-        target = _target(path, env.warehouse)
-        binder = Binder(ctx, env)
+        target = _target(path, ctx.warehouse)
+        binder = Binder(ctx)
         df = binder.query(query)
         reads = sorted(binder.stream_reads.values(), key=lambda r: r.stream.stream_id)
         consumed = tuple(_consumption(r) for r in reads)
@@ -168,7 +166,7 @@ def export(
         _io(statement, target.remove_temporaries)
         temporary = f"{TEMPORARY}{name}-{ctx.statement_id[:8]}"
         try:
-            files = _write(env.spark, df, target, temporary, file_format, statement=statement)
+            files = _write(ctx.spark, df, target, temporary, file_format, statement=statement)
             manifest = Manifest(ctx.statement_id, file_format.value, files, consumed)
             _io(statement, lambda: target.write_manifest(temporary, manifest))
             before_rename(target.uri_of(temporary))

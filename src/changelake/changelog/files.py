@@ -12,18 +12,16 @@ from changelake.changelog.json_values import decoded, read_type
 from changelake.changelog.layout import stored_as
 from changelake.changes.formats import Format, rendered_schema
 from changelake.errors import InvalidStatementError, did_you_mean
+from changelake.runtime.env import Context
 from changelake.schema import quoted
-from changelake.storage.snapshot import logical_schema
 from changelake.spark.errors import invalid_input
-from changelake.txn.context import StatementContext
+from changelake.storage.snapshot import logical_schema
 
 FORMATS = tuple(f.value.lower() for f in Format)
 _LINE = "_cl_unparsed_line"
 
 
-def read_changelog(
-    ctx: StatementContext, spark: SparkSession, path: str, *, format: str, table: str | None
-) -> DataFrame:
+def read_changelog(ctx: Context, path: str, *, format: str, table: str | None) -> DataFrame:
     """The changelog at ``path`` (a directory COPY INTO wrote, or files) as a DataFrame to hand
     to APPLY CHANGES.
 
@@ -42,12 +40,12 @@ def read_changelog(
     fmt = Format.parse(kind)
     stored = stored_as(path) or ("json" if fmt is Format.DEBEZIUM else "parquet")
     if stored == "parquet":
-        return spark.read.parquet(path)
+        return ctx.spark.read.parquet(path)
     if table is None:
-        return _inferred(spark, path)
+        return _inferred(ctx.spark, path)
     row = logical_schema(ctx.state(ctx.table(table)).schema)
     row = StructType([StructField(f.name, f.dataType, True) for f in row.fields])
-    return _typed(spark, path, rendered_schema(fmt, row), table=table)
+    return _typed(ctx.spark, path, rendered_schema(fmt, row), table=table)
 
 
 def _typed(spark: SparkSession, path: str, schema: StructType, *, table: str) -> DataFrame:

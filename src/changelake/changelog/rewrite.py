@@ -19,9 +19,8 @@ from pyspark.sql import functions as F
 from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.dml.common import Target, record_deletes, write_rows
 from changelake.dml.matches import find_matches, inserted_rows, matched_rows, new, persisted
-from changelake.runtime.env import Env
+from changelake.runtime.env import Context
 from changelake.storage.snapshot import RID
-from changelake.txn.context import StatementContext
 
 T = TypeVar("T")
 WRITE_ACTION = "_cl_action"
@@ -31,8 +30,7 @@ UPDATE, REPLACE, REMOVE, INSERT, NOTHING = "U", "R", "D", "I", "N"
 
 
 def rewrite(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     target: Target,
     found: DataFrame,
     *,
@@ -53,10 +51,10 @@ def rewrite(
         counts = matches.per_kind
         updated = counts[UPDATE] + counts[REPLACE]
         removed, deletes, files, written = (), (), [], []
-        with persisted(matched_rows(env.spark, env.warehouse, target, matches)) as rows:
+        with persisted(matched_rows(ctx.spark, ctx.warehouse, target, matches)) as rows:
             if matches.matched:
                 removed, deletes, _ = record_deletes(
-                    env.warehouse,
+                    ctx.warehouse,
                     target,
                     rows,
                     counts=matches.per_file,
@@ -74,11 +72,11 @@ def rewrite(
             if counts[INSERT]:
                 written.append(inserted_rows(matches.rows.where(kind == INSERT), schema))
             files = write_rows(
-                env.warehouse,
+                ctx.warehouse,
                 written,
                 schema=schema,
                 table=name,
-                directory=env.warehouse.data_dir(ctx.statement_id, part),
+                directory=ctx.warehouse.data_dir(ctx.statement_id, part),
                 rows=updated + counts[INSERT],
             )
         extra = also(matches.rows) if also is not None else None

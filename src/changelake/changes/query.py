@@ -11,7 +11,7 @@ from changelake.changes.formats import Rendering, render, stamp
 from changelake.changes.plan import ChangePlan, Information, only_inserts, plan_changes
 from changelake.changes.scan import change_relation
 from changelake.errors import InvalidStatementError
-from changelake.runtime.env import Env
+from changelake.runtime.env import Context
 from changelake.spark.relation import Relation
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, resolve, resolve_all
@@ -75,8 +75,7 @@ def only_inserted_between(catalog: Catalog, table_id: int, *, start: int, end: i
 
 
 def changes_between(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     info: TableInfo,
     *,
     start: int,
@@ -89,8 +88,8 @@ def changes_between(
     plan = plan_interval(ctx.catalog, info, start=start, end=end, information=information)
     schema = ctx.catalog.schema_at(info.table_id, end)
     ordered = rendering is not None and rendering.row_by_row
-    rel = change_relation(env, plan, schema, ordered=ordered)
+    rel = change_relation(ctx.env, plan, schema, ordered=ordered)
     if rendering is None:
         return rel
-    df = rel.frame(env.spark)
+    df = rel.frame(ctx.spark)
     return Relation.of_frame(render(df, rendering, stamp(ctx.catalog, info, end), ordered=ordered))

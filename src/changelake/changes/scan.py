@@ -25,7 +25,11 @@ from changelake.changes.columns import (
     METADATA_ROW_ID,
 )
 from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information, Pairing
+from changelake.runtime.env import Env
 from changelake.schema import STORED_ROW_ID, TableSchema, quoted
+from changelake.spark.local import local_relation
+from changelake.spark.native import ROW_HEX
+from changelake.spark.relation import Relation
 from changelake.storage.deletion import (
     DV_FILE,
     KEY,
@@ -35,10 +39,7 @@ from changelake.storage.deletion import (
     join_side,
     read_registered,
 )
-from changelake.runtime.env import Env
-from changelake.spark.local import local_relation
-from changelake.spark.relation import Relation
-from changelake.storage.row_ids import ROW_HEX, row_id_sql, scrambled_sql
+from changelake.storage.row_ids import row_id_sql, scrambled_sql
 from changelake.storage.snapshot import (
     FILE,
     RID,

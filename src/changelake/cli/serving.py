@@ -16,12 +16,12 @@ from changelake.cli import remote
 from changelake.cli.local import connect
 from changelake.cli.target import Target
 from changelake.errors import ChangelakeError
+from changelake.runtime.env import Env
 from changelake.scheduling.scheduler import HostedScheduler, Scheduler, SchedulerSettings
 from changelake.scheduling.service import TaskService, service_for
 from changelake.sql.dashboard import DashboardData
 from changelake.sql.execute import run_task_body
 from changelake.sql.service import StatementService
-from changelake.runtime.env import Env
 
 
 @click.command()

@@ -12,16 +12,15 @@ from changelake.dml.common import Target
 from changelake.dml.insert import append_dataframe
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
+from changelake.runtime.env import Context
 from changelake.schema import TableSchema
-from changelake.runtime.env import Env
-from changelake.txn.context import StatementContext
 
 
-def append(ctx: StatementContext, env: Env, name: str, data: Any) -> StatementResult:
+def append(ctx: Context, name: str, data: Any) -> StatementResult:
     """Append ``data`` to table ``name``, matching columns by name."""
     target = Target.for_append(ctx, name)
-    df = to_spark_dataframe(env.spark, data, schema=target.state.schema, table=target.info.name)
-    return append_dataframe(ctx, env.warehouse, target, df)
+    df = to_spark_dataframe(ctx.spark, data, schema=target.state.schema, table=target.info.name)
+    return append_dataframe(ctx, target, df)
 
 
 def to_spark_dataframe(

@@ -22,12 +22,11 @@ from changelake.errors import (
     TypeMismatchError,
 )
 from changelake.plan.bind import Binder
+from changelake.runtime.env import Context
 from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema
-from changelake.runtime.env import Env
 from changelake.storage.footers import describe_files, trusted_statistics
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
-from changelake.txn.context import StatementContext
 
 # The column types whose literals ``_coerce`` converts (and DECIMAL); a row with any other type of
 # column (TIMESTAMP) goes through Spark.
@@ -69,8 +68,7 @@ def widened_to_table(
 
 
 def insert(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     *,
     table: str,
     columns: list[str] | None,
@@ -82,19 +80,19 @@ def insert(
     schema, name = target.state.schema, target.info.name
     chosen = target_columns(schema, columns, table=name)
     files = None
-    binder = Binder(ctx, env)
+    binder = Binder(ctx)
     if isinstance(source, exp.Values) and not overwrite:
         files = _write_literal_rows(
-            env.warehouse, source, schema, chosen, table=name, statement_id=ctx.statement_id
+            ctx.warehouse, source, schema, chosen, table=name, statement_id=ctx.statement_id
         )
     if files is None:
         df = widened_to_table(binder.query(source), schema, chosen, table=name)
         files = write_data(
-            env.warehouse,
+            ctx.warehouse,
             df,
             schema=schema,
             table=name,
-            directory=env.warehouse.data_dir(ctx.statement_id),
+            directory=ctx.warehouse.data_dir(ctx.statement_id),
         )
     removed = tuple(f.file.path for f in target.state.files) if overwrite else ()
     write = target.write(
@@ -108,9 +106,7 @@ def insert(
     return commit_write(ctx, operation, write, stream_reads=binder.stream_reads.values())
 
 
-def append_dataframe(
-    ctx: StatementContext, warehouse: Warehouse, target: Target, df: DataFrame
-) -> StatementResult:
+def append_dataframe(ctx: Context, target: Target, df: DataFrame) -> StatementResult:
     """Append a Spark DataFrame, matching its columns to the table's by name."""
     schema, name = target.state.schema, target.info.name
     by_lower = {c.lower(): c for c in df.columns}
@@ -121,11 +117,11 @@ def append_dataframe(
     df = df.select(*[F.col(f"`{by_lower[c.name.lower()]}`") for c in chosen])
     df = widened_to_table(df, schema, chosen, table=name)
     files = write_data(
-        warehouse,
+        ctx.warehouse,
         df,
         schema=schema,
         table=name,
-        directory=warehouse.data_dir(ctx.statement_id),
+        directory=ctx.warehouse.data_dir(ctx.statement_id),
     )
     inserted = sum(f.row_count for f in files)
     write = target.write(WriteKind.APPEND, added=tuple(files), inserted=inserted)

@@ -10,11 +10,10 @@ import pyarrow.fs as pafs
 from changelake.catalog import Catalog
 from changelake.catalog.requests import CommitRequest, ForgetFiles
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
-from changelake.runtime.env import Env
+from changelake.runtime.env import Context
 from changelake.storage.snapshot import RID, VER, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for, write_data
-from changelake.txn.context import StatementContext
 from changelake.txn.retention import retention_horizon, stream_floor
 
 SMALL_FILE_ROWS = 500_000
@@ -29,7 +28,7 @@ class OptimizeResult:
     rows: int
 
 
-def optimize(ctx: StatementContext, env: Env, name: str) -> OptimizeResult:
+def optimize(ctx: Context, name: str) -> OptimizeResult:
     """Rewrite files carrying deletion vectors, and small files, into few large ones.
 
     Rows keep their identity and last-changed version, so change queries see no change.
@@ -43,13 +42,13 @@ def optimize(ctx: StatementContext, env: Env, name: str) -> OptimizeResult:
     rows = chosen.live_rows
     added = []
     if rows:
-        df = state_relation(env.spark, env.warehouse, chosen, identity=True).frame(env.spark)
+        df = state_relation(ctx.spark, ctx.warehouse, chosen, identity=True).frame(ctx.spark)
         added = write_data(
-            env.warehouse,
+            ctx.warehouse,
             df,
             schema=state.schema,
             table=info.name,
-            directory=env.warehouse.data_dir(ctx.statement_id),
+            directory=ctx.warehouse.data_dir(ctx.statement_id),
             row_id=RID,
             row_version=VER,
             partitions=partitions_for(rows),
@@ -74,7 +73,7 @@ class VacuumResult:
     readable_from_version: int
 
 
-def vacuum(ctx: StatementContext, warehouse: Warehouse, name: str) -> VacuumResult:
+def vacuum(ctx: Context, name: str) -> VacuumResult:
     """Delete files removed longer ago than retention, and orphans of crashed writers.
 
     Live streams on the table extend retention (paper 2.3): the versions after the oldest
@@ -99,7 +98,7 @@ def vacuum(ctx: StatementContext, warehouse: Warehouse, name: str) -> VacuumResu
             dv_users[dv].add(path)
     dv_doomed = {dv for dv, users in dv_users.items() if users <= doomed_paths}
     for path in sorted(doomed_paths | dv_doomed):
-        _delete(warehouse.fs, warehouse.fs_path(path))
+        _delete(ctx.warehouse.fs, ctx.warehouse.fs_path(path))
     floor = max(expired_versions, default=info.vacuumed_before_version)
     ctx.commit(
         CommitRequest(
@@ -108,7 +107,7 @@ def vacuum(ctx: StatementContext, warehouse: Warehouse, name: str) -> VacuumResu
             updates=(ForgetFiles(info.table_id, tuple(sorted(doomed_paths)), floor),),
         )
     )
-    orphans = _remove_orphans(ctx.catalog, warehouse, now=now)
+    orphans = _remove_orphans(ctx.catalog, ctx.warehouse, now=now)
     return VacuumResult(len(doomed_paths), orphans, max(floor, info.vacuumed_before_version))
 
 

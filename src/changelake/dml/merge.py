@@ -36,11 +36,10 @@ from changelake.dml.matches import (
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
+from changelake.runtime.env import Context
 from changelake.schema import TableSchema
-from changelake.runtime.env import Env
 from changelake.spark.observed import Counted
 from changelake.storage.snapshot import IDENTITY, POS, RID
-from changelake.txn.context import StatementContext
 
 MERGE_ACTION = "_cl_action"
 UPDATE, DELETE, INSERT = "U", "D", "I"
@@ -114,8 +113,7 @@ def _clauses(
 
 
 def merge(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     *,
     table: exp.Table,
     source: exp.Expression,
@@ -126,7 +124,7 @@ def merge(
     target = Target.of(ctx, table.name)
     schema, name = target.state.schema, target.info.name
     alias = table.alias or table.name
-    binder = Binder(ctx, env)
+    binder = Binder(ctx)
     one_pass = small_input(target)
     placeholder = binder.target(target.state, table.name, identity=one_pass)
     source = binder.bind(source.copy())
@@ -173,7 +171,7 @@ def merge(
     select = exp.select(*projection).from_(source).join(target_ref, on=on, join_type="left")
     joined = binder.run(select).where(f"{MERGE_ACTION} IS NOT NULL")
     if one_pass:
-        write = _merge_in_one_pass(ctx, env, target, joined, clauses)
+        write = _merge_in_one_pass(ctx, target, joined, clauses)
         return commit_write(ctx, "MERGE", write, stream_reads=binder.stream_reads.values())
     kind = F.substring(F.col(MERGE_ACTION), 1, 1)
     with find_matches(
@@ -182,10 +180,10 @@ def merge(
         by_kind = matches.per_kind
         removed, deletes, files, written = (), (), [], []
         # Persisted lazily: read once only if matched rows feed both the DV and the new rows.
-        with persisted(matched_rows(env.spark, env.warehouse, target, matches)) as rows:
+        with persisted(matched_rows(ctx.spark, ctx.warehouse, target, matches)) as rows:
             if matches.matched:
                 removed, deletes, _ = record_deletes(
-                    env.warehouse,
+                    ctx.warehouse,
                     target,
                     rows,
                     counts=matches.per_file,
@@ -196,11 +194,11 @@ def merge(
             if by_kind[INSERT]:
                 written.append(inserted_rows(matches.rows.where(kind == INSERT), schema))
             files = write_rows(
-                env.warehouse,
+                ctx.warehouse,
                 written,
                 schema=schema,
                 table=name,
-                directory=env.warehouse.data_dir(ctx.statement_id),
+                directory=ctx.warehouse.data_dir(ctx.statement_id),
                 rows=by_kind[UPDATE] + by_kind[INSERT],
             )
     write = target.write(
@@ -216,7 +214,7 @@ def merge(
 
 
 def _merge_in_one_pass(
-    ctx: StatementContext, env: Env, target: Target, joined: DataFrame, clauses: list[Clause]
+    ctx: Context, target: Target, joined: DataFrame, clauses: list[Clause]
 ) -> TableWrite:
     """MERGE of a small target whose query also selected the matched rows' old values and
     identity: the DV (with before-images) is written from its persisted rows, counting them by
@@ -226,7 +224,7 @@ def _merge_in_one_pass(
     counted = Counted(joined, {k: f"{kind} = '{k}'" for k in (UPDATE, DELETE, INSERT)})
     with persisted(counted.frame) as rows:
         removed, deletes, matched = record_deletes(
-            env.warehouse,
+            ctx.warehouse,
             target,
             rows.where(f"{kind} IN ('{UPDATE}', '{DELETE}')"),
             counts=None,
@@ -242,11 +240,11 @@ def _merge_in_one_pass(
         if by_kind[INSERT]:
             written.append(inserted_rows(rows.where(f"{kind} = '{INSERT}'"), schema))
         files = write_rows(
-            env.warehouse,
+            ctx.warehouse,
             written,
             schema=schema,
             table=target.info.name,
-            directory=env.warehouse.data_dir(ctx.statement_id),
+            directory=ctx.warehouse.data_dir(ctx.statement_id),
             rows=None,
         )
     return target.write(

@@ -28,14 +28,13 @@ from changelake.dml.strategy import TWO_PHASES, Strategy, choose, referenced
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
 from changelake.plan.pushdown import conjuncts_for
+from changelake.runtime.env import Context
 from changelake.schema import quoted
 from changelake.spark import native
-from changelake.runtime.env import Env
-from changelake.storage.pruning import prune
 from changelake.spark.relation import plan_lines
+from changelake.storage.pruning import prune
 from changelake.storage.snapshot import FILE, IDENTITY, POS, RID
 from changelake.storage.writer import partitions_for, run_checked, write_data
-from changelake.txn.context import StatementContext
 
 
 @dataclass(frozen=True)
@@ -49,8 +48,7 @@ class Planned:
 
 
 def _plan(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     *,
     operation: str,
     table: exp.Table,
@@ -68,16 +66,16 @@ def _plan(
     if condition is not None:
         state = state.with_files(prune(state.files, state.schema, conjuncts_for(condition, names)))
     target = Target(target.info, state)
-    binder = Binder(ctx, env)
+    binder = Binder(ctx)
     computed = values(binder, target)
     strategy = choose(
-        env,
+        ctx.env,
         state.files,
         condition=condition,
         phase_one_columns=referenced([condition, *computed], names, state.schema),
         joined=bool(sources),
         needs_rows=operation == "UPDATE" or target.info.before_images(),
-        probe=lambda file: _probe(ctx, env, target, table, file, condition),
+        probe=lambda file: _probe(ctx, target, table, file, condition),
     )
     placeholder = binder.target(state, table.name, identity=strategy.one_pass)
     projection = address(alias) + computed
@@ -94,8 +92,7 @@ def _plan(
 
 
 def _probe(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     target: Target,
     table: exp.Table,
     file: LiveFile,
@@ -103,7 +100,7 @@ def _probe(
 ) -> tuple[int, int]:
     """(matches, rows examined) of ``condition`` in ``file`` of ``target``, read from its start
     until ``strategy.PROBE_MATCHES`` rows match (Spark stops the scan there) or the file ends."""
-    binder = Binder(ctx, env)
+    binder = Binder(ctx)
     placeholder = binder.target(target.state.with_files([file]), table.name)
     alias = table.alias or table.name
     select = _from_clause(placeholder, alias, []).select(exp.column(POS, table=alias), append=False)
@@ -127,8 +124,7 @@ def _from_clause(placeholder: str, alias: str, sources: list[exp.Expression]) ->
 
 
 def plan_delete(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     *,
     table: exp.Table,
     using: list[exp.Expression],
@@ -136,7 +132,6 @@ def plan_delete(
 ) -> Planned:
     return _plan(
         ctx,
-        env,
         operation="DELETE",
         table=table,
         sources=using,
@@ -146,8 +141,7 @@ def plan_delete(
 
 
 def delete(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     *,
     table: exp.Table,
     using: list[exp.Expression],
@@ -156,12 +150,12 @@ def delete(
     """DELETE FROM table [USING sources] [WHERE condition]."""
     if condition is None and not using:
         return remove_all_rows(ctx, Target.of(ctx, table.name), operation="DELETE")
-    planned = plan_delete(ctx, env, table=table, using=using, condition=condition)
+    planned = plan_delete(ctx, table=table, using=using, condition=condition)
     target = planned.target
     if planned.strategy.how != TWO_PHASES:
         # one job: the DV is written from the statement's query, and counted from the file
         removed, deletes, count = record_deletes(
-            env.warehouse,
+            ctx.warehouse,
             target,
             _matched(planned.found),
             counts=None,
@@ -173,17 +167,16 @@ def delete(
     with find_matches(planned.found, target=target, operation="DELETE", joined=False) as matches:
         deleted = matches.rows
         if matches.matched:
-            deleted = matched_rows(env.spark, env.warehouse, target, matches)
+            deleted = matched_rows(ctx.spark, ctx.warehouse, target, matches)
         removed, deletes, count = record_deletes(
-            env.warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
+            ctx.warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
         )
     write = target.write(WriteKind.CHANGE, removed=removed, deletes=deletes, deleted=count)
     return commit_write(ctx, "DELETE", write, stream_reads=planned.binder.stream_reads.values())
 
 
 def plan_update(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     *,
     table: exp.Table,
     assignments: list[exp.Expression],
@@ -215,7 +208,6 @@ def plan_update(
 
     planned = _plan(
         ctx,
-        env,
         operation="UPDATE",
         table=table,
         sources=[source] if source is not None else [],
@@ -226,8 +218,7 @@ def plan_update(
 
 
 def update(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     *,
     table: exp.Table,
     assignments: list[exp.Expression],
@@ -237,7 +228,6 @@ def update(
     """UPDATE table SET column = value, ... [FROM source] [WHERE condition]."""
     planned, assigned = plan_update(
         ctx,
-        env,
         table=table,
         assignments=assignments,
         source=source,
@@ -245,24 +235,24 @@ def update(
     )
     target = planned.target
     if planned.strategy.one_pass:
-        return _update_in_one_pass(ctx, env, planned, assigned, joined=source is not None)
+        return _update_in_one_pass(ctx, planned, assigned, joined=source is not None)
     removed, deletes, count, files = (), (), 0, []
     with find_matches(
         planned.found, target=target, operation="UPDATE", joined=source is not None
     ) as matches:
         # The matched rows feed two writes (DV with before-images, new rows): persisted, the
         # matched files are read once and both writes see the same rows.
-        full = matched_rows(env.spark, env.warehouse, target, matches)
+        full = matched_rows(ctx.spark, ctx.warehouse, target, matches)
         with persisted(full) as rows:
             if matches.matched:
                 removed, deletes, count = record_deletes(
-                    env.warehouse,
+                    ctx.warehouse,
                     target,
                     rows,
                     counts=matches.per_file,
                     statement_id=ctx.statement_id,
                 )
-                files = _write_updated(ctx, env, target, rows, assigned, count)
+                files = _write_updated(ctx, target, rows, assigned, count)
     write = target.write(
         WriteKind.CHANGE, added=tuple(files), removed=removed, deletes=deletes, updated=count
     )
@@ -270,7 +260,7 @@ def update(
 
 
 def _update_in_one_pass(
-    ctx: StatementContext, env: Env, planned: Planned, assigned: dict[int, str], *, joined: bool
+    ctx: Context, planned: Planned, assigned: dict[int, str], *, joined: bool
 ) -> StatementResult:
     """An UPDATE whose query selects the old rows too: its matched rows, persisted, are written
     as the DV (with before-images, counted from the file) and as the new rows: two jobs."""
@@ -278,7 +268,7 @@ def _update_in_one_pass(
     files: list = []
     with persisted(_matched(planned.found)) as rows:
         removed, deletes, count = record_deletes(
-            env.warehouse,
+            ctx.warehouse,
             target,
             rows,
             counts=None,
@@ -287,7 +277,7 @@ def _update_in_one_pass(
             unique="UPDATE" if joined else None,
         )
         if count:
-            files = _write_updated(ctx, env, target, rows, assigned, count)
+            files = _write_updated(ctx, target, rows, assigned, count)
     write = target.write(
         WriteKind.CHANGE, added=tuple(files), removed=removed, deletes=deletes, updated=count
     )
@@ -295,8 +285,7 @@ def _update_in_one_pass(
 
 
 def _write_updated(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     target: Target,
     rows: DataFrame,
     assigned: dict[int, str],
@@ -309,11 +298,11 @@ def _write_updated(
         f"{assigned.get(c.column_id, quoted(c.name))} AS {quoted(c.name)}" for c in schema.columns
     ]
     return write_data(
-        env.warehouse,
+        ctx.warehouse,
         native.select(rows, [*changed, RID]),
         schema=schema,
         table=target.info.name,
-        directory=env.warehouse.data_dir(ctx.statement_id),
+        directory=ctx.warehouse.data_dir(ctx.statement_id),
         row_id=RID,
         partitions=partitions_for(count),
         cached=True,

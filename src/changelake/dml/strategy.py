@@ -21,8 +21,8 @@ from sqlglot import exp
 
 from changelake.catalog.model import LiveFile
 from changelake.errors import InvalidStatementError
-from changelake.schema import TableSchema
 from changelake.runtime.env import ROW_LEVEL_PLAN, Env
+from changelake.schema import TableSchema
 from changelake.storage.footers import column_bytes
 from changelake.storage.warehouse import Warehouse
 

@@ -44,8 +44,8 @@ from changelake.dynamic.maintain import aggregated_rows, input_rows, maintained
 from changelake.dynamic.refresh import data_timestamp_now, versions_at
 from changelake.dynamic.spec import REFRESH_MODES, DynamicSpec, choice, table_properties, target_lag
 from changelake.errors import ConflictError, InvalidStatementError, ObjectExistsError
+from changelake.runtime.env import Context
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
-from changelake.runtime.env import Env
 from changelake.spark.jobs import counted_jobs
 from changelake.storage.writer import schema_of_dataframe, table_type, write_data
 from changelake.txn.context import StatementContext
@@ -62,7 +62,7 @@ class NewDynamicTable:
     if_exists: IfExists
 
 
-def create_dynamic_table(ctx: StatementContext, env: Env, new: NewDynamicTable) -> StatementResult:
+def create_dynamic_table(ctx: Context, new: NewDynamicTable) -> StatementResult:
     name = new.name.lower()
     about = f"CREATE DYNAMIC TABLE {name}"
     ctx.require_no_transaction(about)
@@ -86,17 +86,17 @@ def create_dynamic_table(ctx: StatementContext, env: Env, new: NewDynamicTable) 
     )
     data_timestamp = data_timestamp_now(ctx)
     if initialize:
-        _refresh_upstreams(ctx, env, definition, data_timestamp)
+        _refresh_upstreams(ctx, definition, data_timestamp)
         ends = versions_at(ctx, list(definition.tables.values()), data_timestamp, explain=False)
         versions = {t: (info, ends[t]) for t, info in definition.tables.items()}
     else:  # only the columns are needed now
         versions = {t: (info, ctx.read_version(info)) for t, info in definition.tables.items()}
-    state = maintained(ctx, env, definition, versions)
+    state = maintained(ctx, definition, versions)
     if state is None:
-        rows = query_rows(ctx, env, definition, versions, data_timestamp)
+        rows = query_rows(ctx, definition, versions, data_timestamp)
     else:
-        input_ = input_rows(ctx, env, state, versions)
-        rows = aggregated_rows(state, input_, [c.name for c in state.columns]).frame(env.spark)
+        input_ = input_rows(ctx, state, versions)
+        rows = aggregated_rows(state, input_, [c.name for c in state.columns]).frame(ctx.spark)
     hidden = [METADATA_ROW_ID, *(state.state if state is not None else ())]
     rows = _named(rows, new.columns, about, hidden)
     visible = schema_of_dataframe(rows.drop(*hidden), about=about)
@@ -112,15 +112,15 @@ def create_dynamic_table(ctx: StatementContext, env: Env, new: NewDynamicTable) 
     files: list = []
     jobs = 0
     if initialize:
-        with counted_jobs(env.spark, f"creation of dynamic table {name}") as count:
+        with counted_jobs(ctx.spark, f"creation of dynamic table {name}") as count:
             files = write_data(
-                env.warehouse,
+                ctx.warehouse,
                 rows.select(
                     *[F.col(quoted(c.name)) for c in schema.stored], F.col(METADATA_ROW_ID)
                 ),
                 schema=schema,
                 table=name,
-                directory=env.warehouse.data_dir(statement_id),
+                directory=ctx.warehouse.data_dir(statement_id),
             )
             jobs = count()
     properties = {"data_retention_time_in_days": "1", **dict(new.spec.properties)}
@@ -171,8 +171,7 @@ def create_dynamic_table(ctx: StatementContext, env: Env, new: NewDynamicTable) 
 
 
 def _refresh_upstreams(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     definition: Definition,
     data_timestamp: float,
 ) -> None:
@@ -187,7 +186,6 @@ def _refresh_upstreams(
         return
     done = refresh_round(
         ctx,
-        env,
         upstreams,
         data_timestamp,
         trigger=lambda _: "DOWNSTREAM",
@@ -217,8 +215,7 @@ def _named(
 
 
 def alter_dynamic_table(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     name: str,
     action: str,
     options: dict[str, str],
@@ -226,7 +223,7 @@ def alter_dynamic_table(
     """ALTER DYNAMIC TABLE name REFRESH | SUSPEND | RESUME | SET ..."""
     dyn = dynamic_table(ctx, name)
     if action == "REFRESH":
-        outcomes = refresh_with_upstreams(ctx, env, dyn)
+        outcomes = refresh_with_upstreams(ctx, dyn)
         mine = outcomes[-1]
         r = mine.record
         return StatementResult(

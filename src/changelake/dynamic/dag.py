@@ -49,7 +49,7 @@ from changelake.errors import (
     did_you_mean,
 )
 from changelake.plan.round_reads import changes_key
-from changelake.runtime.env import Env
+from changelake.runtime.env import Context
 from changelake.storage.shared import SharedReads
 from changelake.txn.context import StatementContext, new_statement_id
 
@@ -143,8 +143,7 @@ class Round:
 
 
 def refresh_round(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     roots: Sequence[DynamicTableInfo],
     data_timestamp: float,
     *,
@@ -180,14 +179,13 @@ def refresh_round(
     committed = {o.table_id for o in done.refreshed}
     rest = {d.table_id: d for d in order if d.table_id not in committed}
     wanted = shared_reads(list(rest.values()), definitions, known)
-    shared = SharedReads(env.spark, wanted)
-    round_env = env.with_shared(shared) if wanted else env  # else no Env (settings) anew
+    shared = SharedReads(ctx.spark, wanted)
+    in_round = ctx.sharing(shared) if wanted else ctx  # else no Env (settings) anew
 
     def refresh(table_id: int) -> None:
-        own = ctx if workers is None else StatementContext(env.catalog, ctx.clock, None)
+        own = in_round if workers is None else in_round.env.context()
         _refresh_in_round(
             own,
-            round_env,
             rest[table_id],
             definitions[table_id],
             done,
@@ -241,8 +239,7 @@ def shared_reads(
 
 
 def _refresh_in_round(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     dyn: DynamicTableInfo,
     definition: Definition,
     done: Round,
@@ -280,7 +277,6 @@ def _refresh_in_round(
         done.refreshed.append(
             refresh_one(
                 ctx,
-                env,
                 current,
                 data_timestamp,
                 definition,
@@ -324,8 +320,7 @@ def _no_data(
 
 
 def refresh_with_upstreams(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     target: DynamicTableInfo,
     *,
     trigger: str = "MANUAL",
@@ -336,7 +331,6 @@ def refresh_with_upstreams(
     for attempt in range(_RETRIES):
         done = refresh_round(
             ctx,
-            env,
             [target],
             data_timestamp_now(ctx),
             trigger=lambda d: trigger if d.table_id == target.table_id else "DOWNSTREAM",
@@ -355,8 +349,7 @@ def refresh_with_upstreams(
 
 
 def refresh_one(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     dyn: DynamicTableInfo,
     data_timestamp: float,
     definition: Definition,
@@ -387,7 +380,6 @@ def refresh_one(
             return done
         return run_refresh(
             ctx,
-            env,
             plan,
             trigger=trigger,
             started_at=started,

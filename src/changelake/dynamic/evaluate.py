@@ -14,14 +14,12 @@ from changelake.dialect import parse_one
 from changelake.dynamic.definition import Definition
 from changelake.plan.bind import Binder
 from changelake.plan.subtree import rows_at
+from changelake.runtime.env import Context
 from changelake.schema import quoted
-from changelake.runtime.env import Env
-from changelake.txn.context import StatementContext
 
 
 def query_rows(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     definition: Definition,
     versions: dict[int, tuple[TableInfo, int]],
     data_timestamp: float,
@@ -29,13 +27,12 @@ def query_rows(
     """The query's rows with each table at its version in ``versions`` (the data timestamp's),
     and METADATA$ROW_ID: the view's ROW_ID when the query has an IR, else its values' hash."""
     if definition.tree is not None:
-        return rows_at(ctx, env, definition.tree, versions)
-    return _rows_by_value(ctx, env, definition.sql, versions, data_timestamp)
+        return rows_at(ctx, definition.tree, versions)
+    return _rows_by_value(ctx, definition.sql, versions, data_timestamp)
 
 
 def _rows_by_value(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     sql: str,
     versions: dict[int, tuple[TableInfo, int]],
     data_timestamp: float,
@@ -55,7 +52,7 @@ def _rows_by_value(
         at = parse_one(f"SELECT * FROM x AT ({point})").find(exp.Table)
         assert at is not None
         table.set("when", at.args.get("when"))
-    df = Binder(ctx, env).query(tree)
+    df = Binder(ctx).query(tree)
     value = F.md5(F.to_json(F.struct(*[F.col(quoted(c)) for c in df.columns])))
     rank = F.row_number().over(Window.partitionBy(value).orderBy(value))
     return df.select("*", F.concat(value, F.lit("#"), rank.cast("string")).alias(METADATA_ROW_ID))

@@ -41,13 +41,12 @@ from changelake.plan.delta import formula
 from changelake.plan.ir import Col
 from changelake.plan.ir import describe as ir_describe
 from changelake.plan.subtree import input_changes, node_rows
+from changelake.runtime.env import Context
 from changelake.schema import ROW_KEY, TableSchema, quoted
-from changelake.runtime.env import Env
 from changelake.spark.local import sql_literal
 from changelake.spark.relation import Relation, output_name
 from changelake.storage.snapshot import state_relation
 from changelake.storage.writer import run_checked
-from changelake.txn.context import StatementContext
 
 Ends = dict[int, tuple[TableInfo, int]]  # table id -> (table, version)
 Versions = dict[int, tuple[TableInfo, int, int]]  # table id -> (table, start, end)
@@ -78,8 +77,7 @@ class Maintained:
 
 
 def maintained(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     definition: Definition,
     ends: Ends,
 ) -> Maintained | None:
@@ -93,7 +91,7 @@ def maintained(
     key = ("maintained types", definition.sql)
     found = definitions.get(key) if definitions is not None else None
     if found is None:
-        found = _types(ctx, env, shape, ends)
+        found = _types(ctx, shape, ends)
         if definitions is not None:
             definitions.put(key, found)
     types, value_types = found
@@ -103,7 +101,7 @@ def maintained(
 
 
 def _types(
-    ctx: StatementContext, env: Env, shape: Shape, ends: Ends
+    ctx: Context, shape: Shape, ends: Ends
 ) -> tuple[dict[int, DataType], dict[str, DataType]]:
     """The types of ``shape``'s aggregate arguments (by measure index) and values (by column
     id), from an analysis of its input at ``ends``."""
@@ -116,9 +114,9 @@ def _types(
     items = [*arguments, *values]
     fields = []
     if items:
-        probe = node_rows(ctx, env, agg.child, ends)
+        probe = node_rows(ctx, agg.child, ends)
         typed = Relation.query(f"SELECT {', '.join(items)} FROM {{p}} AS _p", [], p=probe)
-        fields = typed.frame(env.spark).schema.fields
+        fields = typed.frame(ctx.spark).schema.fields
     types = {int(f.name[7:]): f.dataType for f in fields if f.name.startswith("_cl_arg")}
     value_types = {f.name: f.dataType for f in fields if not f.name.startswith("_cl_arg")}
     return types, value_types
@@ -138,9 +136,9 @@ def aggregated_rows(m: Maintained, rows: Relation, names: list[str]) -> Relation
     return _output(m, _grouped(m, rows), names)
 
 
-def input_rows(ctx: StatementContext, env: Env, m: Maintained, ends: Ends) -> Relation:
+def input_rows(ctx: Context, m: Maintained, ends: Ends) -> Relation:
     """The aggregate's input rows with each table at its version in ``ends``."""
-    return node_rows(ctx, env, m.shape.aggregate.child, ends)
+    return node_rows(ctx, m.shape.aggregate.child, ends)
 
 
 def _aggregated(m: Maintained, rows: Relation, measures: list[str]) -> Relation:
@@ -184,8 +182,7 @@ def _output(
 
 @contextmanager
 def maintained_delta(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     m: Maintained,
     versions: Versions,
     target: Target,
@@ -203,16 +200,16 @@ def maintained_delta(
     stored_names = [c.name for c in schema.stored]
     agg = m.shape.aggregate
     ends = {t: (info, end) for t, (info, _, end) in versions.items()}
-    found = input_changes(ctx, env, agg.child, versions)
+    found = input_changes(ctx, agg.child, versions)
     if found is None:  # no table it reads changed: no group changes
-        nothing = node_rows(ctx, env, agg.child, ends).where("FALSE")
+        nothing = node_rows(ctx, agg.child, ends).where("FALSE")
         changes = nothing.select("*", f"'INSERT' AS {VIEW_ACTION}")
     else:
         changes, _ = found
     partial = _aggregated(m, changes, delta_state(m.shape, m.types))
     rid = group_row_id([c.id for c in agg.keys])
     partial = partial.select("*", f"{rid} AS {VIEW_ROW_ID}")
-    stored = state_relation(env.spark, env.warehouse, target.state, identity=True).select(
+    stored = state_relation(ctx.spark, ctx.warehouse, target.state, identity=True).select(
         f"{quoted(ROW_KEY)} AS {quoted(_OLD + ROW_KEY)}",
         *[f"{quoted(n)} AS {quoted(_OLD + n)}" for n in stored_names],
         *[f"{c} AS {quoted(_OLD + c)}" for c in STORED],
@@ -234,7 +231,7 @@ def maintained_delta(
         S.col(_OLD + ROW_KEY).isNotNull().alias(_HAD),
     )
     unresolved = m.may_recompute and optimistic  # a group to recompute: UNRESOLVED events
-    frame = combined_groups.frame(env.spark) if m.may_recompute and not optimistic else None
+    frame = combined_groups.frame(ctx.spark) if m.may_recompute and not optimistic else None
     with persisted(frame) if frame is not None else nullcontext() as kept:
         redo = 0
         groups = combined_groups
@@ -268,7 +265,7 @@ def maintained_delta(
             *STORED,
         )
         if redo:
-            fresh = _recomputed(ctx, env, m, groups, ends, types)
+            fresh = _recomputed(ctx, m, groups, ends, types)
             old = groups.where(f"{_REDO} AND {_HAD}").select(
                 *[f"{quoted(_OLD + n)} AS {quoted(n)}" for n in [*stored_names, *STORED]],
                 f"{quoted(_OLD + ROW_KEY)} AS {quoted(ROW_KEY)}",
@@ -283,15 +280,14 @@ def _image(columns: list[tuple[str, str]]) -> str:
 
 
 def _recomputed(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     m: Maintained,
     groups: Relation,
     ends: Ends,
     types: dict[str, str],
 ) -> Relation:
     """The groups flagged for a recompute, from their input rows at the end."""
-    rows = node_rows(ctx, env, m.shape.aggregate.child, ends)
+    rows = node_rows(ctx, m.shape.aggregate.child, ends)
     agg = m.shape.aggregate
     if agg.keys:
         flagged = groups.where(_REDO).select(
@@ -311,8 +307,7 @@ def _recomputed(
 
 
 def explain_lines(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     m: Maintained,
     versions: Versions,
 ) -> list[str]:
@@ -329,7 +324,7 @@ def explain_lines(
             "  a group whose floating-point sum's history outgrew its rows' magnitudes is"
             " recomputed from its rows at the end"
         )
-    found = input_changes(ctx, env, agg.child, versions)
+    found = input_changes(ctx, agg.child, versions)
     if found is None:
         return [*lines, "  input derivative: none (no table it reads changed)"]
     derivative = found[1]

@@ -56,9 +56,9 @@ from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
 from changelake.plan.monotonic import inserts_only
 from changelake.plan.round_reads import changes_key, written_changes
 from changelake.plan.views import changes_over
+from changelake.runtime.env import Context
 from changelake.schema import quoted
 from changelake.spark import native
-from changelake.runtime.env import Env
 from changelake.spark.jobs import counted_jobs
 from changelake.spark.relation import Relation
 from changelake.storage.snapshot import state_relation
@@ -229,8 +229,7 @@ def _action(
 
 
 def run_refresh(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     plan: RefreshPlan,
     *,
     trigger: str,
@@ -248,12 +247,12 @@ def run_refresh(
     write_id = new_statement_id()  # the files' directories: one statement may run several
     table_id, name, since = dyn.table_id, dyn.name, dyn.info.current_version
     target = Target(dyn.info, ctx.state(dyn.info, since))
-    with counted_jobs(env.spark, f"refresh of dynamic table {dyn.name}") as count:
+    with counted_jobs(ctx.spark, f"refresh of dynamic table {dyn.name}") as count:
         try:  # first as if no group needs a recompute: one plan, no job to count them
-            applied, kept = _written(ctx, env, plan, target, write_id, optimistic=True)
+            applied, kept = _written(ctx, plan, target, write_id, optimistic=True)
         except Unresolved:
             write_id = new_statement_id()
-            applied, kept = _written(ctx, env, plan, target, write_id, optimistic=False)
+            applied, kept = _written(ctx, plan, target, write_id, optimistic=False)
         jobs = count()
     record = RefreshRecord(
         action=plan.action,
@@ -283,10 +282,10 @@ def run_refresh(
     )
     result = ctx.catalog.commit([request], clock=ctx.clock)
     version = result.version_of(table_id)
-    if kept is not None and env.shared is not None and version is not None:
+    if kept is not None and ctx.shared is not None and version is not None:
         # the table's changes over this commit, for the round's readers of it
         changes = written_changes(kept, target.state.schema)
-        env.shared.hand(changes_key(table_id, start=since, end=version), changes)
+        ctx.shared.hand(changes_key(table_id, start=since, end=version), changes)
     return Outcome(table_id, name, record, version or since)
 
 
@@ -297,8 +296,7 @@ def result_key(table_id: int) -> tuple[str, int]:
 
 
 def _written(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     plan: RefreshPlan,
     target: Target,
     write_id: str,
@@ -307,13 +305,13 @@ def _written(
 ) -> tuple[TableWrite, Relation | None]:
     """The refresh's delta written to files of ``write_id`` (``_delta``'s ``optimistic``), and
     the delta persisted where the round's readers of the table read it (``result_key``)."""
-    shared = env.shared
+    shared = ctx.shared
     keep = shared is not None and shared.wants(result_key(plan.dt.table_id))
-    with _delta(ctx, env, plan, target, optimistic=optimistic) as (delta, changed, inserts):
+    with _delta(ctx, plan, target, optimistic=optimistic) as (delta, changed, inserts):
         kept = shared.keep(delta) if shared is not None and keep else None
         written = apply_delta(
-            env.spark,
-            env.warehouse,
+            ctx.spark,
+            ctx.warehouse,
             target,
             kept or delta,
             statement_id=write_id,
@@ -325,8 +323,7 @@ def _written(
 
 @contextmanager
 def _delta(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     plan: RefreshPlan,
     target: Target,
     *,
@@ -341,12 +338,10 @@ def _delta(
     stored = [c.name for c in schema.stored]
     tree = plan.definition.tree
     ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
-    found = maintained(ctx, env, plan.definition, ends)
+    found = maintained(ctx, plan.definition, ends)
     state = stored_state(found, schema)
     if plan.action == RefreshAction.INCREMENTAL and state is not None:
-        with maintained_delta(
-            ctx, env, state, plan.versions, target, optimistic=optimistic
-        ) as delta:
+        with maintained_delta(ctx, state, plan.versions, target, optimistic=optimistic) as delta:
             yield delta, None, False
         return
     if plan.action == RefreshAction.INCREMENTAL and tree is not None:
@@ -354,22 +349,22 @@ def _delta(
         # changes are its minimum delta, without pairing the events of a ROW_ID
         inserts = inserts_only(ctx, tree, plan.versions)
         information = Information.APPEND_ONLY if inserts else Information.DEFAULT
-        rel, _ = changes_over(ctx, env, plan.dt.name, tree, plan.versions, information=information)
+        rel, _ = changes_over(ctx, plan.dt.name, tree, plan.versions, information=information)
         hidden = (METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID)
         intervals = [(t, start, end) for t, (_, start, end) in plan.versions.items() if end > start]
         changed = partial(ctx.catalog.rows_changed, intervals)
         yield rel.select(*_renaming(rel.columns, names, hidden)), changed, inserts
         return
     if state is not None:
-        rows = aggregated_rows(state, input_rows(ctx, env, state, ends), names)
+        rows = aggregated_rows(state, input_rows(ctx, state, ends), names)
     else:
-        found = query_rows(ctx, env, plan.definition, ends, plan.data_timestamp)
+        found = query_rows(ctx, plan.definition, ends, plan.data_timestamp)
         found = native.select(found, _renaming(found.columns, names, (METADATA_ROW_ID,)))
         # state columns the query no longer maintains are left NULL
         rows = Relation.of_frame(found).select(
             "*", *[f"CAST(NULL AS {c.type}) AS {quoted(c.name)}" for c in schema.state]
         )
-    stored_rows = state_relation(env.spark, env.warehouse, target.state, identity=True)
+    stored_rows = state_relation(ctx.spark, ctx.warehouse, target.state, identity=True)
     yield diff(stored_rows, rows, stored, STORED), None, False
 
 
@@ -388,8 +383,7 @@ def _renaming(columns: Sequence[str], names: list[str], hidden: tuple[str, ...])
 
 
 def explain_refresh(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     order: list[DynamicTableInfo],
     definitions: dict[int, Definition],
 ) -> list[str]:
@@ -405,7 +399,6 @@ def explain_refresh(
         if plan.action == RefreshAction.INCREMENTAL and tree is not None:
             _, view_plan = changes_over(
                 ctx,
-                env,
                 dyn.name,
                 tree,
                 plan.versions,
@@ -413,11 +406,11 @@ def explain_refresh(
             )
             ends = {t: (info, end) for t, (info, _, end) in plan.versions.items()}
             state = stored_state(
-                maintained(ctx, env, plan.definition, ends),
+                maintained(ctx, plan.definition, ends),
                 ctx.state(dyn.info).schema,
             )
             if state is not None:
-                lines += explain_lines(ctx, env, state, plan.versions)
+                lines += explain_lines(ctx, state, plan.versions)
                 continue
             lines += ["  " + line for line in view_plan.lines()]
     return lines

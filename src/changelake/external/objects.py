@@ -30,7 +30,7 @@ from changelake.external.postgresql import postgres, replication
 from changelake.external.postgresql.follow import Followed, follow
 from changelake.external.postgresql.pgoutput import Decoder, format_lsn, parse_lsn
 from changelake.external.postgresql.pgtable import connection_of, drop_source_objects
-from changelake.runtime.env import Env
+from changelake.runtime.env import Context, Env
 from changelake.txn.context import StatementContext
 
 
@@ -127,7 +127,7 @@ def follow_once(
     return follow(env, ext, requirements=requirements)
 
 
-def refresh(ctx: StatementContext, env: Env, name: str) -> StatementResult:
+def refresh(ctx: Context, name: str) -> StatementResult:
     """ALTER EXTERNAL TABLE … REFRESH: follow until what the source had committed when the
     statement began is in (several commits if it is more than one batch); a FILES table reads
     the files it has not read yet, in one commit."""
@@ -135,11 +135,11 @@ def refresh(ctx: StatementContext, env: Env, name: str) -> StatementResult:
     ctx.require_no_transaction(operation)
     ext = external_table(ctx, name)
     if ext.definition.kind == files.KIND:
-        return files.refresh_statement(ctx, env, ext)
+        return files.refresh_statement(ctx, ext)
     connection_of(ctx, ext.definition.connection or "")
     total = Followed()
     while True:
-        step = follow(env, ext)
+        step = follow(ctx.env, ext)
         total = Followed(
             transactions=total.transactions + step.transactions,
             changes=total.changes + step.changes,

@@ -28,13 +28,12 @@ from changelake.plan.predicates import check_scope, reference_predicate
 from changelake.plan.pushdown import pushable_conjuncts
 from changelake.plan.streams import has_data, read_stream
 from changelake.plan.views import view_at, view_changes
-from changelake.runtime.env import Env
-from changelake.storage.pruning import prune
-from changelake.spark.relation import Relation, leaves_of
-from changelake.storage.snapshot import state_relation
+from changelake.runtime.env import Context
 from changelake.spark.errors import translate_analysis
+from changelake.spark.relation import Relation, leaves_of
+from changelake.storage.pruning import prune
+from changelake.storage.snapshot import state_relation
 from changelake.streams.frontier import StreamRead
-from changelake.txn.context import StatementContext
 from changelake.txn.points import resolve
 from changelake.txn.snapshot import TableState
 
@@ -44,9 +43,8 @@ _PLACEHOLDER = "__cl_ref_{}__"
 class Binder:
     """Binds the table references of one statement's queries to DataFrames."""
 
-    def __init__(self, ctx: StatementContext, env: Env):
+    def __init__(self, ctx: Context):
         self.ctx = ctx
-        self.env = env
         self.bindings: dict[str, Relation] = {}
         self.names: dict[str, str] = {}  # placeholder -> what the user wrote
         self.stream_reads: dict[int, StreamRead] = {}
@@ -89,7 +87,7 @@ class Binder:
         """The query ``tree`` as one plan: each placeholder is its relation's query, and the
         JVM analyses the whole once (``Relation.frame``)."""
         try:
-            return self.relation(tree).frame(self.env.spark)
+            return self.relation(tree).frame(self.ctx.spark)
         except AnalysisException as e:
             raise translate_analysis(e, names=self.names) from e
 
@@ -128,7 +126,7 @@ class Binder:
         if when is None:
             check_scope(ext.name, ext.scope, predicate, types=types)
             return
-        version = resolve(self.ctx, info, point_of(self.env.spark, when))
+        version = resolve(self.ctx, info, point_of(self.ctx.spark, when))
         record = catalog.external_scope_of_version(info.table_id, version)
         if record is None:
             raise ExternalTableError(
@@ -158,10 +156,9 @@ class Binder:
         if view_sql is not None:
             changes, when = table.args.get("changes"), table.args.get("when")
             if changes is not None:
-                information, start, end = changes_clause(self.env.spark, changes)
+                information, start, end = changes_clause(self.ctx.spark, changes)
                 rel, _ = view_changes(
                     self.ctx,
-                    self.env,
                     name,
                     start=start,
                     end=end,
@@ -169,12 +166,12 @@ class Binder:
                 )
                 rendering = rendering_of(changes)
                 if rendering is not None:
-                    rendered = render(rel.frame(self.env.spark), rendering, Commit(name.lower()))
+                    rendered = render(rel.frame(self.ctx.spark), rendering, Commit(name.lower()))
                     rel = Relation.of_frame(rendered)
                 self._replace(table, rel, alias, label=name)
                 return
             if when is not None:
-                at = view_at(self.ctx, self.env, name, point_of(self.env.spark, when))
+                at = view_at(self.ctx, name, point_of(self.ctx.spark, when))
                 self._replace(table, at, alias, label=name)
                 return
             if name.lower() in self._view_stack:
@@ -196,15 +193,15 @@ class Binder:
                     f"{name} is a stream: it reads its own interval; drop AT/BEFORE and"
                     " INFORMATION (CHANGES (FORMAT => ...) alone renders it as a changelog)."
                 )
-            rel, read = read_stream(self.ctx, self.env, name, ordered=ordered)
+            rel, read = read_stream(self.ctx, name, ordered=ordered)
             self.stream_reads.setdefault(read.stream.stream_id, read)
             if rendering is not None:
                 stamped = self._stamp(read.stream.view or read.stream.table_id, read)
-                rendered = render(rel.frame(self.env.spark), rendering, stamped, ordered=ordered)
+                rendered = render(rel.frame(self.ctx.spark), rendering, stamped, ordered=ordered)
                 rel = Relation.of_frame(rendered)
             self._replace(table, rel, alias, label=name)
             return
-        if self.env.spark.catalog.tableExists(name):
+        if self.ctx.spark.catalog.tableExists(name):
             return  # a Spark temp view or table of the user's own
         known = catalog.object_names() + catalog.stream_names()
         raise TableNotFoundError(
@@ -217,11 +214,10 @@ class Binder:
         many rows they are when that is known without reading them (a whole table state)."""
         changes = table.args.get("changes")
         if changes is not None:
-            information, start, end = changes_clause(self.env.spark, changes)
+            information, start, end = changes_clause(self.ctx.spark, changes)
             first, last = resolve_interval(self.ctx, info, start=start, end=end)
             rel = changes_between(
                 self.ctx,
-                self.env,
                 info,
                 start=first,
                 end=last,
@@ -230,14 +226,14 @@ class Binder:
             )
             return rel, None
         when = table.args.get("when")
-        version = resolve(self.ctx, info, point_of(self.env.spark, when)) if when else None
+        version = resolve(self.ctx, info, point_of(self.ctx.spark, when)) if when else None
         state = self.ctx.state(info, version)
         conjuncts = pushable_conjuncts(table)
         if conjuncts:
             pruned = state.with_files(prune(state.files, state.schema, conjuncts))
-            return state_relation(self.env.spark, self.env.warehouse, pruned), None
+            return state_relation(self.ctx.spark, self.ctx.warehouse, pruned), None
         live_rows = sum(f.live_rows for f in state.files)
-        return state_relation(self.env.spark, self.env.warehouse, state), live_rows
+        return state_relation(self.ctx.spark, self.ctx.warehouse, state), live_rows
 
     def _stamp(self, source: str | int, read: StreamRead) -> Commit:
         """What a stream read's changes are stamped with: for a stream on a table, the version
@@ -253,7 +249,7 @@ class Binder:
         """Bind ``state`` of a write statement's target with its hidden address columns (and
         identity columns if ``identity``)."""
         rel = state_relation(
-            self.env.spark, self.env.warehouse, state, address=True, identity=identity
+            self.ctx.spark, self.ctx.warehouse, state, address=True, identity=identity
         )
         return self.bind_relation(rel, label)
 

@@ -20,7 +20,7 @@ from changelake.plan.views import (
     changes_over,
     check_view_stream,
 )
-from changelake.runtime.env import Env
+from changelake.runtime.env import Context
 from changelake.spark.relation import Relation
 from changelake.streams import frontier
 from changelake.streams.frontier import StreamRead
@@ -56,8 +56,7 @@ def view_stream_source(
 
 
 def read_stream(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     name: str,
     *,
     ordered: bool = False,
@@ -66,19 +65,19 @@ def read_stream(
     consumes them. ``ordered`` (table streams only): in changelog order, see ``change_relation``."""
     stream = ctx.stream(name)
     if not stream.on_view:
-        return frontier.read_stream(ctx, env, name, ordered=ordered)
-    rel, _, read = _read_view_stream(ctx, env, stream)
+        return frontier.read_stream(ctx, name, ordered=ordered)
+    rel, _, read = _read_view_stream(ctx, stream)
     return rel, read
 
 
-def stream_plan_lines(ctx: StatementContext, env: Env, name: str) -> list[str]:
+def stream_plan_lines(ctx: Context, name: str) -> list[str]:
     """What reading stream ``name`` now would do, for EXPLAIN."""
     stream = ctx.stream(name)
     if not stream.on_view:
         plan = frontier.stream_plan(ctx, name).plan
         assert plan is not None
         return plan.lines()
-    _, plan, _ = _read_view_stream(ctx, env, stream)
+    _, plan, _ = _read_view_stream(ctx, stream)
     return [f"STREAM {stream.name} on view {stream.view}:"] + plan.lines()
 
 
@@ -113,14 +112,11 @@ def _view_interval(ctx: StatementContext, stream: StreamInfo) -> tuple[Node, Ver
     return tree, versions
 
 
-def _read_view_stream(
-    ctx: StatementContext, env: Env, stream: StreamInfo
-) -> tuple[Relation, ViewPlan, StreamRead]:
+def _read_view_stream(ctx: Context, stream: StreamInfo) -> tuple[Relation, ViewPlan, StreamRead]:
     assert stream.view is not None
     tree, versions = _view_interval(ctx, stream)
     rel, plan = changes_over(
         ctx,
-        env,
         stream.view,
         tree,
         versions,

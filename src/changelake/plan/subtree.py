@@ -11,21 +11,19 @@ from changelake.plan.compile import VIEW_ROW_ID, compile_node
 from changelake.plan.delta import derive
 from changelake.plan.ir import End, Node, at
 from changelake.plan.views import Leaves, Versions
+from changelake.runtime.env import Context
 from changelake.schema import quoted
-from changelake.runtime.env import Env
 from changelake.spark.relation import Relation
-from changelake.txn.context import StatementContext
 
 
 def input_changes(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     node: Node,
     versions: Versions,
 ) -> tuple[Relation, Node] | None:
     """The (redundant) changes of the subtree ``node`` over the interval and its derivative, or
     None if no table it reads changed: its columns by internal id, RID and ACTION."""
-    leaves = Leaves(ctx, env, versions, None)
+    leaves = Leaves(ctx, versions, None)
     derivative = derive(node, changed=leaves.changed)
     if derivative is None:
         return None
@@ -33,26 +31,24 @@ def input_changes(
 
 
 def node_rows(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     node: Node,
     versions: dict[int, tuple[TableInfo, int]],
 ) -> Relation:
     """The rows of the subtree ``node`` with each base table at the given version: its columns
     by internal id, and RID."""
     at_versions = {t: (info, v, v) for t, (info, v) in versions.items()}
-    read = Leaves(ctx, env, at_versions, None).read
+    read = Leaves(ctx, at_versions, None).read
     return compile_node(at(node, End.START), read)
 
 
 def rows_at(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     tree: Node,
     versions: dict[int, tuple[TableInfo, int]],
 ) -> DataFrame:
     """The rows of query ``tree`` with each base table at the given version, with their
     METADATA$ROW_ID (a dynamic table's full refresh)."""
-    rel = node_rows(ctx, env, tree, versions)
+    rel = node_rows(ctx, tree, versions)
     names = [f"{quoted(c.id)} AS {quoted(c.name)}" for c in tree.columns]
-    return rel.select(*names, f"{VIEW_ROW_ID} AS {quoted(METADATA_ROW_ID)}").frame(env.spark)
+    return rel.select(*names, f"{VIEW_ROW_ID} AS {quoted(METADATA_ROW_ID)}").frame(ctx.spark)

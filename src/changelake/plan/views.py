@@ -47,11 +47,11 @@ from changelake.plan.ir import (
 )
 from changelake.plan.monotonic import appended
 from changelake.plan.round_reads import changes_key
+from changelake.runtime.env import VIEW_CHANGES_PLAN, Context, Settings
 from changelake.schema import quoted
-from changelake.runtime.env import VIEW_CHANGES_PLAN, Env, Settings
 from changelake.spark.local import sql_literal
-from changelake.storage.pruning import Comparison, prune, value_range
 from changelake.spark.relation import Relation
+from changelake.storage.pruning import Comparison, prune, value_range
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, PointKind, resolve_all
@@ -166,7 +166,7 @@ def check_view_stream(ctx: StatementContext, stream: StreamInfo) -> Node:
     return definition.tree
 
 
-def view_at(ctx: StatementContext, env: Env, name: str, point: Point) -> Relation:
+def view_at(ctx: Context, name: str, point: Point) -> Relation:
     """View ``name`` as of ``point`` (each base table at the version the point names)."""
     if point.kind is PointKind.STREAM:
         raise InvalidStatementError(
@@ -180,13 +180,12 @@ def view_at(ctx: StatementContext, env: Env, name: str, point: Point) -> Relatio
     read_at = {t: v for t, (_, v, _) in versions.items()}
     tree = view_definition(ctx, name, f"view {name}", at=read_at).tree
     ctx.catalog.read_ahead({t: (v, v) for t, (_, v, _) in versions.items()})
-    rel = compile_node(at(tree, End.START), Leaves(ctx, env, versions, None).read)
+    rel = compile_node(at(tree, End.START), Leaves(ctx, versions, None).read)
     return rel.select(*[f"{c.id} AS {quoted(c.name)}" for c in tree.columns])
 
 
 def view_changes(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     name: str,
     *,
     start: Point | None,
@@ -201,12 +200,11 @@ def view_changes(
     if refused is not None:
         raise UnsupportedError(refused.changes_message(about, name))
     versions = _versions(ctx, name, definition, start, end)
-    return changes_over(ctx, env, name, definition.tree, versions, information=information)
+    return changes_over(ctx, name, definition.tree, versions, information=information)
 
 
 def changes_over(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     name: str,
     tree: Node,
     versions: Versions,
@@ -219,13 +217,13 @@ def changes_over(
     APPEND_ONLY: ``tree`` is one that ``monotonic.refusal`` accepts."""
     ctx.catalog.read_ahead({t: (first, last) for t, (_, first, last) in versions.items()})
     if information is Information.REDO:
-        return _redo(ctx, env, name, tree, versions)
-    leaves = Leaves(ctx, env, versions, information)
+        return _redo(ctx, name, tree, versions)
+    leaves = Leaves(ctx, versions, information)
     if information is Information.APPEND_ONLY:
         derivative = appended(tree, changed=leaves.changed)
     else:
         derivative = derive(tree, changed=leaves.changed)
-    chosen, reason = _choose(env.settings, ctx, tree, derivative, versions, information)
+    chosen, reason = _choose(ctx.settings, ctx, tree, derivative, versions, information)
     if initial_rows:
         chosen, reason = "INITIAL ROWS", "a stream's first read returns every row at the end"
     plan = ViewPlan(
@@ -238,7 +236,7 @@ def changes_over(
     )
     names = [f"{c.id} AS {quoted(c.name)}" for c in tree.columns]
     if initial_rows:
-        after = Leaves(ctx, env, versions, None).read
+        after = Leaves(ctx, versions, None).read
         return _inserts(compile_node(at(tree, End.END), after), names), plan
     if information is Information.APPEND_ONLY:
         if derivative is None:
@@ -255,8 +253,7 @@ def changes_over(
 
 
 def _redo(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     name: str,
     tree: Node,
     versions: Versions,
@@ -282,7 +279,7 @@ def _redo(
         for _, table_id, version in step:
             span[table_id] = (span[table_id][0], reached[table_id], version)
             reached[table_id] = version
-        rel, _ = changes_over(ctx, env, name, tree, span, information=Information.DEFAULT)
+        rel, _ = changes_over(ctx, name, tree, span, information=Information.DEFAULT)
         committed_at, _, version = step[0]
         parts.append(
             rel.select(
@@ -293,7 +290,7 @@ def _redo(
                 f"{ordinal} AS _cl_step",
             )
         )
-    leaves = Leaves(ctx, env, versions, None)
+    leaves = Leaves(ctx, versions, None)
     plan = ViewPlan(
         name,
         tree,
@@ -399,13 +396,11 @@ class Leaves:
 
     def __init__(
         self,
-        ctx: StatementContext,
-        env: Env,
+        ctx: Context,
         versions: Versions,
         information: Information | None,
     ):
         self.ctx = ctx
-        self.env = env
         self.versions = versions
         self.information = information
 
@@ -444,7 +439,7 @@ class Leaves:
             lo, hi = bounds
             within = [Comparison(key, ">=", lo), Comparison(key, "<=", hi)]
             state = state.with_files(prune(state.files, state.schema, within))
-        rel = state_relation(self.env.spark, self.env.warehouse, state, identity=True, row_ids=True)
+        rel = state_relation(self.ctx.spark, self.ctx.warehouse, state, identity=True, row_ids=True)
         if bounds is not None:
             lo, hi = (sql_literal(b) for b in bounds)
             rel = rel.where(f"{quoted(key)} BETWEEN {lo} AND {hi}")
@@ -471,9 +466,7 @@ class Leaves:
             information = Information.DEFAULT
 
         def scan() -> Relation:
-            rel = changes_between(
-                self.ctx, self.env, info, start=first, end=last, information=information
-            )
+            rel = changes_between(self.ctx, info, start=first, end=last, information=information)
             schema = self.ctx.catalog.schema_at(info.table_id, last)
             columns = [quoted(c.name) for c in schema.visible]
             return rel.select(
@@ -482,7 +475,7 @@ class Leaves:
                 f"{quoted(METADATA_ACTION)} AS {VIEW_ACTION}",
             )
 
-        if self.env.shared is None:
+        if self.ctx.shared is None:
             return scan()
         key = changes_key(info.table_id, start=first, end=last, information=information)
-        return self.env.shared.relation(key, scan)
+        return self.ctx.shared.relation(key, scan)

@@ -1,10 +1,16 @@
-"""The environment statements, refreshes, follows and task runs work in: the catalog, the clock,
-Spark, the warehouse and the settings a statement reads. One value, made by whoever owns the four
-(the session, the service), passed down instead of the parts."""
+"""The environment statements, refreshes, follows and task runs work in (the catalog, the clock,
+Spark, the warehouse and the settings a statement reads), and one statement's context in it.
+
+``Env`` is one value, made by whoever owns the four (the session, the service), passed down
+instead of the parts; work outside a statement (an external table's follow, the scheduler's
+leases) takes it. A statement's work takes one ``Context``, made by ``Env.context`` alone: what
+the statement reads of the catalog and where its commit goes (``StatementContext``) together
+with the Env it runs in, so a function needs no second argument for Spark or the warehouse."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from pyspark.sql import SparkSession
@@ -68,6 +74,39 @@ class Env:
         the JVM for them (an Env is made per statement, so a SET is seen by the next one)."""
         return Settings.of(self.spark)
 
-    def context(self, transaction: Transaction | None = None) -> StatementContext:
-        """A fresh statement context on this catalog and clock (in ``transaction`` if open)."""
-        return StatementContext(self.catalog, self.clock, transaction)
+    def context(self, transaction: Transaction | None = None) -> Context:
+        """A fresh statement context in this Env (in ``transaction`` if open): the one place
+        a statement's context is made."""
+        return Context(self.catalog, self.clock, transaction, env=self)
+
+
+@dataclass
+class Context(StatementContext):
+    """One statement's context: its reads of the catalog (``catalog`` is the statement's
+    ``StatementReads``; the Env's own catalog is ``env.catalog``), its clock, where its commit
+    goes, and the Env it runs in (Spark, the warehouse, the settings, a round's shared reads)."""
+
+    env: Env = field(kw_only=True)
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.env.spark
+
+    @property
+    def warehouse(self) -> Warehouse:
+        return self.env.warehouse
+
+    @property
+    def settings(self) -> Settings:
+        return self.env.settings
+
+    @property
+    def shared(self) -> SharedReads | None:
+        return self.env.shared
+
+    def sharing(self, shared: SharedReads) -> Context:
+        """This statement (its snapshot, pinned versions, id), its work sharing the reads
+        ``shared`` (a scheduler round's)."""
+        same = copy.copy(self)
+        same.env = self.env.with_shared(shared)
+        return same

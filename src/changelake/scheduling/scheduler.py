@@ -42,7 +42,7 @@ from changelake.dynamic.refresh import data_timestamp_now
 from changelake.errors import ChangelakeError, SourceChangedError
 from changelake.external.objects import follow_once
 from changelake.external.postgresql.follow import Followed, mark_failed
-from changelake.runtime.env import Env
+from changelake.runtime.env import Context, Env
 from changelake.tasks.due import due_graphs, end_orphaned_runs, run_due
 from changelake.tasks.run import GraphRun, Runner, RunStatements
 from changelake.txn.context import StatementContext
@@ -177,9 +177,7 @@ class Scheduler:
         due = self.due() if epoch is not None else []
         if epoch is None or not due:
             return None
-        ctx = StatementContext(self.catalog, self.clock, None)
-        env = self._env("refreshes")
-        return self._refresh(ctx, env, due, (LeaseHeld(LEASE, epoch),))
+        return self._refresh(self._env("refreshes").context(), due, (LeaseHeld(LEASE, epoch),))
 
     def _env(self, pool: str) -> Env:
         """Spark and the rest (started on first use), this thread's jobs in Spark scheduler
@@ -217,8 +215,7 @@ class Scheduler:
 
     def _refresh(
         self,
-        ctx: StatementContext,
-        env: Env,
+        ctx: Context,
         due: list[DynamicTableInfo],
         held: tuple[LeaseHeld, ...],
     ) -> Round:
@@ -226,7 +223,6 @@ class Scheduler:
         started = time.monotonic()
         done = refresh_round(
             ctx,
-            env,
             due,
             data_timestamp_now(ctx),
             trigger=lambda d: "SCHEDULED" if d.table_id in due_ids else "DOWNSTREAM",

@@ -53,7 +53,7 @@ class DynamicTableService:
     def refresh(self, name: str) -> dict[str, Any]:
         """ALTER DYNAMIC TABLE name REFRESH, now; answers its history row."""
         env = self.env()
-        alter_dynamic_table(env.context(), env, name, "REFRESH", {})
+        alter_dynamic_table(env.context(), name, "REFRESH", {})
         dyn = dynamic_table(self._ctx(), name)
         return refresh_row(self.catalog.refresh_history(dyn.table_id, limit=1)[0])
 

@@ -9,7 +9,7 @@ do better; measured in bench/ANALYSIS.md).
 - ``ChangelakeParquet`` (``read_relation``): Spark's Parquet file format with each file's
   deleted positions skipped inside the reader, batch by batch, the per-file constants as
   constant columns of the batch and the rows' METADATA$ROW_IDs written per batch
-  (``row_ids.ROW_HEX``): a scan has no join, no ``_metadata`` struct and no per-row lookup or
+  (``ROW_HEX``): a scan has no join, no ``_metadata`` struct and no per-row lookup or
   expression, and keeps Spark's vectorized reading, pruning and filter pushdown.
 - ``changelake_in_positions(file_name, position)``: whether the row is in a broadcast set of
   (file name, position) pairs; ``changelake_file_value(file_name)``: a per-file BIGINT from a
@@ -43,8 +43,6 @@ import pyspark
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-from changelake.spark.relation import Read, Relation
-from changelake.storage.row_ids import ROW_HEX
 from changelake.spark.private import (
     catalyst_column,
     catalyst_expression,
@@ -53,12 +51,16 @@ from changelake.spark.private import (
     jvm_class,
     jvm_frame,
 )
+from changelake.spark.relation import Read, Relation
 
 SOURCES = Path(__file__).parent / "jvm"
 PACKAGE = "io.changelake.spark"
 ENABLED = "spark.changelake.jvmExpressions"
 READER = "spark.changelake.parquetReader"
 # The reader's columns that are not in the Parquet files (ChangelakeParquet.java).
+# The reader's virtual column holding a row's METADATA$ROW_ID (``snapshot.scan_files``); the
+# same string as ``storage.row_ids.row_id_sql`` computes from an identity column.
+ROW_HEX = "_cl_row_hex"
 VIRTUAL = ("_cl_file", "_cl_pos", "_cl_size", "_i_base", "_i_version", "_i_tag", ROW_HEX)
 
 

@@ -17,10 +17,10 @@ from changelake.dialect import parse_one
 from changelake.dynamic.dag import dynamic_table
 from changelake.dynamic.spec import describe_lag
 from changelake.errors import ChangelakeError
+from changelake.runtime.env import Env
 from changelake.scheduling.service import refresh_row
 from changelake.sql import tasks
 from changelake.sql.execute import execute
-from changelake.runtime.env import Env
 from changelake.txn.context import StatementContext
 from changelake.txn.transaction import TransactionSlot
 from changelake.values import jsonable

@@ -28,9 +28,9 @@ from changelake.errors import (
     did_you_mean,
 )
 from changelake.plan.bind import Binder
+from changelake.runtime.env import Context
 from changelake.schema import Column, TableSchema, check_column_name, normalize_type
 from changelake.sql import statements as s
-from changelake.runtime.env import Env
 from changelake.storage.writer import schema_of_dataframe, write_data
 from changelake.txn.context import StatementContext
 
@@ -113,12 +113,12 @@ def _column_defs(schema_node: exp.Schema, *, table: str) -> TableSchema:
     return TableSchema(tuple(columns))
 
 
-def create_table(ctx: StatementContext, env: Env, stmt: s.CreateTable) -> StatementResult:
+def create_table(ctx: Context, stmt: s.CreateTable) -> StatementResult:
     ctx.require_no_transaction("CREATE TABLE")
     name = stmt.name
     check_user_name(name, kind="table")
     properties = properties_of(stmt.properties, table=name)
-    binder = Binder(ctx, env)
+    binder = Binder(ctx)
     added: list = []
     if stmt.query is not None:
         df = binder.query(stmt.query)
@@ -129,11 +129,11 @@ def create_table(ctx: StatementContext, env: Env, stmt: s.CreateTable) -> Statem
             )
         if not (stmt.if_not_exists and ctx.catalog.find_table(name)):
             added = write_data(
-                env.warehouse,
+                ctx.warehouse,
                 df,
                 schema=schema,
                 table=name,
-                directory=env.warehouse.data_dir(ctx.statement_id),
+                directory=ctx.warehouse.data_dir(ctx.statement_id),
             )
     elif stmt.columns is not None:
         schema = _column_defs(stmt.columns, table=name)
@@ -166,11 +166,11 @@ def create_table(ctx: StatementContext, env: Env, stmt: s.CreateTable) -> Statem
     )
 
 
-def create_view(ctx: StatementContext, env: Env, stmt: s.CreateView) -> StatementResult:
+def create_view(ctx: Context, stmt: s.CreateView) -> StatementResult:
     ctx.require_no_transaction("CREATE VIEW")
     name, query = stmt.name, stmt.query
     check_user_name(name, kind="view")
-    Binder(ctx, env).query(query)  # validates names and types now, not at first use
+    Binder(ctx).query(query)  # validates names and types now, not at first use
     depends = sorted(
         {t.name.lower() for t in query.find_all(exp.Table) if isinstance(t.this, exp.Identifier)}
         - {c.alias_or_name.lower() for c in query.find_all(exp.CTE)}

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from changelake.catalog.model import DynamicTableInfo, RefreshInfo
 from changelake.catalog.requests import IfExists
@@ -15,6 +15,7 @@ from changelake.dialect import dynamic as d
 from changelake.dynamic.create import NewDynamicTable
 from changelake.dynamic.dag import dynamic_table
 from changelake.dynamic.spec import describe_lag, spec_of
+from changelake.runtime.env import Context
 from changelake.txn.context import StatementContext
 
 
@@ -103,21 +104,21 @@ def _row(ctx: StatementContext, dyn: DynamicTableInfo) -> tuple:
     )
 
 
-def show_dynamic_tables(ctx: StatementContext, spark: SparkSession) -> DataFrame:
+def show_dynamic_tables(ctx: Context) -> DataFrame:
     """SHOW DYNAMIC TABLES: each with its lag, modes (the effective one and why), scheduling
     state, data timestamp, current lag and last refresh."""
     rows = [_row(ctx, dyn) for dyn in ctx.catalog.list_dynamic_tables()]
-    return spark.createDataFrame(rows, _SHOW_COLUMNS)
+    return ctx.spark.createDataFrame(rows, _SHOW_COLUMNS)
 
 
-def describe_dynamic_table(ctx: StatementContext, spark: SparkSession, name: str) -> DataFrame:
+def describe_dynamic_table(ctx: Context, name: str) -> DataFrame:
     """DESCRIBE DYNAMIC TABLE: its SHOW row, one property per row, then its columns."""
     dyn = dynamic_table(ctx, name)
     names = [f.split()[0] for f in _SHOW_COLUMNS.split(",")]
     rows = [(k, "" if v is None else str(v)) for k, v in zip(names, _row(ctx, dyn), strict=True)]
     schema = ctx.catalog.schema_at(dyn.table_id, dyn.info.current_version)
     rows += [(f"column {c.name}", c.type.upper()) for c in schema.visible]
-    return spark.createDataFrame(rows, "property string, value string")
+    return ctx.spark.createDataFrame(rows, "property string, value string")
 
 
 HISTORY_COLUMNS = (

@@ -16,6 +16,7 @@ from changelake.changelog.apply import apply_statement
 from changelake.changelog.export import FileFormat, export  # export (COPY INTO)
 from changelake.dialect import parse_one, to_spark
 from changelake.dml.insert import insert
+from changelake.dml.maintenance import optimize, vacuum
 from changelake.dml.merge import merge
 from changelake.dml.modify import delete, update
 from changelake.dml.result import StatementResult
@@ -28,27 +29,25 @@ from changelake.errors import TransactionError
 from changelake.external.objects import create_connection, drop_connection, drop_external_table
 from changelake.external.postgresql import scope
 from changelake.plan.bind import Binder
+from changelake.runtime.env import Context, Env
+from changelake.spark.errors import spark_errors
 from changelake.sql import apply, ddl, dynamic, external, show, tasks
 from changelake.sql import statements as s
 from changelake.sql.explain import explain
 from changelake.sql.streams import create_stream, describe_stream, show_streams
 from changelake.sql.table_functions import expand_table_functions
-from changelake.runtime.env import Env
-from changelake.dml.maintenance import optimize, vacuum
-from changelake.spark.errors import spark_errors
 from changelake.tasks import define as task_ddl
 from changelake.tasks.run import Finish, Runner, run_graph
-from changelake.txn.context import StatementContext, new_statement_id
+from changelake.txn.context import new_statement_id
 from changelake.txn.transaction import Transaction, TransactionSlot
 
 
 @dataclass(frozen=True)
 class Handling:
-    """What a statement handler works with: the statement's context and the Env; BEGIN, COMMIT
-    and ROLLBACK change ``transactions``."""
+    """What a statement handler works with: the statement's context; BEGIN, COMMIT and ROLLBACK
+    change ``transactions``."""
 
-    ctx: StatementContext
-    env: Env
+    ctx: Context
     transactions: TransactionSlot
 
 
@@ -56,7 +55,7 @@ def execute(env: Env, text: str, *, transactions: TransactionSlot) -> DataFrame:
     """Run one statement, inside the open transaction of ``transactions`` if there is one."""
     tree = parse_one(text)
     statement = s.statement_of(tree)
-    h = Handling(env.context(transactions.current), env, transactions)
+    h = Handling(env.context(transactions.current), transactions)
     with spark_errors(_label(text, tree)):
         reads = _dependent_query(statement)
         if reads is not None:
@@ -92,7 +91,7 @@ def _label(text: str, tree: exp.Expression) -> str:
 
 
 def _query(h: Handling, stmt: s.Query) -> DataFrame:
-    binder = Binder(h.ctx, h.env)
+    binder = Binder(h.ctx)
     return binder.query(expand_table_functions(binder, stmt.tree.copy()))
 
 
@@ -130,7 +129,7 @@ def _rollback(h: Handling, _: s.Rollback) -> StatementResult:
 
 def _optimize(h: Handling, stmt: s.Optimize) -> StatementResult:
     h.ctx.require_no_transaction("OPTIMIZE")
-    done = optimize(h.ctx, h.env, stmt.table)
+    done = optimize(h.ctx, stmt.table)
     message = (
         f"Compacted {done.files_removed} file(s) into {done.files_added}."
         if done.version is not None
@@ -143,7 +142,7 @@ def _optimize(h: Handling, stmt: s.Optimize) -> StatementResult:
 
 def _vacuum(h: Handling, stmt: s.Vacuum) -> StatementResult:
     h.ctx.require_no_transaction("VACUUM")
-    done = vacuum(h.ctx, h.env.warehouse, stmt.table)
+    done = vacuum(h.ctx, stmt.table)
     return StatementResult(
         h.ctx.statement_id,
         "VACUUM",
@@ -154,85 +153,76 @@ def _vacuum(h: Handling, stmt: s.Vacuum) -> StatementResult:
 
 
 _SHOW: dict[str, Callable[[Handling, s.Show], DataFrame]] = {
-    "TABLES": lambda h, _: show.show_tables(h.ctx, h.env.spark),
-    "VIEWS": lambda h, _: show.show_views(h.ctx, h.env.spark),
-    "STREAMS": lambda h, _: show_streams(h.ctx, h.env.spark),
-    "CHANNELS": lambda h, st: show.show_channels(h.ctx, h.env.spark, st.table),
-    "INTERNAL TABLES": lambda h, st: show.show_internal_tables(h.ctx, h.env.spark, st.table),
-    "DYNAMIC TABLES": lambda h, _: dynamic.show_dynamic_tables(h.ctx, h.env.spark),
-    "TASKS": lambda h, _: tasks.show_tasks(h.ctx, h.env.spark),
-    "CONNECTIONS": lambda h, _: external.show_connections(h.ctx, h.env.spark),
-    "EXTERNAL TABLES": lambda h, _: external.show_external_tables(h.ctx, h.env.spark),
+    "TABLES": lambda h, _: show.show_tables(h.ctx),
+    "VIEWS": lambda h, _: show.show_views(h.ctx),
+    "STREAMS": lambda h, _: show_streams(h.ctx),
+    "CHANNELS": lambda h, st: show.show_channels(h.ctx, st.table),
+    "INTERNAL TABLES": lambda h, st: show.show_internal_tables(h.ctx, st.table),
+    "DYNAMIC TABLES": lambda h, _: dynamic.show_dynamic_tables(h.ctx),
+    "TASKS": lambda h, _: tasks.show_tasks(h.ctx),
+    "CONNECTIONS": lambda h, _: external.show_connections(h.ctx),
+    "EXTERNAL TABLES": lambda h, _: external.show_external_tables(h.ctx),
 }
 
 HANDLERS: dict[type, Callable[[Handling, Any], DataFrame | StatementResult]] = {
     s.Query: _query,
     s.Insert: lambda h, st: insert(
-        h.ctx, h.env, table=st.table, columns=st.columns, source=st.source, overwrite=st.overwrite
+        h.ctx, table=st.table, columns=st.columns, source=st.source, overwrite=st.overwrite
     ),
     s.Update: lambda h, st: update(
         h.ctx,
-        h.env,
         table=st.table,
         assignments=st.assignments,
         source=st.source,
         condition=st.condition,
     ),
-    s.Delete: lambda h, st: delete(
-        h.ctx, h.env, table=st.table, using=st.using, condition=st.condition
-    ),
-    s.Merge: lambda h, st: merge(
-        h.ctx, h.env, table=st.table, source=st.source, on=st.on, whens=st.whens
-    ),
-    s.CreateTable: lambda h, st: ddl.create_table(h.ctx, h.env, st),
-    s.CreateView: lambda h, st: ddl.create_view(h.ctx, h.env, st),
-    s.CreateStream: lambda h, st: create_stream(h.ctx, h.env, st),
+    s.Delete: lambda h, st: delete(h.ctx, table=st.table, using=st.using, condition=st.condition),
+    s.Merge: lambda h, st: merge(h.ctx, table=st.table, source=st.source, on=st.on, whens=st.whens),
+    s.CreateTable: lambda h, st: ddl.create_table(h.ctx, st),
+    s.CreateView: lambda h, st: ddl.create_view(h.ctx, st),
+    s.CreateStream: lambda h, st: create_stream(h.ctx, st),
     s.Drop: lambda h, st: ddl.drop(h.ctx, st),
     s.AlterTable: lambda h, st: ddl.alter(h.ctx, st),
     s.Truncate: lambda h, st: ddl.truncate(h.ctx, st),
-    s.DescribeTable: lambda h, st: show.describe_table(h.ctx, h.env.spark, st.table),
-    s.DescribeHistory: lambda h, st: show.describe_history(h.ctx, h.env.spark, st.table),
-    s.DescribeStream: lambda h, st: describe_stream(h.ctx, h.env.spark, st.stream),
+    s.DescribeTable: lambda h, st: show.describe_table(h.ctx, st.table),
+    s.DescribeHistory: lambda h, st: show.describe_history(h.ctx, st.table),
+    s.DescribeStream: lambda h, st: describe_stream(h.ctx, st.stream),
     s.Show: lambda h, st: _SHOW[st.kind](h, st),
     s.Begin: _begin,
     s.Commit: _commit,
     s.Rollback: _rollback,
     s.Optimize: _optimize,
     s.Vacuum: _vacuum,
-    s.Explain: lambda h, st: explain(h.ctx, h.env, st.tree),
-    apply.ApplyChanges: lambda h, st: apply_statement(h.ctx, h.env, st.spec, st.source),
+    s.Explain: lambda h, st: explain(h.ctx, st.tree),
+    apply.ApplyChanges: lambda h, st: apply_statement(h.ctx, st.spec, st.source),
     # -- export (COPY INTO) --
     s.Export: lambda h, st: export(
-        h.ctx, h.env, st.query, path=st.path, file_format=FileFormat.parse(st.file_format)
-    ).to_dataframe(h.env.spark),
+        h.ctx, st.query, path=st.path, file_format=FileFormat.parse(st.file_format)
+    ).to_dataframe(h.ctx.spark),
     # -- end export --
-    dynamic.CreateDynamicTable: lambda h, st: create_dynamic_table(h.ctx, h.env, st.new),
+    dynamic.CreateDynamicTable: lambda h, st: create_dynamic_table(h.ctx, st.new),
     dynamic.AlterDynamicTable: lambda h, st: alter_dynamic_table(
-        h.ctx, h.env, st.name, st.action, st.options
+        h.ctx, st.name, st.action, st.options
     ),
     dynamic.DropDynamicTable: lambda h, st: drop_dynamic_table(
         h.ctx, st.name, if_exists=st.if_exists
     ),
-    dynamic.DescribeDynamicTable: lambda h, st: dynamic.describe_dynamic_table(
-        h.ctx, h.env.spark, st.name
-    ),
+    dynamic.DescribeDynamicTable: lambda h, st: dynamic.describe_dynamic_table(h.ctx, st.name),
     tasks.CreateTask: lambda h, st: _create_task(h, st),
     tasks.AlterTask: lambda h, st: _alter_task(h, st),
     tasks.ExecuteTask: lambda h, st: _execute_task(h, st),
     tasks.DropTask: lambda h, st: _drop_task(h, st),
-    tasks.DescribeTask: lambda h, st: tasks.describe_task(h.ctx, h.env.spark, st.name),
+    tasks.DescribeTask: lambda h, st: tasks.describe_task(h.ctx, st.name),
     external.CreateConnection: lambda h, st: create_connection(
         h.ctx, st.name, st.kind, st.options, replace=st.replace, if_not_exists=st.if_not_exists
     ),
     external.DropConnection: lambda h, st: drop_connection(h.ctx, st.name, if_exists=st.if_exists),
-    external.CreateExternalTable: lambda h, st: external.create_external_table(h.ctx, h.env, st),
-    external.AlterExternalTable: lambda h, st: external.alter_external_table(h.ctx, h.env, st),
+    external.CreateExternalTable: lambda h, st: external.create_external_table(h.ctx, st),
+    external.AlterExternalTable: lambda h, st: external.alter_external_table(h.ctx, st),
     external.DropExternalTable: lambda h, st: drop_external_table(
         h.ctx, st.name, if_exists=st.if_exists
     ),
-    external.DescribeExternalTable: lambda h, st: external.describe_external_table(
-        h.ctx, h.env.spark, st.name
-    ),
+    external.DescribeExternalTable: lambda h, st: external.describe_external_table(h.ctx, st.name),
 }
 
 
@@ -280,14 +270,14 @@ def _execute_task(h: Handling, st: tasks.ExecuteTask) -> DataFrame:
     found = task_ddl.task(h.ctx, st.name)
     runner = Runner(
         h.ctx,
-        h.env,
+        h.ctx.env,
         run_task_body,
         holder=f"session:{new_statement_id()[:8]}",
         trigger="MANUAL",
     )
     done = run_graph(runner, found, scheduled_at=h.ctx.now())
     rows = tasks.graph_run_rows(h.ctx, done.graph_run_id)
-    return h.env.spark.createDataFrame(rows, tasks.HISTORY_COLUMNS)
+    return h.ctx.spark.createDataFrame(rows, tasks.HISTORY_COLUMNS)
 
 
 def run_task_body(env: Env, task: TaskInfo, finish: Finish) -> None:

@@ -14,13 +14,12 @@ from changelake.plan.bind import Binder
 from changelake.plan.points import changes_clause
 from changelake.plan.streams import stream_plan_lines
 from changelake.plan.views import view_changes
-from changelake.sql.statements import Delete, Statement, Update, statement_of
-from changelake.runtime.env import Env
+from changelake.runtime.env import Context
 from changelake.spark.relation import plan_lines
-from changelake.txn.context import StatementContext
+from changelake.sql.statements import Delete, Statement, Update, statement_of
 
 
-def change_plans(ctx: StatementContext, env: Env, tree: exp.Expression) -> list[str]:
+def change_plans(ctx: Context, tree: exp.Expression) -> list[str]:
     """The plan of every change scan (CHANGES clause on a table or view, or a stream) in
     ``tree``, from metadata, as lines."""
     lines: list[str] = []
@@ -29,43 +28,40 @@ def change_plans(ctx: StatementContext, env: Env, tree: exp.Expression) -> list[
             continue
         changes = table.args.get("changes")
         if changes is not None and ctx.catalog.view_sql(table.name) is not None:
-            information, start, end = changes_clause(env.spark, changes)
-            _, plan = view_changes(
-                ctx, env, table.name, start=start, end=end, information=information
-            )
+            information, start, end = changes_clause(ctx.spark, changes)
+            _, plan = view_changes(ctx, table.name, start=start, end=end, information=information)
             lines += plan.lines()
         elif changes is not None:
             info = ctx.table(table.name)
-            information, start, end = changes_clause(env.spark, changes)
+            information, start, end = changes_clause(ctx.spark, changes)
             first, last = resolve_interval(ctx, info, start=start, end=end)
             lines += plan_interval(
                 ctx.catalog, info, start=first, end=last, information=information
             ).lines()
         elif ctx.catalog.find_stream(table.name) is not None:
-            lines += stream_plan_lines(ctx, env, table.name)
+            lines += stream_plan_lines(ctx, table.name)
     return lines
 
 
-def explain(ctx: StatementContext, env: Env, tree: exp.Expression) -> DataFrame:
+def explain(ctx: Context, tree: exp.Expression) -> DataFrame:
     if isinstance(tree, AlterDynamicTable) and tree.args["action"] == "REFRESH":
         order, definitions = in_order(ctx, [dynamic_table(ctx, tree.this.name)])
-        lines = explain_refresh(ctx, env, order, definitions)
-        return env.spark.createDataFrame([(line,) for line in lines], "plan string")
+        lines = explain_refresh(ctx, order, definitions)
+        return ctx.spark.createDataFrame([(line,) for line in lines], "plan string")
     if isinstance(tree, exp.Update | exp.Delete):
-        lines = _write_plan(ctx, env, statement_of(tree))
-        return env.spark.createDataFrame([(line,) for line in lines], "plan string")
-    lines = change_plans(ctx, env, tree)
-    df = Binder(ctx, env).query(tree)
+        lines = _write_plan(ctx, statement_of(tree))
+        return ctx.spark.createDataFrame([(line,) for line in lines], "plan string")
+    lines = change_plans(ctx, tree)
+    df = Binder(ctx).query(tree)
     lines += plan_lines(df)
-    return env.spark.createDataFrame([(line,) for line in lines], "plan string")
+    return ctx.spark.createDataFrame([(line,) for line in lines], "plan string")
 
 
-def _write_plan(ctx: StatementContext, env: Env, statement: Statement) -> list[str]:
+def _write_plan(ctx: Context, statement: Statement) -> list[str]:
     """EXPLAIN UPDATE / DELETE: how the write reads its target, and Spark's plan of that read."""
     if isinstance(statement, Update):
         planned, _ = plan_update(
             ctx,
-            env,
             table=statement.table,
             assignments=statement.assignments,
             source=statement.source,
@@ -77,7 +73,6 @@ def _write_plan(ctx: StatementContext, env: Env, statement: Statement) -> list[s
         return [f"DELETE {statement.table.name}: removes every file (no Spark job)"]
     planned = plan_delete(
         ctx,
-        env,
         table=statement.table,
         using=statement.using,
         condition=statement.condition,

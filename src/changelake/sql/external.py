@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from changelake.catalog.model import ExternalTableInfo
 from changelake.catalog.requests import IfExists
@@ -18,8 +18,8 @@ from changelake.errors import InvalidStatementError, UnsupportedError
 from changelake.external import objects
 from changelake.external.directory import files
 from changelake.external.postgresql import pgtable
+from changelake.runtime.env import Context
 from changelake.schema import normalize_type
-from changelake.runtime.env import Env
 from changelake.txn.context import StatementContext
 
 
@@ -164,16 +164,14 @@ def _new_files_table(
     )
 
 
-def create_external_table(
-    ctx: StatementContext, env: Env, st: CreateExternalTable
-) -> StatementResult:
+def create_external_table(ctx: Context, st: CreateExternalTable) -> StatementResult:
     about = f"CREATE EXTERNAL TABLE {st.name}"
     if st.replace and st.if_not_exists:
         raise InvalidStatementError(
             f"{about}: OR REPLACE and IF NOT EXISTS exclude each other; use one."
         )
     if isinstance(st.source, FilesSource):
-        return files.create(ctx, env, _new_files_table(st, st.source, about=about))
+        return files.create(ctx, _new_files_table(st, st.source, about=about))
     columns = None
     if st.columns is not None:
         columns = tuple((n.lower(), normalize_type(t)) for n, t in st.columns)
@@ -191,14 +189,12 @@ def create_external_table(
         properties=(*properties, ("data_retention_time_in_days", "1")),
         if_exists=IfExists.of(replace=st.replace, if_not_exists=st.if_not_exists),
     )
-    return pgtable.create(ctx, env, new)
+    return pgtable.create(ctx, new)
 
 
-def alter_external_table(
-    ctx: StatementContext, env: Env, st: AlterExternalTable
-) -> StatementResult:
+def alter_external_table(ctx: Context, st: AlterExternalTable) -> StatementResult:
     if st.action == "REFRESH":
-        return objects.refresh(ctx, env, st.name)
+        return objects.refresh(ctx, st.name)
     if st.action in ("SUSPEND", "RESUME"):
         return objects.set_state(ctx, st.name, st.action)
     about = f"ALTER EXTERNAL TABLE {st.name} SET"
@@ -241,12 +237,12 @@ def _row(ctx: StatementContext, ext: ExternalTableInfo) -> tuple:
     )
 
 
-def show_external_tables(ctx: StatementContext, spark: SparkSession) -> DataFrame:
+def show_external_tables(ctx: Context) -> DataFrame:
     rows = [_row(ctx, e) for e in ctx.catalog.list_external_tables()]
-    return spark.createDataFrame(rows, _SHOW_COLUMNS)
+    return ctx.spark.createDataFrame(rows, _SHOW_COLUMNS)
 
 
-def describe_external_table(ctx: StatementContext, spark: SparkSession, name: str) -> DataFrame:
+def describe_external_table(ctx: Context, name: str) -> DataFrame:
     """DESCRIBE EXTERNAL TABLE: its SHOW row and its source's state, one property per row,
     then its columns."""
     ext = objects.external_table(ctx, name)
@@ -257,10 +253,10 @@ def describe_external_table(ctx: StatementContext, spark: SparkSession, name: st
     rows.append(("keys", ", ".join(ext.definition.spec.get("keys", []))))
     schema = ctx.catalog.schema_at(ext.table_id, ext.info.current_version)
     rows += [(f"column {c.name}", c.type.upper()) for c in schema.visible]
-    return spark.createDataFrame(rows, "property string, value string")
+    return ctx.spark.createDataFrame(rows, "property string, value string")
 
 
-def show_connections(ctx: StatementContext, spark: SparkSession) -> DataFrame:
+def show_connections(ctx: Context) -> DataFrame:
     """Connections with their options (where the secret is found, never the secret)."""
     rows = [
         (
@@ -271,6 +267,6 @@ def show_connections(ctx: StatementContext, spark: SparkSession) -> DataFrame:
         )
         for c in ctx.catalog.list_connections()
     ]
-    return spark.createDataFrame(
+    return ctx.spark.createDataFrame(
         rows, "name string, type string, options string, created_at timestamp"
     )

@@ -20,11 +20,11 @@ import pyarrow as pa
 
 from changelake.dialect import parse_one
 from changelake.errors import InvalidStatementError, ObjectNotFoundError
+from changelake.runtime.env import Env
+from changelake.spark.cancel import Cancellable
+from changelake.spark.errors import spark_errors
 from changelake.sql import statements as s
 from changelake.sql.execute import execute
-from changelake.spark.cancel import Cancellable
-from changelake.runtime.env import Env
-from changelake.spark.errors import spark_errors
 from changelake.txn.transaction import TransactionSlot
 from changelake.values import jsonable
 

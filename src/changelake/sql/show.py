@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from changelake.catalog.internal import InternalTable
 from changelake.catalog.model import TableInfo
+from changelake.runtime.env import Context
 from changelake.txn.context import StatementContext
 
 
@@ -16,14 +17,14 @@ def _ts(epoch: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(epoch)
 
 
-def describe_table(ctx: StatementContext, spark: SparkSession, name: str) -> DataFrame:
+def describe_table(ctx: Context, name: str) -> DataFrame:
     info = ctx.catalog.table(name)
     schema = ctx.catalog.schema_at(info.table_id, ctx.read_version(info))
     rows = [(c.name, c.type.upper(), c.nullable) for c in schema.visible]
-    return spark.createDataFrame(rows, "name string, type string, nullable boolean")
+    return ctx.spark.createDataFrame(rows, "name string, type string, nullable boolean")
 
 
-def describe_history(ctx: StatementContext, spark: SparkSession, name: str) -> DataFrame:
+def describe_history(ctx: Context, name: str) -> DataFrame:
     info = ctx.catalog.table(name)
     rows = [
         (
@@ -39,7 +40,7 @@ def describe_history(ctx: StatementContext, spark: SparkSession, name: str) -> D
         )
         for v in ctx.catalog.versions(info.table_id)
     ]
-    return spark.createDataFrame(
+    return ctx.spark.createDataFrame(
         rows,
         "version bigint, committed_at timestamp, operation string, statement_id string,"
         " rows_inserted bigint, rows_updated bigint, rows_deleted bigint,"
@@ -63,19 +64,17 @@ def _table_row(ctx: StatementContext, info: TableInfo) -> tuple:
     )
 
 
-def show_tables(ctx: StatementContext, spark: SparkSession) -> DataFrame:
+def show_tables(ctx: Context) -> DataFrame:
     """The user's tables (internal ones: ``show_internal_tables``)."""
     rows = [
         (info.name, *_table_row(ctx, info))
         for info in ctx.catalog.list_tables()
         if InternalTable.of(info.name) is None
     ]
-    return spark.createDataFrame(rows, f"name string, {_TABLE_COLUMNS}")
+    return ctx.spark.createDataFrame(rows, f"name string, {_TABLE_COLUMNS}")
 
 
-def show_internal_tables(
-    ctx: StatementContext, spark: SparkSession, owner: str | None
-) -> DataFrame:
+def show_internal_tables(ctx: Context, owner: str | None) -> DataFrame:
     """SHOW INTERNAL TABLES [IN TABLE owner]: the tables changelake keeps for itself (for
     ``owner``), each with its owner table and purpose."""
     tables = ctx.catalog.list_tables()
@@ -88,17 +87,17 @@ def show_internal_tables(
             continue
         owner_name = names.get(internal.owner_id)
         rows.append((info.name, owner_name, internal.purpose.label, *_table_row(ctx, info)))
-    return spark.createDataFrame(
+    return ctx.spark.createDataFrame(
         rows, f"name string, owner string, purpose string, {_TABLE_COLUMNS}"
     )
 
 
-def show_views(ctx: StatementContext, spark: SparkSession) -> DataFrame:
+def show_views(ctx: Context) -> DataFrame:
     rows = [(name, _ts(created), sql) for name, sql, created in ctx.catalog.list_views()]
-    return spark.createDataFrame(rows, "name string, created_at timestamp, text string")
+    return ctx.spark.createDataFrame(rows, "name string, created_at timestamp, text string")
 
 
-def show_channels(ctx: StatementContext, spark: SparkSession, table: str | None) -> DataFrame:
+def show_channels(ctx: Context, table: str | None) -> DataFrame:
     """The ingest channels of ``table`` (every table's without): who holds each (epoch) and the
     offset token committed, with the version that committed it."""
     tables = [ctx.table(table)] if table is not None else ctx.catalog.list_tables()
@@ -115,7 +114,7 @@ def show_channels(ctx: StatementContext, spark: SparkSession, table: str | None)
         for info in tables
         for c in ctx.catalog.list_channels(info.table_id)
     ]
-    return spark.createDataFrame(
+    return ctx.spark.createDataFrame(
         rows,
         "name string, table_name string, epoch bigint, offset_token string,"
         " committed_version bigint, created_at timestamp, updated_at timestamp",

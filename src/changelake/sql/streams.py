@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 
 from changelake.catalog.internal import check_user_may_change, check_user_name
 from changelake.catalog.model import StreamInfo, TableInfo
@@ -19,8 +19,8 @@ from changelake.errors import (
 from changelake.plan.points import point_of
 from changelake.plan.streams import view_stream_source
 from changelake.plan.views import check_view_stream
+from changelake.runtime.env import Context
 from changelake.sql import statements as s
-from changelake.runtime.env import Env
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, resolve
 from changelake.txn.retention import is_stale, stale_after
@@ -32,7 +32,7 @@ STREAM_COLUMNS = (
 )
 
 
-def create_stream(ctx: StatementContext, env: Env, stmt: s.CreateStream) -> StatementResult:
+def create_stream(ctx: Context, stmt: s.CreateStream) -> StatementResult:
     ctx.require_no_transaction("CREATE STREAM")
     name = stmt.name
     check_user_name(name, kind="stream")
@@ -42,7 +42,7 @@ def create_stream(ctx: StatementContext, env: Env, stmt: s.CreateStream) -> Stat
             " each other; use one."
         )
     kept = ctx.catalog.find_stream(name) if stmt.if_not_exists else None
-    point = point_of(env.spark, stmt.point) if stmt.point is not None else None
+    point = point_of(ctx.spark, stmt.point) if stmt.point is not None else None
     if stmt.on_view:
         create = _on_view(ctx, stmt, point)
     else:
@@ -146,10 +146,10 @@ def _stale(ctx: StatementContext, stream: StreamInfo, tables: list[TableInfo], n
     return any(is_stale(ctx.catalog, stream, info, now=now) for info in tables)
 
 
-def show_streams(ctx: StatementContext, spark: SparkSession) -> DataFrame:
+def show_streams(ctx: Context) -> DataFrame:
     rows = [_row(ctx, stream) for stream in ctx.catalog.list_streams()]
-    return spark.createDataFrame(rows, STREAM_COLUMNS)
+    return ctx.spark.createDataFrame(rows, STREAM_COLUMNS)
 
 
-def describe_stream(ctx: StatementContext, spark: SparkSession, name: str) -> DataFrame:
-    return spark.createDataFrame([_row(ctx, ctx.stream(name))], STREAM_COLUMNS)
+def describe_stream(ctx: Context, name: str) -> DataFrame:
+    return ctx.spark.createDataFrame([_row(ctx, ctx.stream(name))], STREAM_COLUMNS)

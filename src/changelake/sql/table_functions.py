@@ -6,26 +6,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from changelake.errors import InvalidStatementError, UnsupportedError
 from changelake.plan.bind import Binder
+from changelake.runtime.env import Context
 from changelake.sql import tasks
 from changelake.sql.dynamic import HISTORY_COLUMNS, history_rows
-from changelake.txn.context import StatementContext
 
 
-def _refresh_history(ctx: StatementContext, spark: SparkSession, args: dict[str, str]) -> DataFrame:
-    return spark.createDataFrame(history_rows(ctx, args.get("NAME")), HISTORY_COLUMNS)
+def _refresh_history(ctx: Context, args: dict[str, str]) -> DataFrame:
+    return ctx.spark.createDataFrame(history_rows(ctx, args.get("NAME")), HISTORY_COLUMNS)
 
 
-def _task_history(ctx: StatementContext, spark: SparkSession, args: dict[str, str]) -> DataFrame:
+def _task_history(ctx: Context, args: dict[str, str]) -> DataFrame:
     limit = args.get("RESULT_LIMIT")
     if limit is not None and not limit.isdigit():
         raise InvalidStatementError(f"TASK_HISTORY: RESULT_LIMIT is a whole number, not {limit!r}.")
     rows = tasks.history_rows(ctx, args.get("TASK_NAME"), None if limit is None else int(limit))
-    return spark.createDataFrame(rows, tasks.HISTORY_COLUMNS)
+    return ctx.spark.createDataFrame(rows, tasks.HISTORY_COLUMNS)
 
 
 _FUNCTIONS: dict[str, tuple[tuple[str, ...], Callable[..., DataFrame]]] = {

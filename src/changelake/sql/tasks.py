@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from changelake.catalog.model import TaskInfo, TaskRun, TaskState
@@ -17,6 +17,7 @@ from changelake.dialect import parse_one
 from changelake.dialect import tasks as d
 from changelake.dialect.apply import ApplyChanges
 from changelake.errors import InvalidStatementError
+from changelake.runtime.env import Context
 from changelake.tasks.define import NewTask, task
 from changelake.txn.context import StatementContext
 
@@ -150,21 +151,21 @@ def _row(ctx: StatementContext, t: TaskInfo, names: dict[int, str]) -> tuple:
     )
 
 
-def show_tasks(ctx: StatementContext, spark: SparkSession) -> DataFrame:
+def show_tasks(ctx: Context) -> DataFrame:
     """SHOW TASKS: each task with its state, schedule, predecessors, condition and options."""
     tasks = ctx.catalog.list_tasks()
     names = {t.task_id: t.name for t in tasks}
-    return spark.createDataFrame([_row(ctx, t, names) for t in tasks], SHOW_COLUMNS)
+    return ctx.spark.createDataFrame([_row(ctx, t, names) for t in tasks], SHOW_COLUMNS)
 
 
-def describe_task(ctx: StatementContext, spark: SparkSession, name: str) -> DataFrame:
+def describe_task(ctx: Context, name: str) -> DataFrame:
     """DESCRIBE TASK: its SHOW row, one property per row."""
     found = task(ctx, name)
     names = {t.task_id: t.name for t in ctx.catalog.list_tasks()}
     keys = [c.split()[0] for c in SHOW_COLUMNS.split(",")]
     values = _row(ctx, found, names)
     rows = [(k, "" if v is None else str(v)) for k, v in zip(keys, values, strict=True)]
-    return spark.createDataFrame(rows, "property string, value string")
+    return ctx.spark.createDataFrame(rows, "property string, value string")
 
 
 HISTORY_COLUMNS = (

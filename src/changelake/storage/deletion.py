@@ -28,8 +28,9 @@ from changelake.catalog.model import DataFile
 from changelake.schema import STORED_ROW_ID, quoted
 from changelake.spark import native
 from changelake.spark.local import lookup_relation
+from changelake.spark.native import ROW_HEX
 from changelake.spark.relation import Relation
-from changelake.storage.row_ids import ROW_HEX, mask, row_id_sql
+from changelake.storage.row_ids import mask, row_id_sql
 from changelake.storage.warehouse import Warehouse
 
 DV_FILE = "file_name"

@@ -2,15 +2,12 @@
 16 hex digits.
 
 Two forms compute the same string: SQL text over an identity column (``row_id_sql``: derived rows,
-Spark's own reader), and the virtual column ``ROW_HEX`` that changelake's reader fills per batch
+Spark's own reader), and the virtual column ``native.ROW_HEX`` that changelake's reader fills per batch
 (``ChangelakeParquet``: no expression per row). ``tests/storage/test_row_ids.py`` checks that
 they agree.
 """
 
 from __future__ import annotations
-
-# The reader's virtual column holding a row's METADATA$ROW_ID (``snapshot.scan_files``).
-ROW_HEX = "_cl_row_hex"
 
 
 def mask(table_id: int) -> int:

@@ -26,6 +26,10 @@ from pyspark.sql.types import DataType, LongType, StructField, StructType
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import KEY_HASHES, ROW_VERSION, STORED_ROW_ID, TableSchema, quoted
 from changelake.spark import native
+from changelake.spark.local import equal_unhashed, lookup
+from changelake.spark.native import ROW_HEX
+from changelake.spark.private import parse_type
+from changelake.spark.relation import Relation
 from changelake.storage.deletion import (
     DV_FILE,
     KEY,
@@ -34,10 +38,7 @@ from changelake.storage.deletion import (
     join_side,
     read_positions,
 )
-from changelake.spark.local import equal_unhashed, lookup
-from changelake.spark.relation import Relation
-from changelake.storage.row_ids import ROW_HEX, mask, row_id_sql
-from changelake.spark.private import parse_type
+from changelake.storage.row_ids import mask, row_id_sql
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.snapshot import TableState
 

@@ -26,11 +26,11 @@ from changelake.schema import (
     quoted,
 )
 from changelake.spark import native
+from changelake.spark.errors import current_statement, not_null_marker, spark_errors
+from changelake.spark.local import sql_literal
 from changelake.storage.deletion import DV_FILE, DV_POS, counted
 from changelake.storage.footers import describe_files
-from changelake.spark.local import sql_literal
 from changelake.storage.snapshot import FILE, POS, RID, VER, spark_type
-from changelake.spark.errors import current_statement, not_null_marker, spark_errors
 from changelake.storage.warehouse import Warehouse
 
 T = TypeVar("T")

@@ -12,7 +12,7 @@ from changelake.catalog.model import StreamInfo
 from changelake.catalog.requests import AdvanceStream, FrontierAt
 from changelake.changes.plan import ChangePlan, Information, plan_changes
 from changelake.changes.scan import change_relation
-from changelake.runtime.env import Env
+from changelake.runtime.env import Context
 from changelake.spark.relation import Relation
 from changelake.txn.context import StatementContext
 from changelake.txn.retention import check_not_stale
@@ -68,8 +68,7 @@ def stream_plan(ctx: StatementContext, name: str) -> StreamRead:
 
 
 def read_stream(
-    ctx: StatementContext,
-    env: Env,
+    ctx: Context,
     name: str,
     *,
     ordered: bool = False,
@@ -80,7 +79,7 @@ def read_stream(
     plan = read.plan
     assert plan is not None
     schema = ctx.catalog.schema_at(plan.table_id, plan.end_version)
-    return change_relation(env, plan, schema, ordered=ordered), read
+    return change_relation(ctx.env, plan, schema, ordered=ordered), read
 
 
 def has_data(ctx: StatementContext, name: str) -> bool:

@@ -45,12 +45,12 @@ from changelake.external.directory.stage import READ_FAILURES, FileFormat, Stage
 from changelake.external.postgresql.follow import Followed
 from changelake.external.postgresql.pgtable import drop_source_objects
 from changelake.external.rows import creation
+from changelake.runtime.env import Context, Env
 from changelake.schema import Column, TableSchema, check_column_name
-from changelake.runtime.env import Env
 from changelake.spark.jobs import counted_jobs
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import schema_of_dataframe, write_data
-from changelake.txn.context import StatementContext, new_statement_id
+from changelake.txn.context import new_statement_id
 
 OPERATION = "CREATE EXTERNAL TABLE"
 REFRESH = "REFRESH FILES"
@@ -72,7 +72,7 @@ class NewFilesTable:
     if_exists: IfExists
 
 
-def create(ctx: StatementContext, env: Env, new: NewFilesTable) -> StatementResult:
+def create(ctx: Context, new: NewFilesTable) -> StatementResult:
     """Create the table with the rows of the files under its location, registered in the same
     commit; its columns are given, or inferred from those files."""
     ctx.require_no_transaction(OPERATION)
@@ -90,7 +90,7 @@ def create(ctx: StatementContext, env: Env, new: NewFilesTable) -> StatementResu
         read = list(new.columns)
         schema = _schema_of(read, about=about)
     elif listed:
-        read, schema = _inferred(env.spark, stage, file_format, listed, about=about)
+        read, schema = _inferred(ctx.spark, stage, file_format, listed, about=about)
     else:
         matching = f" matching PATTERN {new.pattern!r}" if new.pattern else ""
         raise SourceError(
@@ -104,8 +104,8 @@ def create(ctx: StatementContext, env: Env, new: NewFilesTable) -> StatementResu
         "read_columns": [list(c) for c in read],
     }
     files = _load(
-        env.spark,
-        env.warehouse,
+        ctx.spark,
+        ctx.warehouse,
         stage,
         file_format,
         listed,
@@ -313,9 +313,9 @@ def _names(paths: Sequence[str]) -> str:
     return shown if len(paths) <= _LISTED else f"{shown} and {len(paths) - _LISTED} more"
 
 
-def refresh_statement(ctx: StatementContext, env: Env, ext: ExternalTableInfo) -> StatementResult:
+def refresh_statement(ctx: Context, ext: ExternalTableInfo) -> StatementResult:
     """ALTER EXTERNAL TABLE … REFRESH of a FILES table: one refresh."""
-    step = refresh(env, ext)
+    step = refresh(ctx.env, ext)
     after = ctx.catalog.external_table_by_id(ext.table_id)
     error = after.error if after is not None else ""
     return StatementResult(

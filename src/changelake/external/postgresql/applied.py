@@ -29,9 +29,9 @@ from changelake.external.rows import row_key_sql
 from changelake.schema import ROW_KEY, quoted
 from changelake.spark import native
 from changelake.spark.local import sql_literal
-from changelake.storage.pruning import holding
 from changelake.spark.relation import DEFAULT_SMALL_INPUT, small_input_bytes
 from changelake.spark.relation import Relation as Plan
+from changelake.storage.pruning import holding
 from changelake.storage.snapshot import FILE, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.snapshot import TableState

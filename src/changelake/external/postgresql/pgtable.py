@@ -29,8 +29,8 @@ from changelake.external.postgresql.pgtypes import spark_type
 from changelake.external.postgresql.postgres import to_postgres
 from changelake.external.rows import creation, stored_rows, table_schema
 from changelake.plan.predicates import parse_scope
+from changelake.runtime.env import Context
 from changelake.schema import TableSchema
-from changelake.runtime.env import Env
 from changelake.spark.jobs import counted_jobs
 from changelake.storage.writer import write_data
 from changelake.txn.context import StatementContext
@@ -67,7 +67,7 @@ def connection_of(ctx: StatementContext, name: str) -> ConnectionInfo:
     return found
 
 
-def create(ctx: StatementContext, env: Env, new: NewPostgresTable) -> StatementResult:
+def create(ctx: Context, new: NewPostgresTable) -> StatementResult:
     """Create the external table: check the source, load it at a slot's consistent point, and
     commit the rows with that point. On failure the slot and publication are dropped again."""
     ctx.require_no_transaction(OPERATION)
@@ -90,14 +90,14 @@ def create(ctx: StatementContext, env: Env, new: NewPostgresTable) -> StatementR
                 files: list[DataFile] = []
                 if parse_scope(new.scope) != ():
                     where = None if new.scope is None else to_postgres(new.scope)
-                    df = snapshot(env.spark, info, source, exported, schema, where)
-                    with counted_jobs(env.spark, f"initial load of external table {new.name}"):
+                    df = snapshot(ctx.spark, info, source, exported, schema, where)
+                    with counted_jobs(ctx.spark, f"initial load of external table {new.name}"):
                         files = write_data(
-                            env.warehouse,
+                            ctx.warehouse,
                             stored_rows(df, schema, keys),
                             schema=schema,
                             table=new.name,
-                            directory=env.warehouse.data_dir(statement_id),
+                            directory=ctx.warehouse.data_dir(statement_id),
                         )
             definition = ExternalDefinition(
                 kind="POSTGRES",

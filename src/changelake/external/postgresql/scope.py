@@ -62,8 +62,8 @@ from changelake.plan.predicates import (
     scope_sql,
     union,
 )
-from changelake.schema import quoted
 from changelake.runtime.env import Env
+from changelake.schema import quoted
 from changelake.spark.jobs import counted_jobs
 from changelake.storage.writer import write_data
 from changelake.txn.context import new_statement_id
