@@ -98,7 +98,7 @@ def spark_settings(spark, conf: dict[str, str]) -> Iterator[None]:
 
 @contextmanager
 def read_path(spark, path: str) -> Iterator[str]:
-    from changelake.storage import native
+    from changelake.spark import native
 
     spark.conf.set(native.READER, str(path == READ_PATHS[0]).lower())
     try:

@@ -12,6 +12,7 @@ import pytest
 from conftest import spark_settings, state_of
 
 from changelake.spark.private import jvm_class
+from changelake.storage.read_path import Scan
 from changelake.storage.snapshot import file_name, physical_schema, scan_files
 
 LATE = "io.changelake.spark.Late"
@@ -32,15 +33,8 @@ def _reads(session, name: str, picked: dict[str, list[int]]):
     chosen = [f for f in files if file_name(f.path) in only]
 
     def read(only):
-        rel = scan_files(
-            session.spark,
-            session.warehouse,
-            physical,
-            chosen,
-            positions=True,
-            identity=True,
-            only=only,
-        )
+        scan = Scan(tuple(chosen), physical, positions=True, identity=True, only=only)
+        rel = scan_files(session.spark, session.warehouse, scan)
         return {(r["_cl_file"], r["_cl_pos"]): tuple(r) for r in rel.frame(session.spark).collect()}
 
     return files, read(only), read(None)

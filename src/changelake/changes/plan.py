@@ -14,7 +14,7 @@ rows first inserted in the interval. The shape says which sides exist, before an
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from changelake.catalog.model import DataFile, TrackedFile
@@ -156,14 +156,115 @@ def _shape(before_empty: bool, after_empty: bool) -> Shape:
     return Shape.MINIMIZE
 
 
-def _dv_pairs(files: Sequence[TrackedFile], *, upto_inclusive: int) -> tuple[tuple[str, str], ...]:
-    return tuple(
-        sorted({(p, f.file.path) for f in files for p in f.dv_paths(upto_inclusive=upto_inclusive)})
+def _live_rows(files: Sequence[TrackedFile], *, at: int, tags: Sequence[int]) -> FileRows:
+    """The rows of ``files`` live at version ``at``: their rows less the positions of their
+    deletion vectors up to ``at``; ``tags``, one per file."""
+    return FileRows(
+        tuple(f.file for f in files),
+        tuple(sorted({(p, f.file.path) for f in files for p in f.dv_paths(upto_inclusive=at)})),
+        tuple(tags),
+        sum(f.file.row_count - f.deleted_rows(upto_inclusive=at) for f in files),
+    )
+
+
+def _added_rows(files: Sequence[TrackedFile], *, tags: Sequence[int]) -> FileRows:
+    """Every row of ``files`` as added: no deletion vector subtracted; ``tags``, one per file."""
+    return FileRows(
+        tuple(f.file for f in files), (), tuple(tags), sum(f.file.row_count for f in files)
     )
 
 
 _NO_FILES = FileRows((), (), (), 0)
 _NO_DELETES = DeletedRows((), (), 0)
+
+
+@dataclass(frozen=True)
+class _Sides:
+    """What a change scan reads on each side (ChangePlan's fields of the same names)."""
+
+    before_files: FileRows = _NO_FILES
+    before_deleted: DeletedRows = _NO_DELETES
+    after_files: FileRows = _NO_FILES
+
+    @property
+    def shape(self) -> Shape:
+        return _shape(self.before_files.empty and self.before_deleted.empty, self.after_files.empty)
+
+
+def _added(touched: Sequence[TrackedFile], *, start: int, end: int) -> list[TrackedFile]:
+    """The files versions ``(start, end]`` added."""
+    return [
+        f
+        for f in touched
+        if f.file.begin_version is not None and start < f.file.begin_version <= end
+    ]
+
+
+def _initial_rows(touched: Sequence[TrackedFile], *, end: int) -> _Sides:
+    """A stream's first read: the table's rows at ``end``, as inserted at ``end``."""
+    live = [f for f in touched if f.live_at(end)]
+    return _Sides(after_files=_live_rows(live, at=end, tags=[end] * len(live)))
+
+
+def _append_only(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
+    """Rows inserted in the interval, as inserted: later deletes and removals ignored."""
+    added = _added(touched, start=start, end=end)
+    inserted = replace(_added_rows(added, tags=[end] * len(added)), inserted_only=True)
+    return _Sides(after_files=inserted)
+
+
+def _redo(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
+    """Every version's changes, each tagged by its version: rows of files removed in the
+    interval and rows deleted in it, against rows of files added in it."""
+    s, e = start, end
+    removed = [f for f in touched if f.end_version is not None and s < f.end_version <= e]
+    dv_parts = {(v, p, f.file.path) for f in touched for v, p, _ in f.dvs if s < v <= e}
+    dv_files = [f for f in touched if any(s < v <= e for v, _, _ in f.dvs)]
+    added = _added(touched, start=s, end=e)
+    return _Sides(
+        before_files=_live_rows(
+            removed,
+            at=e,
+            tags=[f.end_version for f in removed],  # type: ignore[misc]
+        ),
+        before_deleted=DeletedRows(
+            tuple(f.file for f in dv_files),
+            tuple(sorted(dv_parts)),
+            sum(n for f in dv_files for v, _, n in f.dvs if s < v <= e),
+        ),
+        after_files=_added_rows(
+            added,
+            tags=[f.file.begin_version for f in added],  # type: ignore[misc]
+        ),
+    )
+
+
+def _default(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
+    """The start state against the end state, restricted to rows the interval touched."""
+    s, e = start, end
+    at_start = [f for f in touched if f.live_at(s)]
+    removed = [f for f in at_start if f.end_version is not None and f.end_version <= e]
+    kept = [f for f in at_start if f.end_version is None or f.end_version > e]
+    dv_files = [f for f in kept if any(s < v <= e for v, _, _ in f.dvs)]
+    surviving = [f for f in _added(touched, start=s, end=e) if f.live_at(e)]
+    return _Sides(
+        before_files=_live_rows(removed, at=s, tags=[e] * len(removed)),
+        before_deleted=DeletedRows(
+            tuple(f.file for f in dv_files),
+            tuple(
+                sorted({(e, p, f.file.path) for f in dv_files for v, p, _ in f.dvs if s < v <= e})
+            ),
+            sum(n for f in dv_files for v, _, n in f.dvs if s < v <= e),
+        ),
+        after_files=_live_rows(surviving, at=e, tags=[e] * len(surviving)),
+    )
+
+
+_SIDES = {
+    Information.DEFAULT: _default,
+    Information.APPEND_ONLY: _append_only,
+    Information.REDO: _redo,
+}
 
 
 def only_inserts(touched: Sequence[TrackedFile], *, start: int, end: int) -> bool:
@@ -194,105 +295,19 @@ def plan_changes(
     With ``initial_rows`` (a stream's first read) the plan is the table's rows at ``end``, and
     ``touched`` must hold every file added up to ``end`` (files_changed_between(-1, end)).
     """
-    s, e = start_version, end_version
-    common = dict(
+    if initial_rows:
+        sides, shape = _initial_rows(touched, end=end_version), Shape.INITIAL_ROWS
+    else:
+        sides = _SIDES[information](touched, start=start_version, end=end_version)
+        shape = sides.shape
+    return ChangePlan(
         table_id=table_id,
         table_name=table_name,
-        start_version=s,
-        end_version=e,
+        start_version=start_version,
+        end_version=end_version,
         information=information,
-    )
-    if initial_rows:
-        live = [f for f in touched if f.live_at(e)]
-        return ChangePlan(
-            **common,
-            shape=Shape.INITIAL_ROWS,
-            before_files=_NO_FILES,
-            before_deleted=_NO_DELETES,
-            after_files=FileRows(
-                tuple(f.file for f in live),
-                _dv_pairs(live, upto_inclusive=e),
-                tuple(e for _ in live),
-                sum(f.file.row_count - f.deleted_rows(upto_inclusive=e) for f in live),
-            ),
-        )
-    added = [
-        f for f in touched if f.file.begin_version is not None and s < f.file.begin_version <= e
-    ]
-
-    if information is Information.APPEND_ONLY:
-        # Rows inserted in the interval, as inserted: ignore later deletes and removals.
-        after = FileRows(
-            tuple(f.file for f in added),
-            (),
-            tuple(e for _ in added),
-            sum(f.file.row_count for f in added),
-            inserted_only=True,
-        )
-        return ChangePlan(
-            **common,
-            shape=Shape.ADDED_ONLY if added else Shape.EMPTY,
-            before_files=_NO_FILES,
-            before_deleted=_NO_DELETES,
-            after_files=after,
-        )
-
-    if information is Information.REDO:
-        removed = [f for f in touched if f.end_version is not None and s < f.end_version <= e]
-        before_files = FileRows(
-            tuple(f.file for f in removed),
-            _dv_pairs(removed, upto_inclusive=e),
-            tuple(f.end_version for f in removed),  # type: ignore[misc]
-            sum(f.file.row_count - f.deleted_rows(upto_inclusive=e) for f in removed),
-        )
-        dv_parts = {(v, p, f.file.path) for f in touched for v, p, _ in f.dvs if s < v <= e}
-        dv_files = [f for f in touched if any(s < v <= e for v, _, _ in f.dvs)]
-        before_deleted = DeletedRows(
-            tuple(f.file for f in dv_files),
-            tuple(sorted(dv_parts)),
-            sum(n for f in dv_files for v, _, n in f.dvs if s < v <= e),
-        )
-        after = FileRows(
-            tuple(f.file for f in added),
-            (),
-            tuple(f.file.begin_version for f in added),  # type: ignore[misc]
-            sum(f.file.row_count for f in added),
-        )
-        return ChangePlan(
-            **common,
-            shape=_shape(before_files.empty and before_deleted.empty, after.empty),
-            before_files=before_files,
-            before_deleted=before_deleted,
-            after_files=after,
-        )
-
-    # DEFAULT: start state vs end state, restricted to rows the interval touched.
-    at_start = [f for f in touched if f.live_at(s)]
-    removed = [f for f in at_start if f.end_version is not None and f.end_version <= e]
-    kept = [f for f in at_start if f.end_version is None or f.end_version > e]
-    before_files = FileRows(
-        tuple(f.file for f in removed),
-        _dv_pairs(removed, upto_inclusive=s),
-        tuple(e for _ in removed),
-        sum(f.file.row_count - f.deleted_rows(upto_inclusive=s) for f in removed),
-    )
-    dv_files = [f for f in kept if any(s < v <= e for v, _, _ in f.dvs)]
-    before_deleted = DeletedRows(
-        tuple(f.file for f in dv_files),
-        tuple(sorted({(e, p, f.file.path) for f in dv_files for v, p, _ in f.dvs if s < v <= e})),
-        sum(n for f in dv_files for v, _, n in f.dvs if s < v <= e),
-    )
-    surviving = [f for f in added if f.live_at(e)]
-    after = FileRows(
-        tuple(f.file for f in surviving),
-        _dv_pairs(surviving, upto_inclusive=e),
-        tuple(e for _ in surviving),
-        sum(f.file.row_count - f.deleted_rows(upto_inclusive=e) for f in surviving),
-    )
-    return ChangePlan(
-        **common,
-        shape=_shape(before_files.empty and before_deleted.empty, after.empty),
-        before_files=before_files,
-        before_deleted=before_deleted,
-        after_files=after,
+        shape=shape,
+        before_files=sides.before_files,
+        before_deleted=sides.before_deleted,
+        after_files=sides.after_files,
     )

@@ -39,6 +39,7 @@ from changelake.storage.deletion import (
     join_side,
     read_registered,
 )
+from changelake.storage.read_path import Scan
 from changelake.storage.row_ids import row_id_sql, scrambled_sql
 from changelake.storage.snapshot import (
     FILE,
@@ -79,17 +80,15 @@ def _rows(
 ) -> Relation:
     """One scan of all the part's files, less the positions of the DVs it subtracts."""
     files = {f.path: f for f in part.files}
-    rel = scan_files(
-        spark,
-        wh,
-        physical_schema(schema),
+    scan = Scan(
         part.files,
-        positions=False,
+        physical_schema(schema),
         identity=True,
-        deleted=[(dv, files[data], None) for dv, data in part.minus_dvs],
         tags=part.tags,
         row_ids_of=table_id,
+        deleted=tuple((dv, files[data], None) for dv, data in part.minus_dvs),
     )
+    rel = scan_files(spark, wh, scan)
     if part.inserted_only:
         rel = rel.where(f"{STORED_ROW_ID} IS NULL")
     return rel.select(*_columns(schema, "_i_tag"))
@@ -110,10 +109,9 @@ def _deleted(
         images = read_registered(spark, wh, image_schema(physical), imaged, row_ids_of=table_id)
         frames.append(images.select(*_columns(schema, TAG, rid=STORED_ROW_ID)))
     if plain:
-        files = list({data.path: data for _, data, _ in plain}.values())
-        rows = scan_files(
-            spark, wh, physical, files, positions=True, identity=True, row_ids_of=table_id
-        )
+        files = tuple({data.path: data for _, data, _ in plain}.values())
+        scan = Scan(files, physical, positions=True, identity=True, row_ids_of=table_id)
+        rows = scan_files(spark, wh, scan)
         dv = Relation.of_frame(join_side(spark, wh, plain, tagged=True))
         cond = f"_l.{KEY} = _r.{KEY} AND _l.{FILE} >= _r.{DV_FILE} AND _l.{FILE} <= _r.{DV_FILE}"
         columns = [f"_l.{quoted(c)}" for c in rows.columns] + [f"_r.{TAG}"]

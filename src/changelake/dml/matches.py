@@ -25,6 +25,7 @@ from sqlglot import exp
 from changelake.dml.common import Target, duplicate_target_row
 from changelake.schema import TableSchema
 from changelake.storage.deletion import DRIVER_POSITIONS, KEY
+from changelake.storage.read_path import Scan
 from changelake.storage.snapshot import (
     ADDRESS,
     FILE,
@@ -144,9 +145,8 @@ def matched_rows(
     schema = target.state.schema
     physical = physical_schema(schema)
     only = positions_of(matches) if matches.matched <= DRIVER_POSITIONS else None
-    scanned = scan_files(
-        spark, warehouse, physical, files, positions=True, identity=True, only=only
-    ).frame(spark)
+    scan = Scan(tuple(files), physical, positions=True, identity=True, only=only)
+    scanned = scan_files(spark, warehouse, scan).frame(spark)
     computed = [c for c in matches.rows.columns if c not in ADDRESS]
     found = matches.rows.where(F.col(FILE).isNotNull())
     found = found.select(*[F.col(c).alias(f"_m{c}") for c in ADDRESS], *computed)

@@ -38,6 +38,7 @@ from changelake.storage.deletion import (
     join_side,
     read_positions,
 )
+from changelake.storage.read_path import ReadPath, Scan, Way, choose
 from changelake.storage.row_ids import mask, row_id_sql
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.snapshot import TableState
@@ -108,17 +109,15 @@ def state_relation(
         typed += [(h, "bigint") for h in (POS, KEY, *IDENTITY)] + [(ROW_HEX, "string")]
         typed += [(name, type_) for name, type_, _ in KEY_HASHES]
         return empty_relation(typed).select(*logical, *hidden)
-    parts = [(dv, f.file, None) for f in state.files for dv in f.dv_paths]
-    rel = scan_files(
-        spark,
-        warehouse,
+    scan = Scan(
+        tuple(f.file for f in state.files),
         physical_schema(state.schema, key_hashes=key_hashes),
-        state.files,
         positions=identity or address,
         identity=identity,
-        deleted=parts,
         row_ids_of=state.table_id if identity and row_ids else None,
+        deleted=tuple((dv, f.file, None) for f in state.files for dv in f.dv_paths),
     )
+    rel = scan_files(spark, warehouse, scan)
     return rel.select(*logical, *hidden)
 
 
@@ -136,118 +135,79 @@ def same_address(
     return (key == other_key) & equal_unhashed(file, other_file)
 
 
-def scan_files(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    physical: StructType,
-    files: Sequence[LiveFile | DataFile],
-    *,
-    positions: bool,
-    identity: bool = False,
-    deleted: Sequence[Part] = (),
-    tags: Sequence[int] | None = None,
-    row_ids_of: int | None = None,
-    only: Mapping[str, pa.Array] | None = None,
-) -> Relation:
-    """The rows of the given files less the positions the deletion vectors of ``deleted``
-    record, with physical column names; with the address columns and ``_cl_size`` if
-    ``positions``, and ``_cl_rid`` / ``_cl_ver`` if ``identity`` (and ``_i_tag``, one value per
-    file, when ``tags`` are given, and ``ROW_HEX``, the rows' METADATA$ROW_IDs in the table
-    ``row_ids_of``, when it is given).
-
-    Read by changelake's Parquet file format where the session has it and the positions fit on
+def scan_files(spark: SparkSession, warehouse: Warehouse, scan: Scan) -> Relation:
+    """The rows ``scan`` describes, read the way ``read_path.choose`` picks for this session:
+    by changelake's Parquet format where the session has it and the deleted positions fit on
     the driver (no join, no per-row lookup or expression); else by Spark's, with changelake's
-    expressions or joins for the deletion vectors and the per-file constants.
-
-    ``only`` (file name -> positions, instead of ``deleted``) says which rows the caller wants:
-    changelake's reader then decodes little more than those (late materialization); any other
-    reader returns every row, for the caller's join to select."""
-    if row_ids_of is not None and not identity:
-        raise ValueError("a scan's ROW_IDs come with its identity columns")
-    data = [f.file if isinstance(f, LiveFile) else f for f in files]
-    found: list[pa.Array] | None = None
-    if native.reader_available(spark):
-        if only is not None:
-            return _read_only(warehouse, physical, data, only, positions, identity)
-        found = read_positions(warehouse, deleted) if deleted else []
-    if found is not None:
-        return _read(
-            spark, warehouse, physical, data, deleted, found, tags, positions, identity, row_ids_of
-        )
-    df = _scan(spark, warehouse, physical, data, positions=positions or identity or bool(deleted))
-    if deleted:
-        df = _without_deleted(df, warehouse, deleted)
-    if not identity:
-        return Relation.of_frame(df)
-    df = _with_identity(df, data, tags=tags)
-    if row_ids_of is not None:
-        df = native.select(df, ["*", f"{row_id_sql(row_ids_of, RID)} AS {ROW_HEX}"])
-    return Relation.of_frame(df)
+    expressions or joins for the deletion vectors and the per-file constants."""
+    reader = native.reader_available(spark)
+    # Spark's reader asks for the expressions only to skip deleted rows or add per-file constants.
+    expressions = reader or (bool(scan.deleted or scan.identity) and native.available(spark))
+    # The deleted positions are read here for the ways that hold them on the driver, not joins.
+    found = read_positions(warehouse, scan.deleted) if scan.deleted and expressions else []
+    path = choose(scan, reader=reader, expressions=expressions, positions_past_driver=found is None)
+    skipped = _by_file(scan.deleted, found) if found else {}
+    if path.way is Way.FORMAT:
+        return _format_read(warehouse, scan, skipped)
+    return _spark_read(spark, warehouse, scan, path, skipped)
 
 
-def _read(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    physical: StructType,
-    files: Sequence[DataFile],
-    deleted: Sequence[Part],
-    found: Sequence[pa.Array],
-    tags: Sequence[int] | None,
-    positions: bool,
-    identity: bool,
-    row_ids_of: int | None,
-) -> Relation:
+def _by_file(parts: Sequence[Part], found: Sequence[pa.Array]) -> dict[str, pa.Array]:
+    """The deleted positions ``found`` for ``parts`` (in their order), merged per data file."""
     by_file: dict[str, list[pa.Array]] = {}
-    for (_, data, _), pos in zip(deleted, found, strict=True):
+    for (_, data, _), pos in zip(parts, found, strict=True):
         by_file.setdefault(file_name(data.path), []).append(pos)
-    tag_values = list(tags) if tags is not None else [None] * len(files)
-    scramble = None if row_ids_of is None else mask(row_ids_of)
+    return {name: pa.concat_arrays(arrays) for name, arrays in by_file.items()}
+
+
+def _format_read(warehouse: Warehouse, scan: Scan, skipped: Mapping[str, pa.Array]) -> Relation:
+    """``scan`` read by changelake's Parquet format: each file's positions skipped (or only
+    ``scan.only``'s kept) and its constants added inside the reader."""
+    scramble = None if scan.row_ids_of is None else mask(scan.row_ids_of)
     reads: list[native.FileRead] = []
-    for f, tag in zip(files, tag_values, strict=True):
-        skipped = by_file.get(file_name(f.path))
-        arrays = pa.concat_arrays(skipped) if skipped else None
-        constants = (f.base_row_id, f.begin_version, tag, scramble)
-        reads.append((file_name(f.path), constants, arrays))
-    return _native_read(warehouse, physical, files, reads, positions, identity, row_ids_of)
-
-
-def _read_only(
-    warehouse: Warehouse,
-    physical: StructType,
-    files: Sequence[DataFile],
-    only: Mapping[str, pa.Array],
-    positions: bool,
-    identity: bool,
-) -> Relation:
-    reads: list[native.FileRead] = [
-        (file_name(f.path), (f.base_row_id, f.begin_version, None, None), only[file_name(f.path)])
-        for f in files
-    ]
-    return _native_read(warehouse, physical, files, reads, positions, identity, None, keep=True)
-
-
-def _native_read(
-    warehouse: Warehouse,
-    physical: StructType,
-    files: Sequence[DataFile],
-    reads: Sequence[native.FileRead],
-    positions: bool,
-    identity: bool,
-    row_ids_of: int | None,
-    *,
-    keep: bool = False,
-) -> Relation:
-    uris = [warehouse.uri(f.path) for f in files]
-    schema = StructType(list(physical.fields) + native.virtual_fields())
-    rel = native.read_relation(uris, schema, reads, keep=keep)
-    columns = [quoted(f.name) for f in physical.fields]
-    if positions:
+    for f, tag in zip(scan.files, scan.file_tags, strict=True):
+        name = file_name(f.path)
+        positions = skipped.get(name) if scan.only is None else scan.only[name]
+        reads.append((name, (f.base_row_id, f.begin_version, tag, scramble), positions))
+    uris = [warehouse.uri(f.path) for f in scan.files]
+    schema = StructType(list(scan.physical.fields) + native.virtual_fields())
+    rel = native.read_relation(uris, schema, reads, keep=scan.only is not None)
+    columns = [quoted(f.name) for f in scan.physical.fields]
+    if scan.positions:
         columns += [FILE, POS, SIZE, f"{address_key(SIZE, POS)} AS {KEY}"]
-    if identity:
+    if scan.identity:
         columns += [*_IDENTITY, "_i_tag"]
-    if row_ids_of is not None:
+    if scan.row_ids_of is not None:
         columns += [ROW_HEX]
     return rel.select(*columns)
+
+
+def _spark_read(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    scan: Scan,
+    path: ReadPath,
+    skipped: Mapping[str, pa.Array],
+) -> Relation:
+    """``scan`` read by Spark's Parquet reader, deleted rows skipped and per-file constants
+    added by changelake's expressions or by joins, as ``path`` says."""
+    addressed = scan.positions or scan.identity or bool(scan.deleted)
+    df = _scan(spark, warehouse, scan.physical, scan.files, positions=addressed)
+    if scan.deleted and path.deletes is Way.EXPRESSIONS:
+        df = df.where(~native.in_positions(spark, F.col(FILE), F.col(POS), skipped))
+    elif scan.deleted:
+        dv = join_side(spark, warehouse, scan.deleted)
+        df = df.join(dv, same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE]), "left_anti")
+    if not scan.identity:
+        return Relation.of_frame(df)
+    if path.way is Way.EXPRESSIONS:
+        df = _constants_by_expressions(df, scan)
+    else:
+        df = _constants_by_join(df, scan)
+    df = native.select(df, ["*", *_IDENTITY])
+    if scan.row_ids_of is not None:
+        df = native.select(df, ["*", f"{row_id_sql(scan.row_ids_of, RID)} AS {ROW_HEX}"])
+    return Relation.of_frame(df)
 
 
 def _scan(
@@ -277,49 +237,28 @@ def _scan(
     return df
 
 
-def _without_deleted(df: DataFrame, warehouse: Warehouse, parts: Sequence[Part]) -> DataFrame:
-    """Rows of ``df`` (with the address columns) that the deletion vectors of ``parts`` do not
-    delete: a filter on changelake's own expression where it is available and the positions
-    fit on the driver, else one anti-join on the row's address (broadcast if they are few)."""
-    spark = df.sparkSession
-    found = read_positions(warehouse, parts) if native.available(spark) else None
-    if found is None:
-        dv = join_side(spark, warehouse, parts)
-        cond = same_address(df[KEY], df[FILE], dv[KEY], dv[DV_FILE])
-        return df.join(dv, cond, "left_anti")
-    by_file: dict[str, list[pa.Array]] = {}
-    for (_, data, _), pos in zip(parts, found, strict=True):
-        by_file.setdefault(file_name(data.path), []).append(pos)
-    merged = {name: pa.concat_arrays(arrays) for name, arrays in by_file.items()}
-    return df.where(~native.in_positions(spark, F.col(FILE), F.col(POS), merged))
+def _constants_by_expressions(df: DataFrame, scan: Scan) -> DataFrame:
+    """``df`` (rows of ``scan``'s files with the address columns) with its files' constants
+    ``_i_base``, ``_i_version`` and ``_i_tag``, found by changelake's expression."""
+    values = {
+        file_name(f.path): (f.base_row_id, f.begin_version, tag)
+        for f, tag in zip(scan.files, scan.file_tags, strict=True)
+    }
+    base, version, tag = native.file_values(df.sparkSession, F.col(FILE), values, 3)
+    return df.select("*", base.alias("_i_base"), version.alias("_i_version"), tag.alias("_i_tag"))
 
 
-def _with_identity(
-    df: DataFrame, files: Sequence[DataFile], *, tags: Sequence[int] | None = None
-) -> DataFrame:
-    """Add ``_cl_rid`` and ``_cl_ver`` to rows of ``files`` (which carry the address columns and
-    ``_cl_size``), and ``_i_tag`` (one value per file) when ``tags`` are given. The row's file is
-    found by its size (a long) and, within a size, its name."""
-    tag_values = list(tags) if tags is not None else [None] * len(files)
-    spark = df.sparkSession
-    if native.available(spark):
-        values = {
-            file_name(f.path): (f.base_row_id, f.begin_version, tag)
-            for f, tag in zip(files, tag_values, strict=True)
-        }
-        base, version, tag = native.file_values(spark, F.col(FILE), values, 3)
-        df = df.select("*", base.alias("_i_base"), version.alias("_i_version"), tag.alias("_i_tag"))
-        return _identity(df)
-    df = lookup(
+def _constants_by_join(df: DataFrame, scan: Scan) -> DataFrame:
+    """The same constants, found by the row's file size (a long) and, within a size, its name."""
+    return lookup(
         df,
         [(SIZE, "bigint"), (FILE, "string")],
         [("_i_base", "bigint"), ("_i_version", "bigint"), ("_i_tag", "bigint")],
         [
             (f.size_bytes, file_name(f.path), f.base_row_id, f.begin_version, tag)
-            for f, tag in zip(files, tag_values, strict=True)
+            for f, tag in zip(scan.files, scan.file_tags, strict=True)
         ],
     )
-    return _identity(df)
 
 
 # A row's identity from its materialized columns, else its file's constants and its position.
@@ -327,7 +266,3 @@ _IDENTITY = (
     f"coalesce({STORED_ROW_ID}, _i_base + {POS}) AS {RID}",
     f"coalesce({ROW_VERSION}, _i_version) AS {VER}",
 )
-
-
-def _identity(df: DataFrame) -> DataFrame:
-    return native.select(df, ["*", *_IDENTITY])
