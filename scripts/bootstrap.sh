@@ -58,7 +58,7 @@ if [[ -z "$major" || "$major" -lt 17 ]]; then
     exit 1
 fi
 
-# javac compiles changelake's Spark expressions (src/changelake/storage/jvm) on first use; without
+# javac compiles changelake's Spark expressions (src/changelake/spark/jvm) on first use; without
 # it reads of deletion vectors fall back to slower joins.
 if ! command -v javac >/dev/null 2>&1; then
     if [[ "$(id -u)" -eq 0 ]]; then
@@ -108,7 +108,7 @@ if ! command -v dot >/dev/null || ! command -v chromedriver >/dev/null; then
 fi
 
 # A minute and a half once; every local Spark started later (the CLI, serve, the tests' worker
-# processes) maps it and starts a third faster (src/changelake/storage/class_archive.py).
+# processes) maps it and starts a third faster (src/changelake/spark/class_archive.py).
 if [[ "$("$venv/bin/python" -c 'from changelake.spark.class_archive import archive_path as a; print(a().exists())')" != True ]]; then
     echo "bootstrap: building the class archive of Spark (once, about a minute and a half)" >&2
     "$venv/bin/python" -c 'from changelake.spark.class_archive import build; build()' \

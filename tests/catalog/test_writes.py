@@ -18,8 +18,10 @@ from changelake.catalog.requests import (
     AddFiles,
     AdvanceStream,
     ColumnsWritable,
+    CreateTable,
     FilesUntouched,
     FrontierAt,
+    IfExists,
     RemoveFiles,
     RowCounts,
     SchemaUnchanged,
@@ -77,6 +79,28 @@ def test_a_write_that_changed_nothing_requires_nothing():
     assert not write.changed and write.updates() == () and write.requirements() == ()
 
 
+def test_a_channel_that_adds_nothing_still_requires_its_table_its_token_moves():
+    write = TableWrite(1, "t", None, WriteKind.CHANNEL, columns=COLUMNS)
+    assert write.updates() == () and write.requirements() == (TableLive(1, "t"),)
+
+
+def test_a_creation_makes_its_table_holding_its_files_and_requires_nothing():
+    schema = TableSchema(COLUMNS)
+    table = CreateTable("t", schema, (("comment", "c"),), if_exists=IfExists.REPLACE)
+    write = TableWrite.creating(table, (_file("a", rows=3), _file("b", rows=4)))
+    assert write.changed and write.inserted == 7
+    created = CreateTable(
+        "t", schema, (("comment", "c"),), (_file("a", rows=3), _file("b", rows=4)), IfExists.REPLACE
+    )
+    assert write.updates() == (created,) and write.requirements() == ()
+    advance = AdvanceStream(9, ((1, 4),))
+    frontier = FrontierAt(9, "s", ((1, 3),), initial_consumed=True)
+    request = write_request("st", "CTAS", [write], updates=(advance,), requirements=(frontier,))
+    # version 0 counts its files' rows itself (CreateTable): the request counts none
+    assert request.updates == (created, advance) and request.requirements == (frontier,)
+    assert request.row_counts == ()
+
+
 @pytest.mark.parametrize(
     "kw, message",
     [
@@ -85,6 +109,11 @@ def test_a_write_that_changed_nothing_requires_nothing():
         (dict(kind=WriteKind.COMPACT, deleted=3), "changes no row"),
         (dict(kind=WriteKind.CHANGE, since=None), "names the version"),
         (dict(kind=WriteKind.CHANGE, schema=TableSchema(COLUMNS)), "if and only if SCHEMA"),
+        (dict(kind=WriteKind.CREATE, since=None), "if and only if CREATE"),
+        (
+            dict(kind=WriteKind.CREATE, since=None, creates=CreateTable("t", TableSchema(COLUMNS))),
+            "TableWrite.creating",
+        ),
     ],
 )
 def test_a_write_is_checked_when_built(kw, message):

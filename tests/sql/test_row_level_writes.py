@@ -163,6 +163,44 @@ def test_explain_shows_how_a_write_reads_its_target_and_changes_nothing(session)
     assert session.sql("SELECT count(*) FROM t").first()[0] == 150
 
 
+MERGE = (
+    "MERGE INTO t USING (SELECT * FROM VALUES (1, 'x'), (2, 'y'), (500, 'z') AS x(k, w)) src"
+    " ON t.id = src.k"
+    " WHEN MATCHED AND src.k = 1 THEN DELETE"
+    " WHEN MATCHED THEN UPDATE SET s = src.w"
+    " WHEN NOT MATCHED THEN INSERT (id, s) VALUES (src.k, src.w)"
+)
+
+
+def test_explain_merge_shows_how_it_reads_its_target_small_or_large(session, monkeypatch):
+    _table_of_files(session, "t", 3)
+    version = session.catalog.table("t").current_version
+
+    small = _explained(session, MERGE)
+    assert small[0] == (
+        "MERGE t: one pass (150 target rows, at most 1000000: the join also reads the matched rows)"
+    )
+    assert any("Scan changelake" in line or "FileScan" in line for line in small[1:])
+    with row_level_plan(session.spark, "two-phase"):
+        forced = _explained(session, MERGE)
+    assert forced[0] == "MERGE t: two phases (spark.changelake.rowLevelPlan = two-phase)"
+    assert session.catalog.table("t").current_version == version
+
+    monkeypatch.setattr(strategy, "SMALL_INPUT_ROWS", 100)  # as if the target were large
+    large = _explained(session, MERGE)
+    assert large[0] == (
+        "MERGE t: two phases (150 target rows, over 100: the join finds the matches first)"
+    )
+    assert session.catalog.table("t").current_version == version
+
+    session.sql(MERGE)  # in two phases, as explained
+    assert rows(session.sql("SELECT * FROM t WHERE id IN (1, 2, 500)")) == [
+        (2, 2, "y"),
+        (500, None, "z"),
+    ]
+    assert session.sql("SELECT count(*) FROM t").first()[0] == 150
+
+
 def test_an_unknown_row_level_plan_is_refused_and_changes_nothing(session):
     _table_of_files(session, "t", 1)
     with row_level_plan(session.spark, "sideways"), pytest.raises(InvalidStatementError) as e:

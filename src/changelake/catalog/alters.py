@@ -1,14 +1,17 @@
 """Updates that set properties of a dynamic table, a task, a task run or an external table: one
 typed field per settable property (``UNSET``: left as it is), each checked when the update is
-built, so that no untyped bag of column names reaches the catalog."""
+built, so that no untyped bag of column names reaches the catalog. Its repository writes an
+update by an explicit map from each field to its column (``dynamic_repo.alter``,
+``task_repo.alter``, ``task_repo.finish_run``, ``external_repo.alter``), less what is UNSET
+(``values_set``)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from changelake.catalog.model import (
     ExternalTableState,
@@ -30,15 +33,19 @@ class Unset(Enum):
 
 
 UNSET = Unset.UNSET
+K = TypeVar("K")
+
+
+def values_set(values: Mapping[K, object]) -> dict[K, object]:
+    """``values`` (a column, or a field's name -> an update's value) without the UNSET ones."""
+    return {k: v for k, v in values.items() if v is not UNSET}
 
 
 def fields_set(update: object) -> dict[str, object]:
     """The fields an ``Alter…`` update sets (those not UNSET), by name; its first field, the
     object's id, left out."""
     named = dataclasses.fields(update)  # type: ignore[arg-type]
-    return {
-        f.name: getattr(update, f.name) for f in named[1:] if getattr(update, f.name) is not UNSET
-    }
+    return values_set({f.name: getattr(update, f.name) for f in named[1:]})
 
 
 def _check(update: object, **rules: Callable[[Any], bool]) -> None:

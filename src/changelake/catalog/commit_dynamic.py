@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from changelake.catalog import dynamic_repo, lease_repo
-from changelake.catalog.alters import AlterDynamicTable, fields_set
+from changelake.catalog.alters import AlterDynamicTable
 from changelake.catalog.commit_state import CommitState
 from changelake.catalog.model import RefreshState
 from changelake.catalog.requests import (
@@ -30,7 +30,7 @@ def _record(state: CommitState, u: RecordRefresh) -> None:
 
 
 def _alter(state: CommitState, u: AlterDynamicTable) -> None:
-    dynamic_repo.set_fields(state.conn, u.table_id, fields_set(u))
+    dynamic_repo.alter(state.conn, u)
 
 
 def record_history(state: CommitState) -> None:

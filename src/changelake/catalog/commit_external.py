@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Any
 
 from changelake.catalog import external_repo
-from changelake.catalog.alters import AlterExternalTable, Unset, fields_set
+from changelake.catalog.alters import AlterExternalTable, Unset
 from changelake.catalog.commit_state import CommitState
 from changelake.catalog.requests import (
     CreateConnection,
@@ -61,7 +61,7 @@ def _define(state: CommitState, u: DefineExternalTable) -> None:
 
 def _alter(state: CommitState, u: AlterExternalTable) -> None:
     state.lock(u.table_id)
-    external_repo.set_fields(state.conn, u.table_id, fields_set(u))
+    external_repo.alter(state.conn, u)
     if not isinstance(u.scope, Unset):
         state.scopes[u.table_id] = u.scope
 

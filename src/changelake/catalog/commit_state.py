@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from changelake.catalog import table_repo
+from changelake.catalog.alters import FinishTaskRun
 from changelake.catalog.model import RefreshRecord, Snapshot
 from changelake.catalog.requests import CommitRequest
 
@@ -39,7 +40,7 @@ class CommitState:
     made: dict[int, int] = field(default_factory=dict)  # the last version started per table
     consumed: set[int] = field(default_factory=set)  # streams it advances
     refreshes: list[tuple[int, RefreshRecord]] = field(default_factory=list)  # recorded at the end
-    finished_runs: list[tuple[int, dict[str, Any]]] = field(default_factory=list)  # task runs
+    finished_runs: list[FinishTaskRun] = field(default_factory=list)  # task runs it ends
     scopes: dict[int, str | None] = field(default_factory=dict)  # external tables' new scopes
     # table rows as locked; an update that changes one (drop, rename, properties) forgets it
     locked: dict[int, Any] = field(default_factory=dict)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from changelake.catalog import task_repo
-from changelake.catalog.alters import AlterTask, FinishTaskRun, fields_set
+from changelake.catalog.alters import AlterTask, FinishTaskRun
 from changelake.catalog.commit_state import CommitState
 from changelake.catalog.model import TaskDefinition, TaskState
 from changelake.catalog.requests import (
@@ -27,18 +27,15 @@ def _define(state: CommitState, u: DefineTask) -> None:
         return
     elif u.if_exists is IfExists.REPLACE:
         task_id = found.task_id
-        fields = task_repo.definition_fields(u.definition)
-        task_repo.set_fields(
-            state.conn,
+        replaced = AlterTask(
             task_id,
-            {
-                **fields,
-                "state": TaskState.SUSPENDED,
-                "suspended_reason": "",
-                "failures": 0,
-                "next_at": None,
-            },
+            definition=u.definition,
+            state=TaskState.SUSPENDED,
+            suspended_reason="",
+            failures=0,
+            next_at=None,
         )
+        task_repo.alter(state.conn, replaced)
     else:
         raise ObjectExistsError(
             f"Task {u.name} already exists; use CREATE OR REPLACE TASK to redefine it."
@@ -47,12 +44,8 @@ def _define(state: CommitState, u: DefineTask) -> None:
 
 
 def _alter(state: CommitState, u: AlterTask) -> None:
-    fields = fields_set(u)
-    definition = fields.pop("definition", None)
-    if isinstance(definition, TaskDefinition):
-        fields.update(task_repo.definition_fields(definition))
-    task_repo.set_fields(state.conn, u.task_id, fields)
-    if definition is not None:
+    task_repo.alter(state.conn, u)
+    if isinstance(u.definition, TaskDefinition):
         _check_acyclic(state, u.task_id)
 
 
@@ -60,8 +53,9 @@ def _drop(state: CommitState, u: DropTask) -> None:
     task_repo.drop(state.conn, u.task_id, now=state.now)
     for task in task_repo.list_live(state.conn):
         if u.task_id in task.definition.after:
-            after = [a for a in task.definition.after if a != u.task_id]
-            task_repo.set_fields(state.conn, task.task_id, {"after": json.dumps(after)})
+            after = tuple(a for a in task.definition.after if a != u.task_id)
+            definition = replace(task.definition, after=after)
+            task_repo.alter(state.conn, AlterTask(task.task_id, definition=definition))
 
 
 def _check_acyclic(state: CommitState, changed: int) -> None:
@@ -91,21 +85,18 @@ def _check_acyclic(state: CommitState, changed: int) -> None:
 
 
 def _finish(state: CommitState, u: FinishTaskRun) -> None:
-    state.finished_runs.append((u.run_id, fields_set(u)))  # stamped at the end
+    state.finished_runs.append(u)  # stamped at the end
 
 
 def record_runs(state: CommitState) -> None:
     """End the task runs this commit finished (after its stamp)."""
     assert state.stamp is not None
-    for run_id, fields in state.finished_runs:
-        task_repo.finish(
+    for ending in state.finished_runs:
+        task_repo.finish_run(
             state.conn,
-            run_id,
-            {
-                **fields,
-                "completed_at": state.stamp.committed_at,
-                "commit_number": state.stamp.commit_number,
-            },
+            ending,
+            completed_at=state.stamp.committed_at,
+            commit_number=state.stamp.commit_number,
         )
 
 

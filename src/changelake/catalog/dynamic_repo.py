@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Column, Connection, select
 
 from changelake.catalog import tables as t
+from changelake.catalog.alters import AlterDynamicTable, values_set
 from changelake.catalog.model import (
     DynamicDefinition,
     DynamicTableInfo,
@@ -175,21 +176,33 @@ def insert(conn: Connection, table_id: int, d: DynamicDefinition) -> None:
     )
 
 
-def set_fields(conn: Connection, table_id: int, fields: dict[str, Any]) -> None:
-    conn.execute(t.dynamic_tables.update().where(_DT.table_id == table_id).values(**fields))
+def _update(conn: Connection, table_id: int, values: Mapping[Column[Any], object]) -> None:
+    conn.execute(t.dynamic_tables.update().where(_DT.table_id == table_id).values(values))
+
+
+def alter(conn: Connection, u: AlterDynamicTable) -> None:
+    """Set the columns of the table's row that ``u`` sets."""
+    columns = {
+        _DT.fingerprint: u.fingerprint,
+        _DT.target_lag: u.target_lag,
+        _DT.refresh_mode: u.refresh_mode,
+        _DT.effective_mode: u.effective_mode,
+        _DT.mode_reason: u.mode_reason,
+        _DT.scheduling_state: u.scheduling_state,
+        _DT.suspended_reason: u.suspended_reason,
+        _DT.failures: u.failures,
+    }
+    _update(conn, u.table_id, values_set(columns))
 
 
 def reached(conn: Connection, table_id: int, r: RefreshRecord) -> None:
     """A successful refresh moved the table to ``r.frontiers`` at ``r.data_timestamp``."""
     assert r.frontiers is not None
-    set_fields(
+    frontiers = json.dumps([list(f) for f in r.frontiers])
+    _update(
         conn,
         table_id,
-        {
-            "frontiers": json.dumps([list(f) for f in r.frontiers]),
-            "data_timestamp": r.data_timestamp,
-            "failures": 0,
-        },
+        {_DT.frontiers: frontiers, _DT.data_timestamp: r.data_timestamp, _DT.failures: 0},
     )
 
 

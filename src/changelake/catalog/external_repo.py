@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, select, update
 
 from changelake.catalog import tables as t
+from changelake.catalog.alters import AlterExternalTable, values_set
 from changelake.catalog.model import (
     ConnectionInfo,
     ExternalDefinition,
@@ -172,9 +173,19 @@ def insert(
     )
 
 
-def set_fields(conn: Connection, table_id: int, fields: dict[str, Any]) -> None:
-    """Set columns of the table's row (the fields an ``AlterExternalTable`` sets)."""
-    conn.execute(update(t.external_tables).where(_E.table_id == table_id).values(**fields))
+def alter(conn: Connection, u: AlterExternalTable) -> None:
+    """Set the columns of the table's row that ``u`` sets."""
+    columns = {
+        _E.scope: u.scope,
+        _E.state: u.state,
+        _E.error: u.error,
+        _E.follow_lag: u.follow_lag,
+        _E.followed_at: u.followed_at,
+        _E.position: u.position,
+        _E.bootstrap: u.bootstrap,
+    }
+    query = update(t.external_tables).where(_E.table_id == u.table_id)
+    conn.execute(query.values(values_set(columns)))
 
 
 def record_scope(conn: Connection, table_id: int, commit_number: int, scope: str | None) -> None:

@@ -1,6 +1,10 @@
 """The catalog: one metadata database (SQLite in the warehouse by default, PostgreSQL for shared
-use). Reads are small queries; the only write is ``commit``, which applies commit requests in one
-database transaction after checking their requirements."""
+use). Reads are small queries. ``commit`` is the only write of the warehouse's state (tables,
+their versions and files, views, streams, channels, dynamic and external tables, tasks): it
+applies commit requests in one database transaction after checking their requirements, numbered
+in the commit order. The other writes are not of that state but of which process does what, now
+(``catalog/coordination.py``, which says why they are no commits): task runs as they start and
+as they end without a commit, and leases. Opening a catalog creates or migrates its schema."""
 
 from __future__ import annotations
 
@@ -11,10 +15,10 @@ from sqlalchemy import select
 from changelake.catalog import (
     channel_repo,
     clock_repo,
+    coordination,
     dynamic_repo,
     external_repo,
     file_repo,
-    lease_repo,
     stream_repo,
     table_repo,
     task_repo,
@@ -22,7 +26,7 @@ from changelake.catalog import (
 )
 from changelake.catalog import commit as commit_path
 from changelake.catalog import tables as t
-from changelake.catalog.alters import FinishTaskRun, fields_set
+from changelake.catalog.alters import FinishTaskRun
 from changelake.catalog.db import engine_for, migrate, reading, retrying, writing
 from changelake.catalog.file_history import FileHistory
 from changelake.catalog.model import (
@@ -65,7 +69,7 @@ class Catalog:
     def close(self) -> None:
         self.engine.dispose()
 
-    # -- the one write ------------------------------------------------------------------------
+    # -- the one write of the warehouse's state ----------------------------------------------
 
     def commit(self, requests: Sequence[CommitRequest], *, clock: Clock) -> CommitResult:
         """Apply ``requests`` atomically: every requirement is checked first, against the state
@@ -351,30 +355,6 @@ class Catalog:
         with reading(self.engine) as conn:
             return task_repo.list_live(conn)
 
-    def add_task_run(self, run: TaskRun, claim: RunClaim | None = None) -> TaskRun | None:
-        """Record a task run (EXECUTING when it starts, or SKIPPED): as stored, with its id. Under ``claim``,
-        in the same transaction: the lease is still held, the task's next scheduled run moves
-        from where the claimant saw it, and no other run of the graph is executing; else
-        nothing is written and the answer is None (or, for an overlapping run, a SKIPPED row).
-        """
-
-        def attempt() -> TaskRun | None:
-            with writing(self.engine) as conn:
-                return task_repo.claim_and_add(conn, run, claim, postgres=self._is_postgres)
-
-        return retrying(attempt)
-
-    def end_task_run(self, ending: FinishTaskRun, *, completed_at: float) -> bool:
-        """End an EXECUTING run that committed nothing (FAILED, CANCELLED): False if it had
-        ended already."""
-        fields = {**fields_set(ending), "completed_at": completed_at}
-
-        def attempt() -> bool:
-            with writing(self.engine) as conn:
-                return task_repo.finish(conn, ending.run_id, fields)
-
-        return retrying(attempt)
-
     def task_runs(
         self,
         *,
@@ -389,29 +369,36 @@ class Catalog:
                 conn, task_id=task_id, graph_run_id=graph_run_id, state=state, limit=limit
             )
 
-    # -- leases -------------------------------------------------------------------------------
-
     def has_scheduled_objects(self) -> bool:
         """Whether a dynamic table, an external table or a task exists: what a scheduler
         looks after (read only)."""
         with reading(self.engine) as conn:
             return any(repo.any_live(conn) for repo in (dynamic_repo, external_repo, task_repo))
 
+    # -- the writes that are no commits: task runs and leases (catalog/coordination.py) ------
+
+    def add_task_run(self, run: TaskRun, claim: RunClaim | None = None) -> TaskRun | None:
+        """Record a task run (EXECUTING when it starts, or SKIPPED): as stored, with its id. Under ``claim``,
+        in the same transaction: the lease is still held, the task's next scheduled run moves
+        from where the claimant saw it, and no other run of the graph is executing; else
+        nothing is written and the answer is None (or, for an overlapping run, a SKIPPED row).
+        """
+        return coordination.add_task_run(self.engine, run, claim, postgres=self._is_postgres)
+
+    def end_task_run(self, ending: FinishTaskRun, *, completed_at: float) -> bool:
+        """End an EXECUTING run that committed nothing (FAILED, CANCELLED): False if it had
+        ended already."""
+        return coordination.end_task_run(self.engine, ending, completed_at=completed_at)
+
     def acquire_lease(self, name: str, holder: str, *, ttl: float, clock: Clock) -> int | None:
         """Take or renew lease ``name`` for ``holder`` (its epoch), or None while another
         holder's has not expired."""
-
-        def attempt() -> int | None:
-            with writing(self.engine) as conn:
-                return lease_repo.acquire(
-                    conn, name, holder, now=clock.now(), ttl=ttl, postgres=self._is_postgres
-                )
-
-        return retrying(attempt)
+        return coordination.acquire_lease(
+            self.engine, name, holder, ttl=ttl, clock=clock, postgres=self._is_postgres
+        )
 
     def release_lease(self, name: str, holder: str) -> None:
-        with writing(self.engine) as conn:
-            lease_repo.release(conn, name, holder)
+        coordination.release_lease(self.engine, name, holder)
 
     # -- ingest channels ----------------------------------------------------------------------
 

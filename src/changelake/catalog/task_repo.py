@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import Connection, select
+from sqlalchemy import Column, Connection, select
 
 from changelake.catalog import lease_repo
 from changelake.catalog import tables as t
+from changelake.catalog.alters import AlterTask, FinishTaskRun, values_set
 from changelake.catalog.model import (
     RunClaim,
     TaskDefinition,
@@ -66,38 +68,50 @@ def any_live(conn: Connection) -> bool:
     return conn.execute(_live().limit(1)).first() is not None
 
 
-def definition_fields(d: TaskDefinition) -> dict[str, Any]:
+def _definition_columns(d: TaskDefinition) -> dict[Column[Any], object]:
     """The columns that hold ``d``."""
     return {
-        "sql": d.sql,
-        "body": json.dumps(list(d.statements)),
-        "schedule": d.schedule,
-        "after": json.dumps(sorted(set(d.after))),
-        "condition": d.condition,
-        "options": json.dumps(dataclasses.asdict(d.options)),
+        _T.sql: d.sql,
+        _T.body: json.dumps(list(d.statements)),
+        _T.schedule: d.schedule,
+        _T.after: json.dumps(sorted(set(d.after))),
+        _T.condition: d.condition,
+        _T.options: json.dumps(dataclasses.asdict(d.options)),
     }
 
 
 def insert(conn: Connection, name: str, d: TaskDefinition, *, now: float) -> int:
-    return conn.execute(
-        t.tasks.insert().values(
-            name=name.lower(),
-            state=TaskState.SUSPENDED,  # as in Snowflake: a new task runs once it is resumed
-            suspended_reason="",
-            failures=0,
-            next_at=None,
-            created_at=now,
-            **definition_fields(d),
-        )
-    ).inserted_primary_key[0]
+    columns = {
+        _T.name: name.lower(),
+        _T.state: TaskState.SUSPENDED,  # as in Snowflake: a new task runs once it is resumed
+        _T.suspended_reason: "",
+        _T.failures: 0,
+        _T.next_at: None,
+        _T.created_at: now,
+        **_definition_columns(d),
+    }
+    return conn.execute(t.tasks.insert().values(columns)).inserted_primary_key[0]
 
 
-def set_fields(conn: Connection, task_id: int, fields: dict[str, Any]) -> None:
-    conn.execute(t.tasks.update().where(_T.task_id == task_id).values(**fields))
+def _update(conn: Connection, task_id: int, values: Mapping[Column[Any], object]) -> None:
+    conn.execute(t.tasks.update().where(_T.task_id == task_id).values(values))
+
+
+def alter(conn: Connection, u: AlterTask) -> None:
+    """Set the columns of the task's row that ``u`` sets (a definition: all of its columns)."""
+    columns: dict[Column[Any], object] = {
+        _T.state: u.state,
+        _T.suspended_reason: u.suspended_reason,
+        _T.failures: u.failures,
+        _T.next_at: u.next_at,
+    }
+    if isinstance(u.definition, TaskDefinition):
+        columns.update(_definition_columns(u.definition))
+    _update(conn, u.task_id, values_set(columns))
 
 
 def drop(conn: Connection, task_id: int, *, now: float) -> None:
-    set_fields(conn, task_id, {"dropped_at": now, "next_at": None})
+    _update(conn, task_id, {_T.dropped_at: now, _T.next_at: None})
 
 
 # -- runs -----------------------------------------------------------------------------------------
@@ -169,12 +183,29 @@ def claim_and_add(
     return add_run(conn, run)
 
 
-def finish(conn: Connection, run_id: int, fields: dict[str, Any]) -> bool:
-    """End an EXECUTING run with ``fields`` (state, completed_at, ...): False if it had ended."""
+def finish_run(
+    conn: Connection,
+    ending: FinishTaskRun,
+    *,
+    completed_at: float,
+    commit_number: int | None = None,
+) -> bool:
+    """End an EXECUTING run as ``ending`` says, at ``completed_at`` (in commit
+    ``commit_number``; None: one that committed nothing): False if it had ended."""
+    columns = {
+        _R.state: ending.state,
+        _R.statement_id: ending.statement_id,
+        _R.spark_jobs: ending.spark_jobs,
+        _R.reason: ending.reason,
+        _R.error: ending.error,
+        _R.completed_at: completed_at,
+    }
+    if commit_number is not None:
+        columns[_R.commit_number] = commit_number
     done = conn.execute(
         t.task_runs.update()
-        .where(_R.run_id == run_id, _R.state == TaskRunState.EXECUTING)
-        .values(**fields)
+        .where(_R.run_id == ending.run_id, _R.state == TaskRunState.EXECUTING)
+        .values(values_set(columns))
     )
     return done.rowcount == 1
 

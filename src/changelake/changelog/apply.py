@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.catalog.requests import CreateTable, IfExists, Update
+from changelake.catalog.requests import Update
 from changelake.catalog.writes import TableWrite, write_request
 from changelake.changelog import scd1, scd2
 from changelake.changelog.events import DELETE, HASH, SEQ, checked, chosen_columns, normalize
@@ -58,8 +58,9 @@ from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
 
 OPERATION = "APPLY CHANGES"
-# the state table's part of the commit: its write (None: the commit creates it) and its updates
-StateWrite = tuple[TableWrite | None, tuple[Update, ...]]
+# the state table's part of the commit: its write (the first creates it) and the updates that
+# move a legacy state table
+StateWrite = tuple[TableWrite, tuple[Update, ...]]
 
 
 class ApplyOptions(TypedDict, total=False):
@@ -237,14 +238,7 @@ def _write_state(
             table=state.name,
             directory=ctx.warehouse.data_dir(ctx.statement_id, "-state"),
         )
-        create = CreateTable(
-            state.name,
-            state.schema,
-            state.properties,
-            tuple(files),
-            IfExists.REPLACE if state.replace else IfExists.ERROR,
-        )
-        return None, (*state.moves, create)
+        return state.created(files), state.moves
     s = state_df.select(
         *[F.col(quoted(k)).alias(f"_s_{i}") for i, k in enumerate(keys)],
         *[
@@ -288,11 +282,10 @@ def _commit(
 ) -> StatementResult:
     advances, frontiers = stream_consumption(stream_reads)
     state_write, state_updates = state
-    writes = [written] if state_write is None else [written, state_write]
     request = write_request(
         ctx.statement_id,
         OPERATION,
-        writes,
+        [written, state_write],
         updates=(*state_updates, *advances),
         requirements=frontiers,
     )

@@ -16,9 +16,10 @@ from typing import TypeVar
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from changelake.catalog.writes import TableWrite, WriteKind
-from changelake.dml.common import Target, record_deletes, write_rows
-from changelake.dml.matches import find_matches, inserted_rows, matched_rows, new, persisted
+from changelake.catalog.writes import TableWrite
+from changelake.dml.common import Target
+from changelake.dml.matches import Matches, find_matches, inserted_rows, new
+from changelake.dml.replace import NewRows, replace_matches
 from changelake.runtime.env import Context
 from changelake.storage.snapshot import RID
 
@@ -42,56 +43,40 @@ def rewrite(
     statement's directories suffixed with ``part``. ``also`` is called with the found rows
     while they are still persisted, after the target's files are written; its result is
     returned beside the table write."""
-    schema, name = target.state.schema, target.info.name
+    schema = target.state.schema
     kind = F.col(WRITE_ACTION)
     kept = {c.lower() for c in keep_old}
+
+    def new_rows(matches: Matches, rows: DataFrame) -> NewRows:
+        """The new rows of the ``matches``, given phase 2's ``rows``."""
+        counts = matches.per_kind
+        parts = []
+        if counts[UPDATE] + counts[REPLACE]:
+            values = []
+            for c in schema.columns:
+                value = F.col(new(c.physical))
+                if c.name.lower() in kept:
+                    old = F.col(f"`{c.name}`")
+                    value = F.when(kind == UPDATE, F.coalesce(value, old)).otherwise(value)
+                values.append(value.alias(c.name))
+            parts.append(rows.where(kind.isin(UPDATE, REPLACE)).select(*values, RID))
+        if counts[INSERT]:
+            parts.append(inserted_rows(matches.rows.where(kind == INSERT), schema))
+        return NewRows(
+            tuple(parts), updated=counts[UPDATE] + counts[REPLACE], inserted=counts[INSERT]
+        )
+
     with find_matches(
         found, target=target, operation="APPLY CHANGES", kind=kind, kinds=(UPDATE, REPLACE, REMOVE, INSERT)
     ) as matches:  # fmt: skip
-        counts = matches.per_kind
-        updated = counts[UPDATE] + counts[REPLACE]
-        removed, deletes, files, written = (), (), [], []
-        with persisted(matched_rows(ctx.spark, ctx.warehouse, target, matches)) as rows:
-            if matches.matched:
-                removed, deletes, _ = record_deletes(
-                    ctx.warehouse,
-                    target,
-                    rows,
-                    counts=matches.per_file,
-                    statement_id=ctx.statement_id + part,
-                )
-            if updated:
-                values = []
-                for c in schema.columns:
-                    value = F.col(new(c.physical))
-                    if c.name.lower() in kept:
-                        old = F.col(f"`{c.name}`")
-                        value = F.when(kind == UPDATE, F.coalesce(value, old)).otherwise(value)
-                    values.append(value.alias(c.name))
-                written.append(rows.where(kind.isin(UPDATE, REPLACE)).select(*values, RID))
-            if counts[INSERT]:
-                written.append(inserted_rows(matches.rows.where(kind == INSERT), schema))
-            files = write_rows(
-                ctx.warehouse,
-                written,
-                schema=schema,
-                table=name,
-                directory=ctx.warehouse.data_dir(ctx.statement_id, part),
-                rows=updated + counts[INSERT],
-            )
+        write = replace_matches(
+            ctx,
+            target,
+            matches,
+            new_rows=lambda rows, _: new_rows(matches, rows),
+            part=part,
+        )
         extra = also(matches.rows) if also is not None else None
-    write = TableWrite(
-        target.info.table_id,
-        name,
-        target.state.version,
-        WriteKind.CHANGE,
-        added=tuple(files),
-        removed=removed,
-        deletes=deletes,
-        inserted=counts[INSERT],
-        updated=updated,
-        deleted=counts[REMOVE],
-    )
     return write, extra
 
 

@@ -28,6 +28,7 @@ APPLY into the target moves that table into the internal namespace, in the apply
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pyspark.sql import Column as SparkColumn
@@ -35,8 +36,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from changelake.catalog.internal import APPLY_STATE, InternalTable
-from changelake.catalog.model import TableInfo
-from changelake.catalog.requests import DropTable, RenameTable, SetProperties, Update
+from changelake.catalog.model import DataFile, TableInfo
+from changelake.catalog.requests import (
+    CreateTable,
+    DropTable,
+    IfExists,
+    RenameTable,
+    SetProperties,
+    Update,
+)
+from changelake.catalog.writes import TableWrite
 from changelake.dml.common import Target
 from changelake.errors import InvalidStatementError
 from changelake.schema import Column, TableSchema
@@ -71,6 +80,12 @@ class StateTable:
         if self.target is not None:
             return self.target.state
         return TableState(table_id=-1, name=self.name, version=-1, schema=self.schema, files=())
+
+    def created(self, files: Sequence[DataFile]) -> TableWrite:
+        """The write that creates this state table holding ``files`` (``target`` None)."""
+        if_exists = IfExists.REPLACE if self.replace else IfExists.ERROR
+        table = CreateTable(self.name, self.schema, self.properties, if_exists=if_exists)
+        return TableWrite.creating(table, files)
 
 
 def state_table(

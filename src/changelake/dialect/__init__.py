@@ -19,10 +19,11 @@ from sqlglot.tokens import Token, TokenType
 from changelake.dialect.apply import ApplyChangesParser
 from changelake.dialect.dynamic import DynamicTableParser
 from changelake.dialect.external import ExternalTableParser
-from changelake.dialect.streams import CreateStream as CreateStream
-from changelake.dialect.streams import DescribeStream as DescribeStream
-from changelake.dialect.streams import DropStream as DropStream
+from changelake.dialect.streams import CreateStreamSyntax as CreateStreamSyntax
+from changelake.dialect.streams import DescribeStreamSyntax as DescribeStreamSyntax
+from changelake.dialect.streams import DropStreamSyntax as DropStreamSyntax
 from changelake.dialect.streams import StreamParser
+from changelake.dialect.syntax import Syntax
 from changelake.dialect.tasks import is_task_statement, parse_task, statement_end
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 
@@ -32,19 +33,19 @@ METADATA_COLUMNS = ("ACTION", "ISUPDATE", "ROW_ID", "COMMIT_VERSION", "COMMIT_TI
 # -- statements Spark SQL does not have -----------------------------------------------------------
 
 
-class Optimize(exp.Expression):
+class OptimizeSyntax(Syntax):
     """``OPTIMIZE [TABLE] name``"""
 
     arg_types = {"this": True}
 
 
-class Vacuum(exp.Expression):
+class VacuumSyntax(Syntax):
     """``VACUUM [TABLE] name``"""
 
     arg_types = {"this": True}
 
 
-class ShowObjects(exp.Expression):
+class ShowObjectsSyntax(Syntax):
     """``SHOW [TERSE] TABLES | VIEWS | STREAMS | CHANNELS [IN [TABLE] t]``, ``SHOW INTERNAL
     TABLES [IN [TABLE] t]``, ``SHOW TASKS | CONNECTIONS | DYNAMIC TABLES | EXTERNAL TABLES``;
     ``kind`` is the plural ("INTERNAL TABLES"), upper case."""
@@ -52,7 +53,7 @@ class ShowObjects(exp.Expression):
     arg_types = {"kind": True, "terse": False, "this": False}
 
 
-class ChangesClause(exp.Changes):
+class ChangesClauseSyntax(Syntax, exp.Changes):
     """``CHANGES ([INFORMATION => DEFAULT | APPEND_ONLY | REDO] [, FORMAT => f]
     [, KEYS => (c1, ...)])`` followed by ``AT | BEFORE (...) [END (...)]``; options in any
     order."""
@@ -66,7 +67,7 @@ class ChangesClause(exp.Changes):
     }
 
 
-class Explain(exp.Expression):
+class ExplainSyntax(Syntax):
     """``EXPLAIN statement``"""
 
     arg_types = {"this": True}
@@ -120,8 +121,8 @@ class Changelake(Spark):
                 (("DESCRIBE", "STREAM"), self._parse_describe_stream),
                 (("DESC", "STREAM"), self._parse_describe_stream),
                 (("SHOW",), self._parse_show_objects),
-                (("OPTIMIZE",), lambda: self._parse_maintenance(Optimize)),
-                (("VACUUM",), lambda: self._parse_maintenance(Vacuum)),
+                (("OPTIMIZE",), lambda: self._parse_maintenance(OptimizeSyntax)),
+                (("VACUUM",), lambda: self._parse_maintenance(VacuumSyntax)),
                 (("EXPLAIN",), self._parse_explain),
                 (("APPLY", "CHANGES"), self._parse_apply_changes),
             ):
@@ -152,7 +153,7 @@ class Changelake(Spark):
                     break
             self._match_r_paren()
             return self.expression(
-                ChangesClause(
+                ChangesClauseSyntax(
                     **options,
                     at_before=self._parse_historical_data(),
                     end=self._parse_historical_data(),
@@ -192,14 +193,14 @@ class Changelake(Spark):
             if kind in ("CHANNELS", "INTERNAL TABLES") and self._match(TokenType.IN):
                 self._match(TokenType.TABLE)
                 table = self._object_name("table")
-            return self.expression(ShowObjects(kind=kind, terse=terse, this=table))
+            return self.expression(ShowObjectsSyntax(kind=kind, terse=terse, this=table))
 
         def _parse_explain(self) -> exp.Expression:
             self._advance()
             inner = self._parse_statement()
             if inner is None:
                 self.raise_error("Expected a statement after EXPLAIN")
-            return self.expression(Explain(this=inner))
+            return self.expression(ExplainSyntax(this=inner))
 
 
 def parse_one(text: str) -> exp.Expression:

@@ -9,10 +9,11 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from changelake.dialect.syntax import Syntax
 from changelake.errors import InvalidStatementError
 
 
-class ApplyChanges(exp.Expression):
+class ApplyChangesSyntax(Syntax):
     """``APPLY CHANGES INTO target FROM source KEYS (k, ...) SEQUENCE BY col [OP COLUMN op FORMAT
     f] [APPLY AS DELETE WHEN cond] [IGNORE NULL UPDATES] [COLUMNS (c, ...) | COLUMNS * EXCEPT
     (c, ...)] [STORED AS SCD TYPE 1 | 2]``; ``keys``, ``columns``, ``except_columns`` are tuples
@@ -42,7 +43,7 @@ class ApplyChangesParser:
         self._advance(2)
         if not self._match(TokenType.INTO):
             self.raise_error("Expected APPLY CHANGES INTO <table> FROM <source>")
-        node = ApplyChanges(this=self._object_name("table"))
+        node = ApplyChangesSyntax(this=self._object_name("table"))
         if not self._match(TokenType.FROM):
             self.raise_error("Expected FROM <table, view, stream or (query)> after INTO")
         node.set("source", self._apply_source())
@@ -69,7 +70,7 @@ class ApplyChangesParser:
             table.set("when", when)
         return table
 
-    def _apply_option(self, node: ApplyChanges) -> None:
+    def _apply_option(self, node: ApplyChangesSyntax) -> None:
         def once(key: str, value: object) -> None:
             if node.args.get(key) is not None:
                 raise InvalidStatementError(

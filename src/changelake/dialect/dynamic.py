@@ -16,6 +16,7 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from changelake.dialect.syntax import Syntax
 from changelake.errors import InvalidStatementError
 
 OPTIONS = (
@@ -37,7 +38,7 @@ SETTABLE = (
 )
 
 
-class CreateDynamicTable(exp.Expression):
+class CreateDynamicTableSyntax(Syntax):
     """``options``: option name (upper case) -> its value as written (a str)."""
 
     arg_types = {
@@ -51,17 +52,17 @@ class CreateDynamicTable(exp.Expression):
     }
 
 
-class AlterDynamicTable(exp.Expression):
+class AlterDynamicTableSyntax(Syntax):
     """``action``: REFRESH, SUSPEND, RESUME or SET (with ``options``)."""
 
     arg_types = {"this": True, "action": True, "options": False}
 
 
-class DropDynamicTable(exp.Expression):
+class DropDynamicTableSyntax(Syntax):
     arg_types = {"this": True, "exists": False}
 
 
-class DescribeDynamicTable(exp.Expression):
+class DescribeDynamicTableSyntax(Syntax):
     arg_types = {"this": True}
 
 
@@ -122,7 +123,7 @@ class DynamicTableParser:
             )
         text = self.sql[start : self._prev.end + 1]
         return self.expression(  # type: ignore[attr-defined]
-            CreateDynamicTable(
+            CreateDynamicTableSyntax(
                 this=name,
                 columns=columns,
                 options=options,
@@ -163,16 +164,16 @@ class DynamicTableParser:
                 f"{about} SET: expected one of {', '.join(SETTABLE)} = <value>."
             )
         return self.expression(  # type: ignore[attr-defined]
-            AlterDynamicTable(this=name, action=word, options=options)
+            AlterDynamicTableSyntax(this=name, action=word, options=options)
         )
 
     def _parse_drop_dynamic(self) -> exp.Expression:
         self._advance(3)  # type: ignore[attr-defined]
         exists = self._match_text_seq("IF", "EXISTS")  # type: ignore[attr-defined]
         name = self._object_name("dynamic table")  # type: ignore[attr-defined]
-        return self.expression(DropDynamicTable(this=name, exists=exists))  # type: ignore[attr-defined]
+        return self.expression(DropDynamicTableSyntax(this=name, exists=exists))  # type: ignore[attr-defined]
 
     def _parse_describe_dynamic(self) -> exp.Expression:
         self._advance(3)  # type: ignore[attr-defined]
         name = self._object_name("dynamic table")  # type: ignore[attr-defined]
-        return self.expression(DescribeDynamicTable(this=name))  # type: ignore[attr-defined]
+        return self.expression(DescribeDynamicTableSyntax(this=name))  # type: ignore[attr-defined]

@@ -20,6 +20,7 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from changelake.dialect.syntax import Syntax
 from changelake.errors import InvalidStatementError
 
 CONNECTION_TYPES = ("POSTGRES",)
@@ -48,17 +49,17 @@ ALTER_EXTERNAL = (
 _WORD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class CreateConnection(exp.Expression):
+class CreateConnectionSyntax(Syntax):
     """``kind``: the TYPE, upper case; ``options``: key (lower case) -> value as text."""
 
     arg_types = {"this": True, "kind": True, "options": True, "replace": False, "exists": False}
 
 
-class DropConnection(exp.Expression):
+class DropConnectionSyntax(Syntax):
     arg_types = {"this": True, "exists": False}
 
 
-class CreateExternalTable(exp.Expression):
+class CreateExternalTableSyntax(Syntax):
     """``source``: CONNECTION (with ``connection`` and the remote ``table``, both str) or FILES
     (with ``location`` and ``file_format``: option (upper case) -> value as text);
     ``columns``: (name, type as written) pairs; ``keys``: column names; ``options``: SCOPE,
@@ -79,17 +80,17 @@ class CreateExternalTable(exp.Expression):
     }
 
 
-class AlterExternalTable(exp.Expression):
+class AlterExternalTableSyntax(Syntax):
     """``action``: REFRESH, SUSPEND, RESUME or SET (with ``options``)."""
 
     arg_types = {"this": True, "action": True, "options": False}
 
 
-class DropExternalTable(exp.Expression):
+class DropExternalTableSyntax(Syntax):
     arg_types = {"this": True, "exists": False}
 
 
-class DescribeExternalTable(exp.Expression):
+class DescribeExternalTableSyntax(Syntax):
     arg_types = {"this": True}
 
 
@@ -152,7 +153,9 @@ class ExternalTableParser:
             options = self._connection_options(about)
         self._end_of(about, CREATE_CONNECTION)
         return self.expression(
-            CreateConnection(this=name, kind=kind, options=options, replace=replace, exists=exists)
+            CreateConnectionSyntax(
+                this=name, kind=kind, options=options, replace=replace, exists=exists
+            )
         )
 
     def _connection_options(self, about: str) -> dict[str, str]:
@@ -190,7 +193,7 @@ class ExternalTableParser:
         how = "DROP CONNECTION [IF EXISTS] name"
         name = self._external_name("DROP CONNECTION", "connection", how)
         self._end_of(f"DROP CONNECTION {name.name}", how)
-        return self.expression(DropConnection(this=name, exists=exists))
+        return self.expression(DropConnectionSyntax(this=name, exists=exists))
 
     # -- external tables --
 
@@ -203,7 +206,7 @@ class ExternalTableParser:
         about = f"CREATE EXTERNAL TABLE {name.name}"
         _not_both(replace, exists, "EXTERNAL TABLE", name.name)
         columns = self._column_definitions(about) if self._match(TokenType.L_PAREN) else None
-        node = CreateExternalTable(
+        node = CreateExternalTableSyntax(
             this=name, columns=columns, replace=replace, exists=exists, options={}
         )
         if not self._match(TokenType.FROM) or not self._match_texts(("CONNECTION", "FILES")):
@@ -274,7 +277,7 @@ class ExternalTableParser:
             self._advance()  # ,
 
     def _external_option(
-        self, node: CreateExternalTable, about: str, allowed: tuple[str, ...]
+        self, node: CreateExternalTableSyntax, about: str, allowed: tuple[str, ...]
     ) -> None:
         word = self._curr.text.upper()
         source = node.args["source"]
@@ -398,7 +401,7 @@ class ExternalTableParser:
                     f"{about} SET: expected {' or '.join(SETTABLE)} = <value>."
                 )
         self._end_of(about, ALTER_EXTERNAL)
-        return self.expression(AlterExternalTable(this=name, action=word, options=options))
+        return self.expression(AlterExternalTableSyntax(this=name, action=word, options=options))
 
     def _parse_drop_external(self) -> exp.Expression:
         self._advance(3)
@@ -406,14 +409,14 @@ class ExternalTableParser:
         how = "DROP EXTERNAL TABLE [IF EXISTS] name"
         name = self._external_name("DROP EXTERNAL TABLE", "external table", how)
         self._end_of(f"DROP EXTERNAL TABLE {name.name}", how)
-        return self.expression(DropExternalTable(this=name, exists=exists))
+        return self.expression(DropExternalTableSyntax(this=name, exists=exists))
 
     def _parse_describe_external(self) -> exp.Expression:
         self._advance(3)
         how = "DESCRIBE EXTERNAL TABLE name"
         name = self._external_name("DESCRIBE EXTERNAL TABLE", "external table", how)
         self._end_of(f"DESCRIBE EXTERNAL TABLE {name.name}", how)
-        return self.expression(DescribeExternalTable(this=name))
+        return self.expression(DescribeExternalTableSyntax(this=name))
 
     # -- pieces --
 

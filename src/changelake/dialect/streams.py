@@ -10,16 +10,17 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.tokens import TokenType
 
+from changelake.dialect.syntax import Syntax
 from changelake.errors import InvalidStatementError
 
 
-class DescribeStream(exp.Expression):
+class DescribeStreamSyntax(Syntax):
     """``DESCRIBE | DESC STREAM name``"""
 
     arg_types = {"this": True}
 
 
-class CreateStream(exp.Expression):
+class CreateStreamSyntax(Syntax):
     """``CREATE [OR REPLACE] STREAM [IF NOT EXISTS] name ON TABLE | VIEW | EXTERNAL TABLE source
     [AT | BEFORE (...)] [APPEND_ONLY = TRUE | FALSE] [SHOW_INITIAL_ROWS = TRUE | FALSE]
     [COMMENT = '...']``, options in any order; on an external table (``external``) also
@@ -40,7 +41,7 @@ class CreateStream(exp.Expression):
     }
 
 
-class DropStream(exp.Expression):
+class DropStreamSyntax(Syntax):
     """``DROP STREAM [IF EXISTS] name``"""
 
     arg_types = {"this": True, "exists": False}
@@ -63,12 +64,12 @@ class StreamParser:
 
     def _parse_describe_stream(self) -> exp.Expression:
         self._advance(2)
-        return self.expression(DescribeStream(this=self._object_name("stream")))
+        return self.expression(DescribeStreamSyntax(this=self._object_name("stream")))
 
     def _parse_drop_stream(self) -> exp.Expression:
         self._advance(2)
         exists = self._match_text_seq("IF", "EXISTS")
-        return self.expression(DropStream(this=self._object_name("stream"), exists=exists))
+        return self.expression(DropStreamSyntax(this=self._object_name("stream"), exists=exists))
 
     def _parse_create_stream(self) -> exp.Expression:
         self._advance()
@@ -94,7 +95,7 @@ class StreamParser:
             if not self._match_texts(("TABLE", "VIEW")):
                 self.raise_error(_ON)
         kind = self._prev.text.upper()
-        node = CreateStream(
+        node = CreateStreamSyntax(
             this=name,
             kind=kind,
             on=self._object_name("external table" if external else kind.lower()),
@@ -106,7 +107,7 @@ class StreamParser:
             self._stream_option(node)
         return self.expression(node)
 
-    def _stream_option(self, node: CreateStream) -> None:
+    def _stream_option(self, node: CreateStreamSyntax) -> None:
         stream = node.this.name
         word = self._curr.text.upper()
         if word in ("AT", "BEFORE"):

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from sqlglot import exp
 from sqlglot.tokens import Token, TokenType
 
+from changelake.dialect.syntax import Syntax
 from changelake.errors import InvalidStatementError
 
 OPTIONS = (
@@ -35,7 +36,7 @@ OPTIONS = (
 ACTIONS = ("RESUME", "SUSPEND", "SET", "UNSET", "ADD", "REMOVE", "MODIFY")
 
 
-class CreateTask(exp.Expression):
+class CreateTaskSyntax(Syntax):
     """``options``: name (upper case) -> value as written; ``after``: task names; ``body``: the
     statements' texts; ``transaction``: written as BEGIN ... COMMIT."""
 
@@ -52,7 +53,7 @@ class CreateTask(exp.Expression):
     }
 
 
-class AlterTask(exp.Expression):
+class AlterTaskSyntax(Syntax):
     """``action``: RESUME, SUSPEND, SET, UNSET, ADD AFTER, REMOVE AFTER, MODIFY AS, MODIFY WHEN
     or REMOVE WHEN, with ``options`` / ``names`` / ``body`` / ``condition`` as it needs."""
 
@@ -69,15 +70,15 @@ class AlterTask(exp.Expression):
     }
 
 
-class ExecuteTask(exp.Expression):
+class ExecuteTaskSyntax(Syntax):
     arg_types = {"this": True}
 
 
-class DropTask(exp.Expression):
+class DropTaskSyntax(Syntax):
     arg_types = {"this": True, "exists": False}
 
 
-class DescribeTask(exp.Expression):
+class DescribeTaskSyntax(Syntax):
     arg_types = {"this": True}
 
 
@@ -241,13 +242,13 @@ def parse_task(text: str, tokens: Sequence[Token]) -> exp.Expression:
     if r.take("ALTER", "TASK"):
         return _alter(r)
     if r.take("EXECUTE", "TASK"):
-        tree: exp.Expression = ExecuteTask(this=exp.to_identifier(r.name("EXECUTE TASK")))
+        tree: exp.Expression = ExecuteTaskSyntax(this=exp.to_identifier(r.name("EXECUTE TASK")))
     elif r.take("DROP", "TASK"):
         exists = r.take("IF", "EXISTS")
-        tree = DropTask(this=exp.to_identifier(r.name("DROP TASK")), exists=exists)
+        tree = DropTaskSyntax(this=exp.to_identifier(r.name("DROP TASK")), exists=exists)
     else:
         r.i = 2  # DESCRIBE | DESC TASK
-        tree = DescribeTask(this=exp.to_identifier(r.name("DESCRIBE TASK")))
+        tree = DescribeTaskSyntax(this=exp.to_identifier(r.name("DESCRIBE TASK")))
     r.end(tree.key.upper())
     return tree
 
@@ -273,7 +274,7 @@ def _create(r: _Reader) -> exp.Expression:
             f" ({', '.join(OPTIONS[:6])}, COMMENT), AFTER <tasks>, WHEN <condition>, in this order."
         )
     body, text, transaction = r.body(about)
-    return CreateTask(
+    return CreateTaskSyntax(
         this=exp.to_identifier(name),
         options=options,
         after=after,
@@ -318,4 +319,4 @@ def _alter(r: _Reader) -> exp.Expression:
             " REMOVE WHEN."
         )
     r.end(about)
-    return AlterTask(**args)
+    return AlterTaskSyntax(**args)

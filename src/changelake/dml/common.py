@@ -1,8 +1,8 @@
-"""Pieces every write statement shares: targets, deletion bookkeeping, the commit request."""
+"""Pieces every write statement shares: targets, planned row-level writes, deletion bookkeeping,
+the commit request."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -10,15 +10,17 @@ from typing import Any
 from pyspark.sql import DataFrame
 
 from changelake.catalog.internal import check_user_may_change
-from changelake.catalog.model import DataFile, NewDeletes, TableInfo
+from changelake.catalog.model import NewDeletes, TableInfo
 from changelake.catalog.requests import AdvanceStream, FrontierAt
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.dml.result import StatementResult
+from changelake.dml.strategy import SMALL_INPUT_ROWS, Strategy
 from changelake.errors import DuplicateTargetRowError
-from changelake.schema import TableSchema
-from changelake.storage.snapshot import RID, file_name
+from changelake.plan.bind import Binder
+from changelake.spark.relation import plan_lines
+from changelake.storage.snapshot import file_name
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import partitions_for, write_data, write_deletes
+from changelake.storage.writer import write_deletes
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
 from changelake.txn.snapshot import TableState
@@ -51,9 +53,20 @@ class Target:
         return TableWrite(self.info.table_id, self.info.name, self.state.version, kind, **written)
 
 
-# Up to this many candidate rows a row-level write reads its target in one task (no shuffle to
-# spread the read, one job per write), and MERGE reads the matched rows in its one pass.
-SMALL_INPUT_ROWS = 1_000_000
+@dataclass(frozen=True)
+class Planned:
+    """A row-level write's target, how it reads it, and its phase 1 query (or its one pass)."""
+
+    binder: Binder
+    target: Target
+    strategy: Strategy
+    found: DataFrame
+
+    def explain(self, operation: str) -> list[str]:
+        """EXPLAIN of the write: how it reads its target, then Spark's plan of the read (phase
+        1's query, or the one pass)."""
+        line = self.strategy.describe(operation, self.target.info.name)
+        return [line, *plan_lines(self.found)]
 
 
 def small_input(target: Target) -> bool:
@@ -159,32 +172,6 @@ def outcome(ctx: StatementContext, made: int | None) -> str:
     if made is not None:
         return "committed"
     return "staged in the open transaction" if ctx.transaction is not None else "no rows changed"
-
-
-def write_rows(
-    warehouse: Warehouse,
-    parts: list[DataFrame],
-    *,
-    schema: TableSchema,
-    table: str,
-    directory: str,
-    rows: int | None,
-) -> list[DataFile]:
-    """Write the union of ``parts`` (the table's columns, then RID: the identity a rewritten row
-    keeps, NULL for a new row) as new data files of ``table``; ``rows`` sizes the files (None:
-    uncounted rows of a plan of ``Relation.frame``, one file if it ran as small)."""
-    if not parts:
-        return []
-    return write_data(
-        warehouse,
-        functools.reduce(DataFrame.unionByName, parts),
-        schema=schema,
-        table=table,
-        directory=directory,
-        row_id=RID,
-        partitions=None if rows is None else partitions_for(rows),
-        one_file_if_small=rows is None,
-    )
 
 
 def remove_all_rows(ctx: StatementContext, target: Target, *, operation: str) -> StatementResult:

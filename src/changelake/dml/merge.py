@@ -1,63 +1,70 @@
 """MERGE INTO target USING source ON ... WHEN [NOT] MATCHED [AND c] THEN UPDATE | DELETE | INSERT.
 
-One join of source to target picks, per source row, the first WHEN clause that applies; matched
-target rows that are updated or deleted get DV entries, updated and inserted rows are written
-once. Updated rows keep their identity. Into a small target the join also selects the matched
-rows' old values and identity (one pass: the DV job counts the rows by action, then the new rows
-are written); into a large one it keeps the matched positions, counted per file, and phase 2 reads
-the full rows of the files with a match (``dml/matches.py``).
+One join of source to target picks, per source row, the first WHEN clause that applies (phase 1
+keeps its index); matched target rows that are updated or deleted get DV entries, updated and
+inserted rows are written once. Updated rows keep their identity. In one pass (a small target,
+``strategy.choose_merge``) the join also selects the matched rows' old values and identity: the
+DV job counts the rows by action, then the new rows are written; in two phases it keeps the
+matched positions, counted per file, and phase 2 reads the full rows of the files with a match
+(``dml/matches.py``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
-from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from changelake.catalog.writes import TableWrite, WriteKind
-from changelake.dml.common import (
-    Target,
-    commit_write,
-    record_deletes,
-    small_input,
-    write_rows,
-)
-from changelake.dml.matches import (
-    address,
-    find_matches,
-    inserted_rows,
-    matched_rows,
-    new,
-    persisted,
-)
+from changelake.catalog.writes import TableWrite
+from changelake.dml.common import Planned, Target, commit_write
+from changelake.dml.matches import address, find_matches, inserted_rows, new, persisted
+from changelake.dml.replace import Layout, NewRows, replace_matches, replace_rows
 from changelake.dml.result import StatementResult
+from changelake.dml.strategy import choose_merge
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
 from changelake.runtime.env import Context
-from changelake.schema import TableSchema
+from changelake.schema import TableSchema, quoted
+from changelake.spark import native
 from changelake.spark.observed import Counted
 from changelake.storage.snapshot import IDENTITY, POS, RID
 
-MERGE_ACTION = "_cl_action"
-UPDATE, DELETE, INSERT = "U", "D", "I"
+# Phase 1's column of the index of the clause that applies to a row (NULL: none applies).
+CLAUSE = "_cl_clause"
+
+
+class Action(StrEnum):
+    """What a WHEN clause does (the value names its rows' count)."""
+
+    UPDATE = "update"
+    DELETE = "delete"
+    INSERT = "insert"
 
 
 @dataclass(frozen=True)
 class Clause:
-    matched: bool
+    """The ``index``-th WHEN clause: WHEN MATCHED for UPDATE and DELETE, WHEN NOT MATCHED for
+    INSERT; ``values``: column id -> new value (UPDATE and INSERT)."""
+
+    index: int
+    action: Action
     condition: exp.Expression | None
-    kind: str
-    values: dict[int, exp.Expression]  # column id -> value (UPDATE and INSERT)
+    values: Mapping[int, exp.Expression]
+
+    @property
+    def matched(self) -> bool:
+        return self.action is not Action.INSERT
 
 
 def _clauses(
     whens: list[exp.Expression], schema: TableSchema, table: str, binder: Binder
-) -> list[Clause]:
+) -> tuple[Clause, ...]:
     found = []
-    for when in whens:
+    for index, when in enumerate(whens):
         matched = bool(when.args.get("matched"))
         if when.args.get("source"):
             raise InvalidStatementError("MERGE ... WHEN NOT MATCHED BY SOURCE is not supported.")
@@ -66,12 +73,12 @@ def _clauses(
         then = when.args.get("then")
         values: dict[int, exp.Expression] = {}
         if isinstance(then, exp.Update):
-            kind = UPDATE
+            action = Action.UPDATE
             for assignment in then.expressions:
                 column = schema.column(assignment.this.name, table=table)
                 values[column.column_id] = binder.bind(assignment.expression.copy())
         elif isinstance(then, exp.Insert):
-            kind = INSERT
+            action = Action.INSERT
             listed = then.this
             names = (
                 [c.name for c in listed.expressions]
@@ -99,34 +106,43 @@ def _clauses(
                     f"MERGE INSERT into {table} gives no value for NOT NULL column(s) {', '.join(missing)}."
                 )
         elif isinstance(then, exp.Var) and then.name.upper() == "DELETE":
-            kind = DELETE
+            action = Action.DELETE
         else:
             raise InvalidStatementError(f"Unsupported MERGE action: {then.sql() if then else '?'}.")
-        if kind == INSERT and matched or kind != INSERT and not matched:
+        clause = Clause(index, action, condition, values)
+        if clause.matched != matched:
             raise InvalidStatementError(
                 "MERGE: WHEN MATCHED takes UPDATE or DELETE; WHEN NOT MATCHED takes INSERT."
             )
-        found.append(Clause(matched, condition, kind, values))
+        found.append(clause)
     if not found:
         raise InvalidStatementError("MERGE needs at least one WHEN clause.")
-    return found
+    return tuple(found)
 
 
-def merge(
+def _taking(clauses: Sequence[Clause], *actions: Action) -> str:
+    """SQL: the row's clause takes one of ``actions``. Where no clause does, an index no clause
+    has, not FALSE: Spark would prune away the read of the persisted rows, and the counts it
+    takes (``Counted``) with it."""
+    indices = [c.index for c in clauses if c.action in actions] or [-1]
+    return f"{CLAUSE} IN ({', '.join(map(str, indices))})"
+
+
+def plan_merge(
     ctx: Context,
     *,
     table: exp.Table,
     source: exp.Expression,
     on: exp.Expression,
     whens: list[exp.Expression],
-) -> StatementResult:
-    """MERGE INTO table USING source ON condition WHEN ... THEN ..."""
+) -> tuple[Planned, tuple[Clause, ...]]:
+    """The planned MERGE (phase 1's query, or the one pass) and its WHEN clauses."""
     target = Target.of(ctx, table.name)
     schema, name = target.state.schema, target.info.name
     alias = table.alias or table.name
     binder = Binder(ctx)
-    one_pass = small_input(target)
-    placeholder = binder.target(target.state, table.name, identity=one_pass)
+    strategy = choose_merge(ctx.env, target.state.files)
+    placeholder = binder.target(target.state, table.name, identity=strategy.one_pass)
     source = binder.bind(source.copy())
     on = binder.bind(on.copy())
     clauses = _clauses(whens, schema, name, binder)
@@ -142,26 +158,23 @@ def merge(
             else base.copy()
         )
 
-    action = exp.Case(
-        ifs=[
-            exp.If(this=guard(c), true=exp.Literal.string(f"{c.kind}{i}"))
-            for i, c in enumerate(clauses)
-        ]
+    applies = exp.Case(
+        ifs=[exp.If(this=guard(c), true=exp.Literal.number(c.index)) for c in clauses]
     )
     # Phase 1 computes only what clauses assign; an UPDATE clause keeps the columns it does not
     # name, which phase 2 reads from the matched rows.
     projection = [
-        exp.alias_(action, MERGE_ACTION),
+        exp.alias_(applies, CLAUSE),
         *address(alias),
     ]
-    if one_pass:  # the matched rows' old values and identity, read by the same scan
+    if strategy.one_pass:  # the matched rows' old values and identity, read by the same scan
         projection += [exp.column(c.name, table=alias, quoted=True) for c in schema.columns]
         projection += [exp.column(c, table=alias) for c in IDENTITY]
     for column in schema.columns:
         ifs = [
             exp.If(this=guard(c), true=c.values.get(column.column_id, exp.Null()).copy())
             for c in clauses
-            if c.kind == INSERT or c.kind == UPDATE and column.column_id in c.values
+            if c.action is Action.INSERT or column.column_id in c.values
         ]
         if ifs:
             projection.append(exp.alias_(exp.Case(ifs=ifs), new(column.physical)))
@@ -169,111 +182,104 @@ def merge(
         this=exp.to_identifier(placeholder), alias=exp.TableAlias(this=exp.to_identifier(alias))
     )
     select = exp.select(*projection).from_(source).join(target_ref, on=on, join_type="left")
-    joined = binder.run(select).where(f"{MERGE_ACTION} IS NOT NULL")
-    if one_pass:
-        write = _merge_in_one_pass(ctx, target, joined, clauses)
-        return commit_write(ctx, "MERGE", write, stream_reads=binder.stream_reads.values())
-    kind = F.substring(F.col(MERGE_ACTION), 1, 1)
-    with find_matches(
-        joined, target=target, operation="MERGE", kind=kind, kinds=(UPDATE, DELETE, INSERT)
-    ) as matches:
-        by_kind = matches.per_kind
-        removed, deletes, files, written = (), (), [], []
-        # Persisted lazily: read once only if matched rows feed both the DV and the new rows.
-        with persisted(matched_rows(ctx.spark, ctx.warehouse, target, matches)) as rows:
-            if matches.matched:
-                removed, deletes, _ = record_deletes(
-                    ctx.warehouse,
-                    target,
-                    rows,
-                    counts=matches.per_file,
-                    statement_id=ctx.statement_id,
-                )
-            if by_kind[UPDATE]:
-                written.append(rows.where(kind == UPDATE).select(*_updated(clauses, schema), RID))
-            if by_kind[INSERT]:
-                written.append(inserted_rows(matches.rows.where(kind == INSERT), schema))
-            files = write_rows(
-                ctx.warehouse,
-                written,
-                schema=schema,
-                table=name,
-                directory=ctx.warehouse.data_dir(ctx.statement_id),
-                rows=by_kind[UPDATE] + by_kind[INSERT],
-            )
-    write = target.write(
-        WriteKind.CHANGE,
-        added=tuple(files),
-        removed=removed,
-        deletes=deletes,
-        inserted=by_kind[INSERT],
-        updated=by_kind[UPDATE],
-        deleted=by_kind[DELETE],
-    )
-    return commit_write(ctx, "MERGE", write, stream_reads=binder.stream_reads.values())
+    found = binder.run(select).where(f"{CLAUSE} IS NOT NULL")
+    return Planned(binder, target, strategy, found), clauses
 
 
-def _merge_in_one_pass(
-    ctx: Context, target: Target, joined: DataFrame, clauses: list[Clause]
-) -> TableWrite:
-    """MERGE of a small target whose query also selected the matched rows' old values and
-    identity: the DV (with before-images) is written from its persisted rows, counting them by
-    action in the same job, then the updated and inserted rows: two jobs, no count before."""
-    schema = target.state.schema
-    kind = f"substring({MERGE_ACTION}, 1, 1)"
-    counted = Counted(joined, {k: f"{kind} = '{k}'" for k in (UPDATE, DELETE, INSERT)})
+def merge(
+    ctx: Context,
+    *,
+    table: exp.Table,
+    source: exp.Expression,
+    on: exp.Expression,
+    whens: list[exp.Expression],
+) -> StatementResult:
+    """MERGE INTO table USING source ON condition WHEN ... THEN ..."""
+    planned, clauses = plan_merge(ctx, table=table, source=source, on=on, whens=whens)
+    if planned.strategy.one_pass:
+        write = _merge_in_one_pass(ctx, planned, clauses)
+    else:
+        write = _merge_in_two_phases(ctx, planned, clauses)
+    return commit_write(ctx, "MERGE", write, stream_reads=planned.binder.stream_reads.values())
+
+
+def _merge_in_one_pass(ctx: Context, planned: Planned, clauses: tuple[Clause, ...]) -> TableWrite:
+    """A MERGE whose query also selected the matched rows' old values and identity: the DV (with
+    before-images) is written from its persisted rows, counting them by action in the same job,
+    then the updated and inserted rows: two jobs, no count before."""
+    counted = Counted(planned.found, {a: _taking(clauses, a) for a in Action})
     with persisted(counted.frame) as rows:
-        removed, deletes, matched = record_deletes(
-            ctx.warehouse,
-            target,
-            rows.where(f"{kind} IN ('{UPDATE}', '{DELETE}')"),
+        return replace_rows(
+            ctx,
+            planned.target,
+            rows.where(_taking(clauses, Action.UPDATE, Action.DELETE)),
             counts=None,
-            statement_id=ctx.statement_id,
+            new_rows=lambda _: _new_rows(
+                planned.target, clauses, rows, rows, counted.counts(), Layout.AS_RUN
+            ),
             unique="MERGE",
         )
-        by_kind = counted.counts()
-        written = []
-        if by_kind[UPDATE]:
-            written.append(
-                rows.where(f"{kind} = '{UPDATE}'").select(*_updated(clauses, schema), RID)
-            )
-        if by_kind[INSERT]:
-            written.append(inserted_rows(rows.where(f"{kind} = '{INSERT}'"), schema))
-        files = write_rows(
-            ctx.warehouse,
-            written,
-            schema=schema,
-            table=target.info.name,
-            directory=ctx.warehouse.data_dir(ctx.statement_id),
-            rows=None,
+
+
+def _merge_in_two_phases(ctx: Context, planned: Planned, clauses: tuple[Clause, ...]) -> TableWrite:
+    """A MERGE whose query kept the matched positions: counted per file and action in phase 1,
+    the full rows of the files with a match read once in phase 2."""
+    target = planned.target
+    action = " ".join(f"WHEN {c.index} THEN '{c.action}'" for c in clauses)
+    with find_matches(
+        planned.found,
+        target=target,
+        operation="MERGE",
+        kind=F.expr(f"CASE {CLAUSE} {action} END"),
+        kinds=tuple(Action),
+    ) as matches:
+        return replace_matches(
+            ctx,
+            target,
+            matches,
+            new_rows=lambda rows, _: _new_rows(
+                target, clauses, rows, matches.rows, matches.per_kind, Layout.SPREAD
+            ),
         )
-    return target.write(
-        WriteKind.CHANGE,
-        added=tuple(files),
-        removed=removed,
-        deletes=deletes,
-        inserted=by_kind[INSERT],
-        updated=by_kind[UPDATE],
-        deleted=matched - by_kind[UPDATE],
+
+
+def _new_rows(
+    target: Target,
+    clauses: tuple[Clause, ...],
+    matched: DataFrame,
+    found: DataFrame,
+    by_action: Mapping[str, int],
+    layout: Layout,
+) -> NewRows:
+    """The rows the ``clauses`` add: the updated ones from the ``matched`` rows (old values and
+    identity), the inserted ones from phase 1's ``found`` rows; ``by_action``: their counts."""
+    schema = target.state.schema
+    parts = []
+    if by_action[Action.UPDATE]:
+        updated = matched.where(_taking(clauses, Action.UPDATE))
+        parts.append(native.select(updated, [*_updated(clauses, schema), RID]))
+    if by_action[Action.INSERT]:
+        parts.append(inserted_rows(found.where(_taking(clauses, Action.INSERT)), schema))
+    return NewRows(
+        tuple(parts),
+        updated=by_action[Action.UPDATE],
+        inserted=by_action[Action.INSERT],
+        layout=layout,
     )
 
 
-def _updated(clauses: list[Clause], schema: TableSchema) -> list[SparkColumn]:
-    """The new values of updated rows: what the row's clause assigned, else the old value."""
+def _updated(clauses: tuple[Clause, ...], schema: TableSchema) -> list[str]:
+    """The new values of updated rows (SQL): what the row's clause assigned, else the old value."""
+    updates = [c for c in clauses if c.action is Action.UPDATE]
     columns = []
     for column in schema.columns:
-        keeps = [
-            f"{c.kind}{i}"
-            for i, c in enumerate(clauses)
-            if c.kind == UPDATE and column.column_id not in c.values
-        ]
-        if len(keeps) == sum(c.kind == UPDATE for c in clauses):
-            value = F.col(f"`{column.name}`")
+        keeps = [c for c in updates if column.column_id not in c.values]
+        old, assigned = quoted(column.name), new(column.physical)
+        if len(keeps) == len(updates):
+            value = old
         elif keeps:
-            value = F.when(F.col(MERGE_ACTION).isin(*keeps), F.col(f"`{column.name}`")).otherwise(
-                F.col(new(column.physical))
-            )
+            value = f"CASE WHEN {_taking(keeps, Action.UPDATE)} THEN {old} ELSE {assigned} END"
         else:
-            value = F.col(new(column.physical))
-        columns.append(value.alias(column.name))
+            value = assigned
+        columns.append(f"{value} AS {old}")
     return columns

@@ -6,45 +6,34 @@ Updated rows keep their identity (materialized in ``_cl_row_id``), so changes pa
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import partial
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.catalog.model import LiveFile
-from changelake.catalog.writes import WriteKind
 from changelake.dml import strategy
 from changelake.dml.common import (
+    Planned,
     Target,
     commit_write,
-    record_deletes,
     remove_all_rows,
     small_input,
 )
 from changelake.dml.matches import address, find_matches, matched_rows, new, persisted
+from changelake.dml.replace import Layout, NewRows, replace_matches, replace_rows
 from changelake.dml.result import StatementResult
-from changelake.dml.strategy import TWO_PHASES, Strategy, choose, referenced
+from changelake.dml.strategy import TWO_PHASES, choose, referenced
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
 from changelake.plan.pushdown import conjuncts_for
 from changelake.runtime.env import Context
 from changelake.schema import quoted
 from changelake.spark import native
-from changelake.spark.relation import plan_lines
 from changelake.storage.pruning import prune
 from changelake.storage.snapshot import FILE, IDENTITY, POS, RID
-from changelake.storage.writer import partitions_for, run_checked, write_data
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A row-level write's target, how it reads it, and its phase 1 query (or its one pass)."""
-
-    binder: Binder
-    target: Target
-    strategy: Strategy
-    found: DataFrame
+from changelake.storage.writer import run_checked
 
 
 def _plan(
@@ -154,24 +143,14 @@ def delete(
     target = planned.target
     if planned.strategy.how != TWO_PHASES:
         # one job: the DV is written from the statement's query, and counted from the file
-        removed, deletes, count = record_deletes(
-            ctx.warehouse,
-            target,
-            _matched(planned.found),
-            counts=None,
-            statement_id=ctx.statement_id,
-            small=small_input(target),
-        )
-        write = target.write(WriteKind.CHANGE, removed=removed, deletes=deletes, deleted=count)
+        found = _matched(planned.found)
+        write = replace_rows(ctx, target, found, counts=None, small=small_input(target))
         return commit_write(ctx, "DELETE", write, stream_reads=planned.binder.stream_reads.values())
     with find_matches(planned.found, target=target, operation="DELETE", joined=False) as matches:
         deleted = matches.rows
         if matches.matched:
             deleted = matched_rows(ctx.spark, ctx.warehouse, target, matches)
-        removed, deletes, count = record_deletes(
-            ctx.warehouse, target, deleted, counts=matches.per_file, statement_id=ctx.statement_id
-        )
-    write = target.write(WriteKind.CHANGE, removed=removed, deletes=deletes, deleted=count)
+        write = replace_rows(ctx, target, deleted, counts=matches.per_file)
     return commit_write(ctx, "DELETE", write, stream_reads=planned.binder.stream_reads.values())
 
 
@@ -234,88 +213,42 @@ def update(
         condition=condition,
     )
     target = planned.target
+    joined = source is not None
     if planned.strategy.one_pass:
-        return _update_in_one_pass(ctx, planned, assigned, joined=source is not None)
-    removed, deletes, count, files = (), (), 0, []
-    with find_matches(
-        planned.found, target=target, operation="UPDATE", joined=source is not None
-    ) as matches:
-        # The matched rows feed two writes (DV with before-images, new rows): persisted, the
-        # matched files are read once and both writes see the same rows.
-        full = matched_rows(ctx.spark, ctx.warehouse, target, matches)
-        with persisted(full) as rows:
-            if matches.matched:
-                removed, deletes, count = record_deletes(
-                    ctx.warehouse,
-                    target,
-                    rows,
-                    counts=matches.per_file,
-                    statement_id=ctx.statement_id,
-                )
-                files = _write_updated(ctx, target, rows, assigned, count)
-    write = target.write(
-        WriteKind.CHANGE, added=tuple(files), removed=removed, deletes=deletes, updated=count
-    )
+        # The query selected the old rows too: persisted, they are written as the DV (with
+        # before-images, counted from the file) and as the new rows: two jobs.
+        with persisted(_matched(planned.found)) as rows:
+            write = replace_rows(
+                ctx,
+                target,
+                rows,
+                counts=None,
+                new_rows=partial(_updated, target, assigned, rows),
+                small=small_input(target),
+                unique="UPDATE" if joined else None,
+            )
+    else:
+        with find_matches(
+            planned.found, target=target, operation="UPDATE", joined=joined
+        ) as matches:
+            new_rows = partial(_updated, target, assigned)
+            write = replace_matches(ctx, target, matches, new_rows=new_rows)
     return commit_write(ctx, "UPDATE", write, stream_reads=planned.binder.stream_reads.values())
 
 
-def _update_in_one_pass(
-    ctx: Context, planned: Planned, assigned: dict[int, str], *, joined: bool
-) -> StatementResult:
-    """An UPDATE whose query selects the old rows too: its matched rows, persisted, are written
-    as the DV (with before-images, counted from the file) and as the new rows: two jobs."""
-    target = planned.target
-    files: list = []
-    with persisted(_matched(planned.found)) as rows:
-        removed, deletes, count = record_deletes(
-            ctx.warehouse,
-            target,
-            rows,
-            counts=None,
-            statement_id=ctx.statement_id,
-            small=small_input(target),
-            unique="UPDATE" if joined else None,
-        )
-        if count:
-            files = _write_updated(ctx, target, rows, assigned, count)
-    write = target.write(
-        WriteKind.CHANGE, added=tuple(files), removed=removed, deletes=deletes, updated=count
-    )
-    return commit_write(ctx, "UPDATE", write, stream_reads=planned.binder.stream_reads.values())
-
-
-def _write_updated(
-    ctx: Context,
-    target: Target,
-    rows: DataFrame,
-    assigned: dict[int, str],
-    count: int,
-) -> list:
-    """The new rows of an UPDATE's matched ``rows`` (persisted): new values where assigned, their
-    ids kept."""
-    schema = target.state.schema
+def _updated(target: Target, assigned: dict[int, str], rows: DataFrame, count: int) -> NewRows:
+    """The new rows of an UPDATE's ``count`` matched ``rows`` (persisted): new values where
+    assigned, their ids kept."""
+    if not count:
+        return NewRows()
     changed = [
-        f"{assigned.get(c.column_id, quoted(c.name))} AS {quoted(c.name)}" for c in schema.columns
+        f"{assigned.get(c.column_id, quoted(c.name))} AS {quoted(c.name)}"
+        for c in target.state.schema.columns
     ]
-    return write_data(
-        ctx.warehouse,
-        native.select(rows, [*changed, RID]),
-        schema=schema,
-        table=target.info.name,
-        directory=ctx.warehouse.data_dir(ctx.statement_id),
-        row_id=RID,
-        partitions=partitions_for(count),
-        cached=True,
-    )
+    selected = native.select(rows, [*changed, RID])
+    return NewRows((selected,), updated=count, layout=Layout.REGROUPED)
 
 
 def _matched(found: DataFrame) -> DataFrame:
     """The rows of a statement's query that address a target row."""
     return found.where(F.col(FILE).isNotNull())
-
-
-def explain_write(planned: Planned, operation: str) -> list[str]:
-    """EXPLAIN of a planned UPDATE or DELETE: how it reads its target, then Spark's plan of the
-    read (phase 1's query, or the one pass)."""
-    line = planned.strategy.describe(operation, planned.target.info.name)
-    return [line, *plan_lines(planned.found)]

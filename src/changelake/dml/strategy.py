@@ -1,4 +1,4 @@
-"""How an UPDATE or DELETE reads its target: in one pass or in two phases, chosen by cost.
+"""How an UPDATE, DELETE or MERGE reads its target: in one pass or in two phases, chosen by cost.
 
 Two phases (``matches.py``) read the columns the condition and the new values need from every
 candidate file, then every column of only the files that hold a match. One pass reads every
@@ -10,12 +10,16 @@ file's condition columns from its start until PROBE_MATCHES rows match (Spark's 
 scan there, so a dense condition is probed in a few batches and only a sparse one reads the whole
 file), and the expected number of files with a match follows from that rate, taking matches as
 spread independently of files (min/max pruning has already removed what statistics rule out).
+
+A MERGE finds its matches by its join of the source either way; the choice is whether the join
+also carries the matched rows' old values and identity (``choose_merge``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from sqlglot import exp
 
@@ -33,19 +37,28 @@ SMALL_BYTES = 32 << 20
 SAMPLED_FOOTERS = 4
 # Matches after which the probe stops: enough to tell a spread condition's rate.
 PROBE_MATCHES = 64
+# Up to this many candidate rows a row-level write reads its target in one task (no shuffle to
+# spread the read, one job per write), and MERGE reads the matched rows in its one pass.
+SMALL_INPUT_ROWS = 1_000_000
 
-ONE_PASS = "one pass"
-TWO_PHASES = "two phases"
-POSITIONS = "positions only"
+
+class How(StrEnum):
+    """How a row-level write reads its target (the value is what EXPLAIN says)."""
+
+    ONE_PASS = "one pass"
+    TWO_PHASES = "two phases"
+    # a DELETE that keeps no before-images: phase 1's positions are everything
+    POSITIONS = "positions only"
+
+
+ONE_PASS, TWO_PHASES, POSITIONS = How.ONE_PASS, How.TWO_PHASES, How.POSITIONS
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """How a row-level write reads its target (``how``: ONE_PASS, TWO_PHASES or POSITIONS, the
-    latter a DELETE that keeps no before-images, for which phase 1's positions are everything)
-    and why."""
+    """How a row-level write reads its target, and why."""
 
-    how: str
+    how: How
     reason: str
 
     @property
@@ -93,19 +106,13 @@ def choose(
         ``spark.changelake.rowLevelPlan`` = ``one-pass`` or ``two-phase`` overrides the choice for
     a statement without a source join.
     """
-    forced = env.settings.row_level_plan
-    if forced not in MODES:
-        raise InvalidStatementError(
-            f"{ROW_LEVEL_PLAN} is {forced!r}; set it to one of {', '.join(MODES)} (auto chooses by cost)."
-        )
+    mode = _mode(env)
     if not needs_rows:
         return Strategy(POSITIONS, "the table keeps no before-images")
     if joined:  # also when forced: the join's shuffle would carry full rows
         return Strategy(TWO_PHASES, "it joins a source: the join finds the matches first")
-    if forced != "auto":
-        return Strategy(
-            ONE_PASS if forced == "one-pass" else TWO_PHASES, f"{ROW_LEVEL_PLAN} = {forced}"
-        )
+    if mode != "auto":
+        return _forced(mode)
     if condition is None:
         return Strategy(ONE_PASS, "every row matches")
     if condition.find(exp.Select) is not None:
@@ -132,6 +139,39 @@ def choose(
         f" {share:.0%} of their {_size(total)}, one pass would decode {in_vain / total:.0%} in"
         " vain",
     )
+
+
+def choose_merge(env: Env, files: Sequence[LiveFile]) -> Strategy:
+    """The strategy of a MERGE into a target of ``files``: one pass, its join carrying the matched
+    rows' old values and identity, into a target of at most ``SMALL_INPUT_ROWS`` rows; else two
+    phases, the join carrying positions only. ``spark.changelake.rowLevelPlan`` = ``one-pass`` or
+    ``two-phase`` overrides the choice."""
+    mode = _mode(env)
+    if mode != "auto":
+        return _forced(mode)
+    rows = sum(f.live_rows for f in files)
+    if rows <= SMALL_INPUT_ROWS:
+        return Strategy(
+            ONE_PASS,
+            f"{rows} target rows, at most {SMALL_INPUT_ROWS}: the join also reads the matched rows",
+        )
+    return Strategy(
+        TWO_PHASES, f"{rows} target rows, over {SMALL_INPUT_ROWS}: the join finds the matches first"
+    )
+
+
+def _mode(env: Env) -> str:
+    """The ``spark.changelake.rowLevelPlan`` setting, checked."""
+    mode = env.settings.row_level_plan
+    if mode not in MODES:
+        raise InvalidStatementError(
+            f"{ROW_LEVEL_PLAN} is {mode!r}; set it to one of {', '.join(MODES)} (auto chooses by cost)."
+        )
+    return mode
+
+
+def _forced(mode: str) -> Strategy:
+    return Strategy(ONE_PASS if mode == "one-pass" else TWO_PHASES, f"{ROW_LEVEL_PLAN} = {mode}")
 
 
 def _share(warehouse: Warehouse, files: Sequence[LiveFile], columns: set[str]) -> float:

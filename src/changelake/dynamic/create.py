@@ -10,17 +10,17 @@ fails creates nothing.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from changelake.catalog.alters import AlterDynamicTable
+from changelake.catalog.alters import UNSET, AlterDynamicTable, Unset
 from changelake.catalog.internal import check_user_name
 from changelake.catalog.model import (
     DYNAMIC_PROPERTY,
     DynamicDefinition,
     RefreshAction,
+    RefreshMode,
     RefreshRecord,
     RefreshState,
     SchedulingState,
@@ -35,12 +35,13 @@ from changelake.catalog.requests import (
     SetProperties,
     Update,
 )
+from changelake.catalog.writes import TableWrite, write_request
 from changelake.changes.columns import METADATA_ROW_ID
 from changelake.dml.result import StatementResult
 from changelake.dynamic.dag import dynamic_table, refresh_round, refresh_with_upstreams
 from changelake.dynamic.definition import Definition, define, effective_mode
 from changelake.dynamic.evaluate import query_rows
-from changelake.dynamic.maintain import aggregated_rows, input_rows, maintained
+from changelake.dynamic.maintain import Ends, aggregated_rows, input_rows, maintained
 from changelake.dynamic.refresh import data_timestamp_now, versions_at
 from changelake.dynamic.spec import REFRESH_MODES, DynamicSpec, choice, table_properties, target_lag
 from changelake.errors import ConflictError, InvalidStatementError, ObjectExistsError
@@ -86,19 +87,87 @@ def create_dynamic_table(ctx: Context, new: NewDynamicTable) -> StatementResult:
     )
     data_timestamp = data_timestamp_now(ctx)
     if initialize:
-        _refresh_upstreams(ctx, definition, data_timestamp)
-        ends = versions_at(ctx, list(definition.tables.values()), data_timestamp, explain=False)
-        versions = {t: (info, ends[t]) for t, info in definition.tables.items()}
+        ends = _ends_at(ctx, definition, data_timestamp)
     else:  # only the columns are needed now
-        versions = {t: (info, ctx.read_version(info)) for t, info in definition.tables.items()}
-    state = maintained(ctx, definition, versions)
-    if state is None:
-        rows = query_rows(ctx, definition, versions, data_timestamp)
+        ends = {t: (info, ctx.read_version(info)) for t, info in definition.tables.items()}
+    rows, schema = _first_rows(ctx, definition, ends, data_timestamp, new.columns, about)
+    table, defined = _declared(new, schema, definition, mode, reason)
+    updates: tuple[Update, ...]
+    if initialize:
+        write, jobs = _initialized(ctx, table, rows)
+        updates = (defined, RecordRefresh(name, _first_refresh(write, ends, data_timestamp, jobs)))
     else:
-        input_ = input_rows(ctx, state, versions)
+        write, updates = TableWrite.creating(table), (defined,)
+    request = write_request(ctx.statement_id, "CREATE DYNAMIC TABLE", [write], updates=updates)
+    info = ctx.catalog.commit([request], clock=ctx.clock).tables[name]
+    when = "initialized" if initialize else "created; its first scheduled refresh initializes it"
+    return StatementResult(
+        ctx.statement_id,
+        "CREATE DYNAMIC TABLE",
+        info.name,
+        info.current_version,
+        rows_inserted=write.inserted,
+        message=f"Dynamic table {info.name} {when} (refresh mode {mode}: {reason}).",
+    )
+
+
+def _declared(
+    new: NewDynamicTable, schema: TableSchema, definition: Definition, mode: str, reason: str
+) -> tuple[CreateTable, DefineDynamicTable]:
+    """The new table (without files: its write holds them) and its definition as a dynamic
+    table, refreshed in ``mode`` for ``reason``."""
+    name = new.name.lower()
+    properties = {
+        "data_retention_time_in_days": "1",
+        **dict(new.spec.properties),
+        DYNAMIC_PROPERTY: "true",
+    }
+    table = CreateTable(name, schema, tuple(sorted(properties.items())), if_exists=new.if_exists)
+    dynamic = DynamicDefinition(
+        sql=new.sql,
+        depends_on=definition.depends_on,
+        fingerprint=definition.fingerprint,
+        target_lag=new.spec.target_lag,
+        refresh_mode=new.spec.refresh_mode,
+        effective_mode=mode,
+        mode_reason=reason,
+        initialize=new.spec.initialize,
+    )
+    return table, DefineDynamicTable(name, dynamic)
+
+
+def _ends_at(ctx: Context, definition: Definition, data_timestamp: float) -> Ends:
+    """The versions a first refresh at ``data_timestamp`` reads, the dynamic tables among them
+    refreshed to it first."""
+    _refresh_upstreams(ctx, definition, data_timestamp)
+    ends = versions_at(ctx, list(definition.tables.values()), data_timestamp, explain=False)
+    return {t: (info, ends[t]) for t, info in definition.tables.items()}
+
+
+def _first_rows(
+    ctx: Context,
+    definition: Definition,
+    ends: Ends,
+    data_timestamp: float,
+    columns: tuple[str, ...] | None,
+    about: str,
+) -> tuple[DataFrame, TableSchema]:
+    """The query's rows at ``ends`` (its columns named ``columns`` if given), with the hidden
+    ones (METADATA$ROW_ID, an aggregate's state), and the table's schema."""
+    state = maintained(ctx, definition, ends)
+    if state is None:
+        rows = query_rows(ctx, definition, ends, data_timestamp)
+    else:
+        input_ = input_rows(ctx, state, ends)
         rows = aggregated_rows(state, input_, [c.name for c in state.columns]).frame(ctx.spark)
     hidden = [METADATA_ROW_ID, *(state.state if state is not None else ())]
-    rows = _named(rows, new.columns, about, hidden)
+    rows = _named(rows, columns, about, hidden)
+    return rows, _schema(rows, hidden, about)
+
+
+def _schema(rows: DataFrame, hidden: list[str], about: str) -> TableSchema:
+    """The query's visible columns, then the aggregate's state (``hidden`` after the ROW_ID),
+    then the row key."""
     visible = schema_of_dataframe(rows.drop(*hidden), about=about)
     kept = [f for f in rows.schema.fields if f.name in hidden[1:]]
     first = visible.next_column_id
@@ -107,66 +176,38 @@ def create_dynamic_table(ctx: Context, new: NewDynamicTable) -> StatementResult:
         for i, f in enumerate(kept)
     ]
     key = Column(first + len(extra), ROW_KEY, "string", True)
-    schema = TableSchema((*visible.columns, *extra, key))
-    statement_id = ctx.statement_id
-    files: list = []
-    jobs = 0
-    if initialize:
-        with counted_jobs(ctx.spark, f"creation of dynamic table {name}") as count:
-            files = write_data(
-                ctx.warehouse,
-                rows.select(
-                    *[F.col(quoted(c.name)) for c in schema.stored], F.col(METADATA_ROW_ID)
-                ),
-                schema=schema,
-                table=name,
-                directory=ctx.warehouse.data_dir(statement_id),
-            )
-            jobs = count()
-    properties = {"data_retention_time_in_days": "1", **dict(new.spec.properties)}
-    properties[DYNAMIC_PROPERTY] = "true"
-    updates: list[Update] = [
-        CreateTable(name, schema, tuple(sorted(properties.items())), tuple(files), new.if_exists),
-        DefineDynamicTable(
-            name,
-            DynamicDefinition(
-                sql=new.sql,
-                depends_on=definition.depends_on,
-                fingerprint=definition.fingerprint,
-                target_lag=new.spec.target_lag,
-                refresh_mode=new.spec.refresh_mode,
-                effective_mode=mode,
-                mode_reason=reason,
-                initialize=new.spec.initialize,
+    return TableSchema((*visible.columns, *extra, key))
+
+
+def _initialized(ctx: Context, table: CreateTable, rows: DataFrame) -> tuple[TableWrite, int]:
+    """The write that creates ``table`` holding the query's ``rows``, and the Spark jobs it ran."""
+    with counted_jobs(ctx.spark, f"creation of dynamic table {table.name}") as count:
+        files = write_data(
+            ctx.warehouse,
+            rows.select(
+                *[F.col(quoted(c.name)) for c in table.schema.stored], F.col(METADATA_ROW_ID)
             ),
-        ),
-    ]
-    rows_inserted = sum(f.row_count for f in files)
-    if initialize:
-        record = RefreshRecord(
-            action=RefreshAction.FULL,
-            state=RefreshState.SUCCEEDED,
-            trigger="CREATION",
-            data_timestamp=data_timestamp,
-            started_at=data_timestamp,
-            frontiers=tuple((t, v) for t, (_, v) in sorted(versions.items())),
-            rows_inserted=rows_inserted,
-            spark_jobs=jobs,
+            schema=table.schema,
+            table=table.name,
+            directory=ctx.warehouse.data_dir(ctx.statement_id),
         )
-        updates.append(RecordRefresh(name, record))
-    result = ctx.catalog.commit(
-        [CommitRequest(statement_id, "CREATE DYNAMIC TABLE", updates=tuple(updates))],
-        clock=ctx.clock,
-    )
-    info = result.tables[name]
-    when = "initialized" if initialize else "created; its first scheduled refresh initializes it"
-    return StatementResult(
-        statement_id,
-        "CREATE DYNAMIC TABLE",
-        info.name,
-        info.current_version,
-        rows_inserted=rows_inserted,
-        message=f"Dynamic table {info.name} {when} (refresh mode {mode}: {reason}).",
+        jobs = count()
+    return TableWrite.creating(table, files), jobs
+
+
+def _first_refresh(
+    write: TableWrite, ends: Ends, data_timestamp: float, jobs: int
+) -> RefreshRecord:
+    """The creation's refresh: a FULL one at ``data_timestamp``, of the tables at ``ends``."""
+    return RefreshRecord(
+        action=RefreshAction.FULL,
+        state=RefreshState.SUCCEEDED,
+        trigger="CREATION",
+        data_timestamp=data_timestamp,
+        started_at=data_timestamp,
+        frontiers=tuple((t, v) for t, (_, v) in sorted(ends.items())),
+        rows_inserted=write.inserted,
+        spark_jobs=jobs,
     )
 
 
@@ -247,29 +288,51 @@ def change_dynamic_table(
     """ALTER DYNAMIC TABLE name SUSPEND | RESUME | SET ... (catalog only)."""
     about = f"ALTER DYNAMIC TABLE {name}"
     dyn = dynamic_table(ctx, name)
-    fields: dict[str, Any] = {}
     updates: list[Update] = []
     if action == "SUSPEND":
-        fields = dict(
-            scheduling_state=SchedulingState.SUSPENDED, suspended_reason="suspended by ALTER"
+        updates.append(
+            AlterDynamicTable(
+                dyn.table_id,
+                scheduling_state=SchedulingState.SUSPENDED,
+                suspended_reason="suspended by ALTER",
+            )
         )
     elif action == "RESUME":
-        fields = dict(scheduling_state=SchedulingState.ACTIVE, suspended_reason="", failures=0)
+        updates.append(
+            AlterDynamicTable(
+                dyn.table_id,
+                scheduling_state=SchedulingState.ACTIVE,
+                suspended_reason="",
+                failures=0,
+            )
+        )
     else:
+        lag: float | None | Unset = UNSET
         if "TARGET_LAG" in options:
-            fields["target_lag"] = target_lag(options["TARGET_LAG"], about=about)
+            lag = target_lag(options["TARGET_LAG"], about=about)
+        mode: RefreshMode | Unset = UNSET
+        effective: RefreshMode | Unset = UNSET
+        reason: str | Unset = UNSET
         if "REFRESH_MODE" in options:
-            mode = choice(
-                options["REFRESH_MODE"], REFRESH_MODES, option="REFRESH_MODE", about=about
+            mode = RefreshMode(
+                choice(options["REFRESH_MODE"], REFRESH_MODES, option="REFRESH_MODE", about=about)
             )
             definition = define(ctx, dyn.definition.sql, about)
-            effective, reason = effective_mode(mode, definition, about)
-            fields.update(refresh_mode=mode, effective_mode=effective, mode_reason=reason)
+            chosen, reason = effective_mode(mode, definition, about)
+            effective = RefreshMode(chosen)
         properties = dict(table_properties(options, about=about))
         if properties:
             updates.append(SetProperties(dyn.table_id, tuple(sorted(properties.items()))))
-    if fields:
-        updates.append(AlterDynamicTable(dyn.table_id, **fields))
+        if lag is not UNSET or mode is not UNSET:
+            updates.append(
+                AlterDynamicTable(
+                    dyn.table_id,
+                    target_lag=lag,
+                    refresh_mode=mode,
+                    effective_mode=effective,
+                    mode_reason=reason,
+                )
+            )
     ctx.commit(CommitRequest(ctx.statement_id, f"ALTER DYNAMIC TABLE {action}", tuple(updates)))
     return StatementResult(
         ctx.statement_id, f"ALTER DYNAMIC TABLE {action}", dyn.name, message=f"{dyn.name} altered."

@@ -41,6 +41,7 @@ from changelake.plan.delta import formula
 from changelake.plan.ir import Col
 from changelake.plan.ir import describe as ir_describe
 from changelake.plan.subtree import input_changes, node_rows
+from changelake.plan.views import Versions
 from changelake.runtime.env import Context
 from changelake.schema import ROW_KEY, TableSchema, quoted
 from changelake.spark.local import sql_literal
@@ -49,7 +50,6 @@ from changelake.storage.snapshot import state_relation
 from changelake.storage.writer import run_checked
 
 Ends = dict[int, tuple[TableInfo, int]]  # table id -> (table, version)
-Versions = dict[int, tuple[TableInfo, int, int]]  # table id -> (table, start, end)
 _OLD = "_cl_o_"  # prefix of a stored row's columns beside the changes of its group
 _REDO, _KEEP, _HAD = "_cl_redo", "_cl_keep", "_cl_had"
 

@@ -55,7 +55,7 @@ from changelake.dynamic.maintain import (
 from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
 from changelake.plan.monotonic import inserts_only
 from changelake.plan.round_reads import changes_key, written_changes
-from changelake.plan.views import changes_over
+from changelake.plan.views import Versions, changes_over
 from changelake.runtime.env import Context
 from changelake.schema import quoted
 from changelake.spark import native
@@ -64,8 +64,6 @@ from changelake.spark.relation import Relation
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext, new_statement_id
 from changelake.txn.points import Point, PointKind, resolve, resolve_all
-
-Versions = dict[int, tuple[TableInfo, int, int]]  # table id -> (table, frontier, version at T)
 
 
 @dataclass(frozen=True)
@@ -77,7 +75,7 @@ class RefreshPlan:
     action: str
     reason: str
     data_timestamp: float
-    versions: Versions
+    versions: Versions  # start: each table's frontier; end: its version at the data timestamp
 
     @property
     def frontiers(self) -> tuple[tuple[int, int], ...]:

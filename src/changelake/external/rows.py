@@ -13,10 +13,9 @@ from pyspark.sql import functions as F
 from changelake.catalog.model import (
     EXTERNAL_PROPERTY,
     DataFile,
-    ExternalDefinition,
-    ExternalFile,
 )
-from changelake.catalog.requests import CreateTable, DefineExternalTable, IfExists, Update
+from changelake.catalog.requests import CreateTable, IfExists
+from changelake.catalog.writes import TableWrite
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
 from changelake.spark.local import sql_literal
 
@@ -54,22 +53,17 @@ def stored_rows(df: DataFrame, schema: TableSchema, keys: Sequence[str]) -> Data
     return df.select(*values).withColumn(ROW_KEY, row_key(keys, types))
 
 
-def creation(
+def first_load(
     name: str,
     schema: TableSchema,
     properties: Sequence[tuple[str, str]],
     files: Sequence[DataFile],
     if_exists: IfExists,
-    definition: ExternalDefinition,
     *,
-    scope: str | None,
-    position: str | None,
-    registered: Sequence[ExternalFile] = (),
-) -> tuple[Update, ...]:
-    """The updates that create external table ``name`` holding ``files``: the table, marked
-    external, and its definition at source ``position``."""
-    marked = {**dict(properties), EXTERNAL_PROPERTY: definition.kind}
-    return (
-        CreateTable(name, schema, tuple(sorted(marked.items())), tuple(files), if_exists),
-        DefineExternalTable(name, definition, scope, position, tuple(registered)),
-    )
+    kind: str,
+) -> TableWrite:
+    """An external table's first rows: the write that creates table ``name``, marked an external
+    table of ``kind``, holding ``files``. Its commit defines the table (``DefineExternalTable``)."""
+    marked = {**dict(properties), EXTERNAL_PROPERTY: kind}
+    table = CreateTable(name, schema, tuple(sorted(marked.items())), if_exists=if_exists)
+    return TableWrite.creating(table, files)

@@ -20,13 +20,7 @@ import pyarrow as pa
 
 from changelake.catalog import Catalog
 from changelake.catalog.model import DataFile
-from changelake.catalog.requests import (
-    AdvanceChannel,
-    ChannelHeld,
-    Requirement,
-    TableLive,
-    Update,
-)
+from changelake.catalog.requests import AdvanceChannel, ChannelHeld, Requirement, Update
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.clock import Clock
 from changelake.errors import ChangelakeError, ChannelFencedError
@@ -170,13 +164,12 @@ class Flusher:
                 chunk.rejects = []
 
     def _commit(self, taken: list[tuple[Channel, Chunk]]) -> float:
-        channel = taken[0][0]
-        table_id = channel.table_id
-        # the table stays required when no chunk has rows: its channels' tokens still move
+        table_id = taken[0][0].table_id
         writes: list[TableWrite] = []
         updates: list[Update] = []
-        requirements: list[Requirement] = [TableLive(table_id, channel.table)]
+        requirements: list[Requirement] = []
         for c, chunk in taken:
+            # a channel's write requires its table even when it adds no rows: its token moves
             writes.append(_appended(c.table_id, c.table, chunk.files, c.columns))
             if chunk.reject_files and c._rejects is not None:
                 r = c._rejects

@@ -90,7 +90,10 @@ class ViewPlan:
         return [(t, a, b) for t, (a, b) in sorted(self.intervals.items())]
 
 
-Versions = dict[int, tuple[TableInfo, int, int]]  # table id -> (table, start, end)
+# The interval each table is read over: table id -> (table, start, end), its state at ``start``
+# and its changes after ``start`` up to ``end`` (a view's CHANGES, a stream's read, a refresh
+# from the dynamic table's frontiers to its data timestamp).
+Versions = dict[int, tuple[TableInfo, int, int]]
 
 
 def _versions(

@@ -31,7 +31,7 @@ VIEW_CHANGES_PLAN = "spark.changelake.viewChangesPlan"
 class Settings:
     """What the Spark conf says when an Env is made; checked where a statement uses it.
 
-    ``row_level_plan``: ``auto`` | ``one-pass`` | ``two-phase`` (UPDATE/DELETE, dml/strategy.py);
+    ``row_level_plan``: ``auto`` | ``one-pass`` | ``two-phase`` (UPDATE/DELETE/MERGE, dml/strategy.py);
     ``view_changes_plan``: ``AUTO`` | ``INCREMENTAL`` | ``RECOMPUTE`` (changes of views,
     plan/views.py).
     """

@@ -17,7 +17,7 @@ from changelake.dynamic.dag import dynamic_table
 from changelake.dynamic.spec import describe_lag
 from changelake.runtime.env import Env
 from changelake.storage.warehouse import Warehouse
-from changelake.tasks.define import alter_task, task
+from changelake.tasks.define import Resume, Suspend, alter_task, task
 from changelake.tasks.run import Runner, RunStatements, run_graph
 from changelake.txn.context import StatementContext, new_statement_id
 
@@ -158,7 +158,7 @@ class TaskService:
         return [_run(x, names.get(x.task_id, "")) for x in reversed(runs)]
 
     def set_suspended(self, name: str, suspended: bool) -> dict[str, Any]:
-        alter_task(self._ctx(), name, "SUSPEND" if suspended else "RESUME", {})
+        alter_task(self._ctx(), name, Suspend() if suspended else Resume())
         return self.detail(name)
 
 

@@ -1,4 +1,4 @@
-"""changelake's JVM piece, compiled from ``storage/jvm/`` on first use: a Parquet file format and
+"""changelake's JVM piece, compiled from ``spark/jvm/`` on first use: a Parquet file format and
 two Catalyst expressions.
 
 Why a JVM piece: applying a deletion vector or looking up a per-file constant (base row id,

@@ -87,7 +87,7 @@ def physical_plan_lines(df: DataFrame) -> list[str]:
 
 def catalyst_expression(spark: SparkSession, column: Column) -> Any:
     """The JVM Catalyst expression of ``column``, to build one of changelake's own expressions
-    (storage/native.py) on: Spark has no public API for adding expressions."""
+    (spark/native.py) on: Spark has no public API for adding expressions."""
     return _expression_utils(spark).expression(column._jc)
 
 

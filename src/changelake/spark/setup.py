@@ -61,11 +61,11 @@ JDBC_DRIVERS = ("/usr/share/java/postgresql.jar",)
 
 def spark_conf(jvm_options: str | None = None) -> dict[str, str]:
     """The settings of a SparkSession for changelake: ``SPARK_CONF`` and, where it can be built,
-    the jar of changelake's Spark expressions (storage/native.py). A session started without
+    the jar of changelake's Spark expressions (spark/native.py). A session started without
     them still works, with slower reads of deletion vectors. The JDBC drivers installed
     (``JDBC_DRIVERS``) are added for external tables.
 
-    The driver's JVM options map the class archive (storage/class_archive.py) when it has been
+    The driver's JVM options map the class archive (spark/class_archive.py) when it has been
     built, followed by ``jvm_options``: ``None`` reads ``CHANGELAKE_JVM_OPTIONS``, ``""`` adds
     none (e.g. ``-XX:TieredStopAtLevel=1`` starts short scripts faster and runs long jobs
     slower). They go after ``spark.driver.defaultJavaOptions`` of ``spark-defaults.conf``, and

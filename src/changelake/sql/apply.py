@@ -21,7 +21,7 @@ class ApplyChanges:
     source: exp.Expression
 
 
-def _apply_changes(tree: d.ApplyChanges) -> ApplyChanges:
+def _apply_changes(tree: d.ApplyChangesSyntax) -> ApplyChanges:
     """The statement of a parsed ``APPLY CHANGES``."""
 
     def names(key: str) -> tuple[str, ...] | None:
@@ -48,4 +48,4 @@ def _apply_changes(tree: d.ApplyChanges) -> ApplyChanges:
     return ApplyChanges(spec, tree.args["source"])
 
 
-BUILDERS: dict[type, Callable[..., ApplyChanges]] = {d.ApplyChanges: _apply_changes}
+BUILDERS: dict[type, Callable[..., ApplyChanges]] = {d.ApplyChangesSyntax: _apply_changes}

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from sqlglot import exp
 
 from changelake.catalog.internal import check_user_may_change, check_user_name
+from changelake.catalog.model import DataFile, TableInfo
 from changelake.catalog.requests import (
     CommitRequest,
     CreateTable,
@@ -16,7 +20,7 @@ from changelake.catalog.requests import (
     RenameTable,
     SetProperties,
 )
-from changelake.catalog.writes import WriteKind, write_request
+from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.dialect import to_spark
 from changelake.dml.common import Target, remove_all_rows, stream_consumption
 from changelake.dml.result import StatementResult
@@ -119,7 +123,7 @@ def create_table(ctx: Context, stmt: s.CreateTable) -> StatementResult:
     check_user_name(name, kind="table")
     properties = properties_of(stmt.properties, table=name)
     binder = Binder(ctx)
-    added: list = []
+    added: list[DataFile] = []
     if stmt.query is not None:
         df = binder.query(stmt.query)
         schema = schema_of_dataframe(df, about=f"CREATE TABLE {name} AS SELECT")
@@ -141,27 +145,24 @@ def create_table(ctx: Context, stmt: s.CreateTable) -> StatementResult:
         raise InvalidStatementError(f"CREATE TABLE {name} needs columns or AS SELECT.")
     properties.setdefault("data_retention_time_in_days", "1")
     if_exists = IfExists.of(replace=stmt.replace, if_not_exists=stmt.if_not_exists)
+    table = CreateTable(
+        name.lower(), schema, tuple(sorted(properties.items())), if_exists=if_exists
+    )
+    write = TableWrite.creating(table, added)
     advances, frontiers = stream_consumption(binder.stream_reads.values())
+    operation = "CREATE TABLE AS SELECT" if stmt.query is not None else "CREATE TABLE"
     result = ctx.commit(
-        CommitRequest(
-            ctx.statement_id,
-            "CREATE TABLE AS SELECT" if stmt.query is not None else "CREATE TABLE",
-            updates=(
-                CreateTable(
-                    name.lower(), schema, tuple(sorted(properties.items())), tuple(added), if_exists
-                ),
-            )
-            + advances,
-            requirements=frontiers,
+        write_request(
+            ctx.statement_id, operation, [write], updates=advances, requirements=frontiers
         )
     )
-    info = result.tables[name.lower()]
+    info = result.tables[table.name]
     return StatementResult(
         ctx.statement_id,
         "CREATE TABLE",
         info.name,
         info.current_version,
-        rows_inserted=sum(f.row_count for f in added) if result.applied else 0,
+        rows_inserted=write.inserted if result.applied else 0,
         message=f"Table {info.name} created.",
     )
 
@@ -222,133 +223,92 @@ def drop(ctx: StatementContext, stmt: s.Drop) -> StatementResult:
     )
 
 
-def _set_schema(
-    ctx: StatementContext, target: Target, schema: TableSchema, *, operation: str
-) -> int | None:
-    write = target.write(WriteKind.SCHEMA, schema=schema)
-    result = ctx.commit(write_request(ctx.statement_id, operation, [write]))
-    return result.version_of(write.table_id)
-
-
-def alter(ctx: StatementContext, stmt: s.AlterTable) -> StatementResult:
-    ctx.require_no_transaction("ALTER TABLE")
-    statement_id = ctx.statement_id
-    target = Target.of(ctx, stmt.table)
-    info, schema = target.info, target.state.schema
-    actions = stmt.actions
-    new_columns = [a for a in actions if isinstance(a, exp.ColumnDef)]
-    if new_columns and len(new_columns) == len(actions):
-        columns = list(schema.columns)
-        next_id = schema.next_column_id
-        for definition in new_columns:
-            check_column_name(definition.name)
-            if schema.find(definition.name) or any(
-                c.name.lower() == definition.name.lower() for c in columns
-            ):
-                raise InvalidStatementError(
-                    f"Column {definition.name} already exists in {info.name}."
-                )
-            not_null = any(
-                isinstance(c.kind, exp.NotNullColumnConstraint)
-                and not c.kind.args.get("allow_null")
-                for c in definition.args.get("constraints") or []
-            )
-            if not_null and target.state.live_rows:
-                raise InvalidStatementError(
-                    f"Cannot add NOT NULL column {definition.name} to {info.name}: existing rows"
-                    " would hold NULL. Add it as nullable."
-                )
-            channels = ctx.catalog.list_channels(info.table_id) if not_null else []
-            if channels:
-                names = ", ".join(repr(c.name) for c in channels)
-                raise InvalidStatementError(
-                    f"Cannot add NOT NULL column {definition.name} to {info.name}: ingest"
-                    f" channel(s) {names} write to it with the columns they were opened with, so"
-                    " their rows would hold NULL. Add it as nullable, or drop the channels first"
-                    " (Channel.close(drop=True))."
-                )
-            columns.append(
-                Column(
-                    next_id,
-                    definition.name,
-                    normalize_type(to_spark(definition.args["kind"])),
-                    not not_null,
-                )
-            )
-            next_id += 1
-        version = _set_schema(ctx, target, TableSchema(tuple(columns)), operation="ADD COLUMN")
-        return StatementResult(
-            statement_id, "ADD COLUMN", info.name, version, message="Column(s) added."
-        )
-    if len(actions) != 1:
-        raise UnsupportedError("ALTER TABLE: give one action per statement.")
-    action = actions[0]
-    if isinstance(action, exp.RenameColumn):
-        old = schema.column(action.this.name, table=info.name)
-        new_name = action.args["to"].name
-        check_column_name(new_name)
-        if schema.find(new_name):
-            raise InvalidStatementError(f"Column {new_name} already exists in {info.name}.")
-        columns = tuple(
-            Column(c.column_id, new_name, c.type, c.nullable) if c == old else c
-            for c in schema.columns
-        )
-        version = _set_schema(ctx, target, TableSchema(columns), operation="RENAME COLUMN")
-        return StatementResult(
-            statement_id,
-            "RENAME COLUMN",
-            info.name,
-            version,
-            message=f"{old.name} renamed to {new_name}.",
-        )
-    if isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "COLUMN":
-        return _drop_columns(ctx, target, action)
-    if isinstance(action, exp.AlterRename):
-        new_name = action.this.name
-        check_user_name(new_name, kind="table")
-        ctx.commit(
-            CommitRequest(statement_id, "RENAME TABLE", (RenameTable(info.table_id, new_name),))
-        )
-        return StatementResult(
-            statement_id,
-            "RENAME TABLE",
-            new_name.lower(),
-            message=f"{info.name} renamed to {new_name.lower()}.",
-        )
-    if isinstance(action, exp.AlterSet):
-        nodes = []
-        for e in action.expressions:
-            nodes.extend(e.expressions if isinstance(e, exp.Properties) else [e])
-        updates = properties_of(nodes, table=info.name)
-        ctx.commit(
-            CommitRequest(
-                statement_id,
-                "SET PROPERTIES",
-                (SetProperties(info.table_id, tuple(sorted(updates.items()))),),
-            )
-        )
-        return StatementResult(
-            statement_id,
-            "SET PROPERTIES",
-            info.name,
-            message=", ".join(f"{k.upper()} = {v}" for k, v in updates.items()),
-        )
-    raise UnsupportedError(f"Unsupported ALTER TABLE action: {action.sql()}.")
-
-
 def truncate(ctx: StatementContext, stmt: s.Truncate) -> StatementResult:
     return remove_all_rows(ctx, Target.of(ctx, stmt.table), operation="TRUNCATE")
 
 
-def _drop_columns(ctx: StatementContext, target: Target, action: exp.Drop) -> StatementResult:
+# -- ALTER TABLE: a handler per action (statements.AlterAction) -----------------------------------
+
+
+def alter(ctx: StatementContext, stmt: s.AlterTable) -> StatementResult:
+    ctx.require_no_transaction("ALTER TABLE")
+    return _ALTER[type(stmt.action)](ctx, stmt.table, stmt.action)
+
+
+def _add_columns(ctx: StatementContext, table: str, action: s.AddColumns) -> StatementResult:
+    # only a NOT NULL column asks whether the table has rows: the rest needs no file list
+    if any(c.not_null for c in action.columns):
+        target = Target.of(ctx, table)
+    else:
+        target = Target.for_append(ctx, table)
+    info, schema = target.info, target.state.schema
+    columns = list(schema.columns)
+    next_id = schema.next_column_id
+    for new in action.columns:
+        check_column_name(new.name)
+        if schema.find(new.name) or any(c.name.lower() == new.name.lower() for c in columns):
+            raise InvalidStatementError(f"Column {new.name} already exists in {info.name}.")
+        if new.not_null:
+            _check_not_null_addable(ctx, target, new.name)
+        columns.append(Column(next_id, new.name, normalize_type(new.type), not new.not_null))
+        next_id += 1
+    version = _set_schema(ctx, target, TableSchema(tuple(columns)), operation="ADD COLUMN")
+    return StatementResult(
+        ctx.statement_id, "ADD COLUMN", info.name, version, message="Column(s) added."
+    )
+
+
+def _check_not_null_addable(ctx: StatementContext, target: Target, column: str) -> None:
+    """A NOT NULL column can be added only while no row, stored or on its way in, would hold
+    NULL in it."""
+    info = target.info
+    if target.state.live_rows:
+        raise InvalidStatementError(
+            f"Cannot add NOT NULL column {column} to {info.name}: existing rows"
+            " would hold NULL. Add it as nullable."
+        )
+    channels = ctx.catalog.list_channels(info.table_id)
+    if channels:
+        names = ", ".join(repr(c.name) for c in channels)
+        raise InvalidStatementError(
+            f"Cannot add NOT NULL column {column} to {info.name}: ingest"
+            f" channel(s) {names} write to it with the columns they were opened with, so"
+            " their rows would hold NULL. Add it as nullable, or drop the channels first"
+            " (Channel.close(drop=True))."
+        )
+
+
+def _rename_column(ctx: StatementContext, table: str, action: s.RenameColumn) -> StatementResult:
+    target = Target.for_append(ctx, table)  # its columns, not its files
+    info, schema = target.info, target.state.schema
+    old = schema.column(action.old, table=info.name)
+    check_column_name(action.new)
+    if schema.find(action.new):
+        raise InvalidStatementError(f"Column {action.new} already exists in {info.name}.")
+    columns = tuple(
+        Column(c.column_id, action.new, c.type, c.nullable) if c == old else c
+        for c in schema.columns
+    )
+    version = _set_schema(ctx, target, TableSchema(columns), operation="RENAME COLUMN")
+    return StatementResult(
+        ctx.statement_id,
+        "RENAME COLUMN",
+        info.name,
+        version,
+        message=f"{old.name} renamed to {action.new}.",
+    )
+
+
+def _drop_columns(ctx: StatementContext, table: str, action: s.DropColumns) -> StatementResult:
     """``ALTER TABLE t DROP COLUMN [IF EXISTS] a [, b]``: metadata only; the files keep the
     values, which time travel before this version still reads."""
+    target = Target.for_append(ctx, table)  # its columns, not its files
     info, schema = target.info, target.state.schema
     dropped = set()
-    for named in action.args.get("tables") or []:
-        if action.args.get("exists") and schema.find(named.name) is None:
+    for name in action.names:
+        if action.if_exists and schema.find(name) is None:
             continue
-        dropped.add(schema.column(named.name, table=info.name).column_id)
+        dropped.add(schema.column(name, table=info.name).column_id)
     kept = tuple(c for c in schema.columns if c.column_id not in dropped)
     if not kept:
         raise InvalidStatementError(
@@ -362,3 +322,54 @@ def _drop_columns(ctx: StatementContext, target: Target, action: exp.Drop) -> St
     return StatementResult(
         ctx.statement_id, "DROP COLUMN", info.name, version, message="Column(s) dropped."
     )
+
+
+def _set_schema(
+    ctx: StatementContext, target: Target, schema: TableSchema, *, operation: str
+) -> int | None:
+    write = target.write(WriteKind.SCHEMA, schema=schema)
+    result = ctx.commit(write_request(ctx.statement_id, operation, [write]))
+    return result.version_of(write.table_id)
+
+
+def _rename_table(ctx: StatementContext, table: str, action: s.RenameTableTo) -> StatementResult:
+    info = _changeable(ctx, table)
+    new_name = action.new_name.lower()
+    check_user_name(action.new_name, kind="table")
+    update = RenameTable(info.table_id, action.new_name)
+    ctx.commit(CommitRequest(ctx.statement_id, "RENAME TABLE", (update,)))
+    return StatementResult(
+        ctx.statement_id, "RENAME TABLE", new_name, message=f"{info.name} renamed to {new_name}."
+    )
+
+
+def _set_properties(
+    ctx: StatementContext, table: str, action: s.SetTableProperties
+) -> StatementResult:
+    info = _changeable(ctx, table)
+    updates = properties_of(action.properties, table=info.name)
+    update = SetProperties(info.table_id, tuple(sorted(updates.items())))
+    ctx.commit(CommitRequest(ctx.statement_id, "SET PROPERTIES", (update,)))
+    return StatementResult(
+        ctx.statement_id,
+        "SET PROPERTIES",
+        info.name,
+        message=", ".join(f"{k.upper()} = {v}" for k, v in updates.items()),
+    )
+
+
+def _changeable(ctx: StatementContext, table: str) -> TableInfo:
+    """The table a user's ALTER names, as the catalog has it (no version or files read: renaming
+    it or setting its properties needs neither)."""
+    info = ctx.table(table)
+    check_user_may_change(ctx.catalog, info, action="change")
+    return info
+
+
+_ALTER: dict[type, Callable[[StatementContext, str, Any], StatementResult]] = {
+    s.AddColumns: _add_columns,
+    s.RenameColumn: _rename_column,
+    s.DropColumns: _drop_columns,
+    s.RenameTableTo: _rename_table,
+    s.SetTableProperties: _set_properties,
+}

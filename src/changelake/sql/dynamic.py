@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from pyspark.sql import DataFrame
 
@@ -24,11 +25,21 @@ class CreateDynamicTable:
     new: NewDynamicTable
 
 
+class ScheduledTableAction(StrEnum):
+    """What ALTER DYNAMIC TABLE and ALTER EXTERNAL TABLE do to a table the scheduler keeps up to
+    date."""
+
+    REFRESH = "REFRESH"
+    SUSPEND = "SUSPEND"
+    RESUME = "RESUME"
+    SET = "SET"
+
+
 @dataclass(frozen=True)
 class AlterDynamicTable:
     name: str
-    action: str  # REFRESH | SUSPEND | RESUME | SET
-    options: dict[str, str]
+    action: ScheduledTableAction
+    options: dict[str, str]  # SET: option (upper case) -> value as written
 
 
 @dataclass(frozen=True)
@@ -45,7 +56,7 @@ class DescribeDynamicTable:
 DynamicStatement = CreateDynamicTable | AlterDynamicTable | DropDynamicTable | DescribeDynamicTable
 
 
-def _create(tree: d.CreateDynamicTable) -> CreateDynamicTable:
+def _create(tree: d.CreateDynamicTableSyntax) -> CreateDynamicTable:
     name = tree.this.name
     columns = tree.args.get("columns")
     return CreateDynamicTable(
@@ -62,12 +73,12 @@ def _create(tree: d.CreateDynamicTable) -> CreateDynamicTable:
 
 
 BUILDERS: dict[type, Callable[..., DynamicStatement]] = {
-    d.CreateDynamicTable: _create,
-    d.AlterDynamicTable: lambda t: AlterDynamicTable(
-        t.this.name, t.args["action"], t.args.get("options") or {}
+    d.CreateDynamicTableSyntax: _create,
+    d.AlterDynamicTableSyntax: lambda t: AlterDynamicTable(
+        t.this.name, ScheduledTableAction(t.args["action"]), t.args.get("options") or {}
     ),
-    d.DropDynamicTable: lambda t: DropDynamicTable(t.this.name, bool(t.args.get("exists"))),
-    d.DescribeDynamicTable: lambda t: DescribeDynamicTable(t.this.name),
+    d.DropDynamicTableSyntax: lambda t: DropDynamicTable(t.this.name, bool(t.args.get("exists"))),
+    d.DescribeDynamicTableSyntax: lambda t: DescribeDynamicTable(t.this.name),
 }
 
 

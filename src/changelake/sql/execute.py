@@ -152,16 +152,16 @@ def _vacuum(h: Handling, stmt: s.Vacuum) -> StatementResult:
     )
 
 
-_SHOW: dict[str, Callable[[Handling, s.Show], DataFrame]] = {
-    "TABLES": lambda h, _: show.show_tables(h.ctx),
-    "VIEWS": lambda h, _: show.show_views(h.ctx),
-    "STREAMS": lambda h, _: show_streams(h.ctx),
-    "CHANNELS": lambda h, st: show.show_channels(h.ctx, st.table),
-    "INTERNAL TABLES": lambda h, st: show.show_internal_tables(h.ctx, st.table),
-    "DYNAMIC TABLES": lambda h, _: dynamic.show_dynamic_tables(h.ctx),
-    "TASKS": lambda h, _: tasks.show_tasks(h.ctx),
-    "CONNECTIONS": lambda h, _: external.show_connections(h.ctx),
-    "EXTERNAL TABLES": lambda h, _: external.show_external_tables(h.ctx),
+_SHOW: dict[s.ShowKind, Callable[[Handling, s.Show], DataFrame]] = {
+    s.ShowKind.TABLES: lambda h, _: show.show_tables(h.ctx),
+    s.ShowKind.VIEWS: lambda h, _: show.show_views(h.ctx),
+    s.ShowKind.STREAMS: lambda h, _: show_streams(h.ctx),
+    s.ShowKind.CHANNELS: lambda h, st: show.show_channels(h.ctx, st.table),
+    s.ShowKind.INTERNAL_TABLES: lambda h, st: show.show_internal_tables(h.ctx, st.table),
+    s.ShowKind.DYNAMIC_TABLES: lambda h, _: dynamic.show_dynamic_tables(h.ctx),
+    s.ShowKind.TASKS: lambda h, _: tasks.show_tasks(h.ctx),
+    s.ShowKind.CONNECTIONS: lambda h, _: external.show_connections(h.ctx),
+    s.ShowKind.EXTERNAL_TABLES: lambda h, _: external.show_external_tables(h.ctx),
 }
 
 HANDLERS: dict[type, Callable[[Handling, Any], DataFrame | StatementResult]] = {
@@ -250,10 +250,12 @@ def _alter_task(h: Handling, st: tasks.AlterTask) -> StatementResult:
     h.ctx.require_no_transaction("ALTER TASK")
     if st.if_exists and h.ctx.catalog.find_task(st.name) is None:
         return _done(h, "ALTER TASK", st.name, f"Task {st.name} does not exist; nothing done.")
-    for text in st.args.get("body") or ():
-        s.statement_of(parse_one(text))
-    task_ddl.alter_task(h.ctx, st.name, st.action, st.args)
-    return _done(h, f"ALTER TASK {st.action}", st.name, f"Task {st.name}: {st.action} done.")
+    if isinstance(st.change, task_ddl.ModifyBody):
+        for text in st.change.statements:
+            s.statement_of(parse_one(text))
+    task_ddl.alter_task(h.ctx, st.name, st.change)
+    action = st.change.keyword
+    return _done(h, f"ALTER TASK {action}", st.name, f"Task {st.name}: {action} done.")
 
 
 def _drop_task(h: Handling, st: tasks.DropTask) -> StatementResult:

@@ -6,8 +6,9 @@ from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from changelake.changes.query import plan_interval, resolve_interval
-from changelake.dialect.dynamic import AlterDynamicTable
-from changelake.dml.modify import explain_write, plan_delete, plan_update
+from changelake.dialect.dynamic import AlterDynamicTableSyntax
+from changelake.dml.merge import plan_merge
+from changelake.dml.modify import plan_delete, plan_update
 from changelake.dynamic.dag import dynamic_table, in_order
 from changelake.dynamic.refresh import explain_refresh
 from changelake.plan.bind import Binder
@@ -16,7 +17,7 @@ from changelake.plan.streams import stream_plan_lines
 from changelake.plan.views import view_changes
 from changelake.runtime.env import Context
 from changelake.spark.relation import plan_lines
-from changelake.sql.statements import Delete, Statement, Update, statement_of
+from changelake.sql.statements import Delete, Merge, Statement, Update, statement_of
 
 
 def change_plans(ctx: Context, tree: exp.Expression) -> list[str]:
@@ -44,11 +45,11 @@ def change_plans(ctx: Context, tree: exp.Expression) -> list[str]:
 
 
 def explain(ctx: Context, tree: exp.Expression) -> DataFrame:
-    if isinstance(tree, AlterDynamicTable) and tree.args["action"] == "REFRESH":
+    if isinstance(tree, AlterDynamicTableSyntax) and tree.args["action"] == "REFRESH":
         order, definitions = in_order(ctx, [dynamic_table(ctx, tree.this.name)])
         lines = explain_refresh(ctx, order, definitions)
         return ctx.spark.createDataFrame([(line,) for line in lines], "plan string")
-    if isinstance(tree, exp.Update | exp.Delete):
+    if isinstance(tree, exp.Update | exp.Delete | exp.Merge):
         lines = _write_plan(ctx, statement_of(tree))
         return ctx.spark.createDataFrame([(line,) for line in lines], "plan string")
     lines = change_plans(ctx, tree)
@@ -58,7 +59,8 @@ def explain(ctx: Context, tree: exp.Expression) -> DataFrame:
 
 
 def _write_plan(ctx: Context, statement: Statement) -> list[str]:
-    """EXPLAIN UPDATE / DELETE: how the write reads its target, and Spark's plan of that read."""
+    """EXPLAIN UPDATE / DELETE / MERGE: how the write reads its target, and Spark's plan of that
+    read."""
     if isinstance(statement, Update):
         planned, _ = plan_update(
             ctx,
@@ -67,7 +69,16 @@ def _write_plan(ctx: Context, statement: Statement) -> list[str]:
             source=statement.source,
             condition=statement.condition,
         )
-        return explain_write(planned, "UPDATE")
+        return planned.explain("UPDATE")
+    if isinstance(statement, Merge):
+        planned, _ = plan_merge(
+            ctx,
+            table=statement.table,
+            source=statement.source,
+            on=statement.on,
+            whens=statement.whens,
+        )
+        return planned.explain("MERGE")
     assert isinstance(statement, Delete)
     if statement.condition is None and not statement.using:
         return [f"DELETE {statement.table.name}: removes every file (no Spark job)"]
@@ -77,4 +88,4 @@ def _write_plan(ctx: Context, statement: Statement) -> list[str]:
         using=statement.using,
         condition=statement.condition,
     )
-    return explain_write(planned, "DELETE")
+    return planned.explain("DELETE")

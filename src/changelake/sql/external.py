@@ -20,6 +20,7 @@ from changelake.external.directory import files
 from changelake.external.postgresql import pgtable
 from changelake.runtime.env import Context
 from changelake.schema import normalize_type
+from changelake.sql.dynamic import ScheduledTableAction
 from changelake.txn.context import StatementContext
 
 
@@ -67,7 +68,7 @@ class CreateExternalTable:
 @dataclass(frozen=True)
 class AlterExternalTable:
     name: str
-    action: str  # REFRESH | SUSPEND | RESUME | SET
+    action: ScheduledTableAction
     options: dict[str, str]  # for SET: FOLLOW_LAG and/or COMMENT -> value
 
 
@@ -92,7 +93,7 @@ ExternalStatement = (
 )
 
 
-def _create_connection(tree: d.CreateConnection) -> CreateConnection:
+def _create_connection(tree: d.CreateConnectionSyntax) -> CreateConnection:
     return CreateConnection(
         name=tree.this.name,
         kind=tree.args["kind"],
@@ -102,7 +103,7 @@ def _create_connection(tree: d.CreateConnection) -> CreateConnection:
     )
 
 
-def _create_external(tree: d.CreateExternalTable) -> CreateExternalTable:
+def _create_external(tree: d.CreateExternalTableSyntax) -> CreateExternalTable:
     options = tree.args["options"]
     source: PostgresSource | FilesSource
     if tree.args["source"] == "CONNECTION":
@@ -125,14 +126,14 @@ def _create_external(tree: d.CreateExternalTable) -> CreateExternalTable:
 
 
 BUILDERS: dict[type, Callable[..., ExternalStatement]] = {
-    d.CreateConnection: _create_connection,
-    d.DropConnection: lambda t: DropConnection(t.this.name, bool(t.args.get("exists"))),
-    d.CreateExternalTable: _create_external,
-    d.AlterExternalTable: lambda t: AlterExternalTable(
-        t.this.name, t.args["action"], dict(t.args.get("options") or {})
+    d.CreateConnectionSyntax: _create_connection,
+    d.DropConnectionSyntax: lambda t: DropConnection(t.this.name, bool(t.args.get("exists"))),
+    d.CreateExternalTableSyntax: _create_external,
+    d.AlterExternalTableSyntax: lambda t: AlterExternalTable(
+        t.this.name, ScheduledTableAction(t.args["action"]), dict(t.args.get("options") or {})
     ),
-    d.DropExternalTable: lambda t: DropExternalTable(t.this.name, bool(t.args.get("exists"))),
-    d.DescribeExternalTable: lambda t: DescribeExternalTable(t.this.name),
+    d.DropExternalTableSyntax: lambda t: DropExternalTable(t.this.name, bool(t.args.get("exists"))),
+    d.DescribeExternalTableSyntax: lambda t: DescribeExternalTable(t.this.name),
 }
 
 
@@ -193,9 +194,9 @@ def create_external_table(ctx: Context, st: CreateExternalTable) -> StatementRes
 
 
 def alter_external_table(ctx: Context, st: AlterExternalTable) -> StatementResult:
-    if st.action == "REFRESH":
+    if st.action == ScheduledTableAction.REFRESH:
         return objects.refresh(ctx, st.name)
-    if st.action in ("SUSPEND", "RESUME"):
+    if st.action in (ScheduledTableAction.SUSPEND, ScheduledTableAction.RESUME):
         return objects.set_state(ctx, st.name, st.action)
     about = f"ALTER EXTERNAL TABLE {st.name} SET"
     if "COMMENT" in st.options:

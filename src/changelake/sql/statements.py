@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from sqlglot import exp
 
@@ -84,17 +85,104 @@ class CreateStream:
     on_external: bool = False  # ON EXTERNAL TABLE (``table`` names the external table)
 
 
+class DropKind(StrEnum):
+    """What DROP drops (the others have statements of their own: DROP DYNAMIC TABLE, ...)."""
+
+    TABLE = "TABLE"
+    VIEW = "VIEW"
+    STREAM = "STREAM"
+
+
 @dataclass(frozen=True)
 class Drop:
-    kind: str  # TABLE | VIEW | STREAM
+    kind: DropKind
     name: str
     if_exists: bool
+
+
+# -- ALTER TABLE: one action per statement (columns are added together) --
+
+
+@dataclass(frozen=True)
+class NewColumn:
+    name: str
+    type: str  # as written, in Spark's SQL
+    not_null: bool
+
+
+@dataclass(frozen=True)
+class AddColumns:
+    columns: tuple[NewColumn, ...]
+
+
+@dataclass(frozen=True)
+class RenameColumn:
+    old: str
+    new: str
+
+
+@dataclass(frozen=True)
+class DropColumns:
+    names: tuple[str, ...]
+    if_exists: bool
+
+
+@dataclass(frozen=True)
+class RenameTableTo:
+    new_name: str
+
+
+@dataclass(frozen=True)
+class SetTableProperties:
+    properties: list[exp.Expression]  # KEY = value nodes, checked by the handler
+
+
+AlterAction = AddColumns | RenameColumn | DropColumns | RenameTableTo | SetTableProperties
 
 
 @dataclass(frozen=True)
 class AlterTable:
     table: str
-    actions: list[exp.Expression]
+    action: AlterAction
+
+
+def _alter(tree: exp.Alter) -> AlterTable:
+    if str(tree.args.get("kind") or "").upper() != "TABLE":
+        raise UnsupportedError("Only ALTER TABLE is supported.")
+    return AlterTable(tree.this.name, _alter_action(list(tree.args.get("actions") or [])))
+
+
+def _alter_action(actions: list[exp.Expression]) -> AlterAction:
+    added = [a for a in actions if isinstance(a, exp.ColumnDef)]
+    if added and len(added) == len(actions):
+        return AddColumns(tuple(_new_column(a) for a in added))
+    if len(actions) != 1:
+        raise UnsupportedError("ALTER TABLE: give one action per statement.")
+    (action,) = actions
+    if isinstance(action, exp.RenameColumn):
+        return RenameColumn(action.this.name, action.args["to"].name)
+    if isinstance(action, exp.Drop) and str(action.args.get("kind")).upper() == "COLUMN":
+        named = action.args.get("tables") or []
+        return DropColumns(tuple(n.name for n in named), bool(action.args.get("exists")))
+    if isinstance(action, exp.AlterRename):
+        return RenameTableTo(action.this.name)
+    if isinstance(action, exp.AlterSet):
+        nodes: list[exp.Expression] = []
+        for e in action.expressions:
+            nodes.extend(e.expressions if isinstance(e, exp.Properties) else [e])
+        return SetTableProperties(nodes)
+    raise UnsupportedError(f"Unsupported ALTER TABLE action: {action.sql()}.")
+
+
+def _new_column(definition: exp.ColumnDef) -> NewColumn:
+    not_null = any(
+        isinstance(c.kind, exp.NotNullColumnConstraint) and not c.kind.args.get("allow_null")
+        for c in definition.args.get("constraints") or []
+    )
+    return NewColumn(definition.name, d.to_spark(definition.args["kind"]), not_null)
+
+
+# -- end ALTER TABLE --
 
 
 @dataclass(frozen=True)
@@ -117,11 +205,23 @@ class DescribeStream:
     stream: str
 
 
+class ShowKind(StrEnum):
+    """What SHOW lists, as written after SHOW [TERSE]."""
+
+    TABLES = "TABLES"
+    INTERNAL_TABLES = "INTERNAL TABLES"
+    VIEWS = "VIEWS"
+    STREAMS = "STREAMS"
+    CHANNELS = "CHANNELS"
+    TASKS = "TASKS"
+    DYNAMIC_TABLES = "DYNAMIC TABLES"
+    CONNECTIONS = "CONNECTIONS"
+    EXTERNAL_TABLES = "EXTERNAL TABLES"
+
+
 @dataclass(frozen=True)
 class Show:
-    # TABLES | INTERNAL TABLES | VIEWS | STREAMS | CHANNELS | TASKS | DYNAMIC TABLES | CONNECTIONS
-    # | EXTERNAL TABLES
-    kind: str
+    kind: ShowKind
     table: str | None = None  # SHOW CHANNELS | INTERNAL TABLES IN TABLE t
 
 
@@ -294,7 +394,7 @@ def _create(tree: exp.Create) -> CreateTable | CreateView:
     )
 
 
-def _create_stream(tree: d.CreateStream) -> CreateStream:
+def _create_stream(tree: d.CreateStreamSyntax) -> CreateStream:
     return CreateStream(
         name=tree.this.name,
         on_view=str(tree.args.get("kind") or "TABLE").upper() == "VIEW",
@@ -311,18 +411,12 @@ def _create_stream(tree: d.CreateStream) -> CreateStream:
 
 def _drop(tree: exp.Drop) -> Drop:
     kind = str(tree.args.get("kind") or "").upper()
-    if kind not in ("TABLE", "VIEW"):
+    if kind not in (DropKind.TABLE, DropKind.VIEW):
         raise UnsupportedError(f"DROP {kind} is not supported.")
     objects = tree.args.get("tables") or [tree.this]  # sqlglot >= 28 keeps a list here
     if len(objects) != 1:
         raise InvalidStatementError(f"DROP {kind}: give one name per statement.")
-    return Drop(kind, objects[0].name, bool(tree.args.get("exists")))
-
-
-def _alter(tree: exp.Alter) -> AlterTable:
-    if str(tree.args.get("kind") or "").upper() != "TABLE":
-        raise UnsupportedError("Only ALTER TABLE is supported.")
-    return AlterTable(tree.this.name, list(tree.args.get("actions") or []))
+    return Drop(DropKind(kind), objects[0].name, bool(tree.args.get("exists")))
 
 
 def _truncate(tree: exp.TruncateTable) -> Truncate:
@@ -353,13 +447,15 @@ _BUILDERS: dict[type, Callable[..., Statement]] = {
     exp.Transaction: lambda _: Begin(),
     exp.Commit: lambda _: Commit(),
     exp.Rollback: lambda _: Rollback(),
-    d.CreateStream: _create_stream,
-    d.DropStream: lambda t: Drop("STREAM", t.this.name, bool(t.args.get("exists"))),
-    d.DescribeStream: lambda t: DescribeStream(t.this.name),
-    d.ShowObjects: lambda t: Show(str(t.args["kind"]).upper(), t.this.name if t.this else None),
-    d.Optimize: lambda t: Optimize(t.this.name),
-    d.Vacuum: lambda t: Vacuum(t.this.name),
-    d.Explain: lambda t: Explain(t.this),
+    d.CreateStreamSyntax: _create_stream,
+    d.DropStreamSyntax: lambda t: Drop(DropKind.STREAM, t.this.name, bool(t.args.get("exists"))),
+    d.DescribeStreamSyntax: lambda t: DescribeStream(t.this.name),
+    d.ShowObjectsSyntax: lambda t: Show(
+        ShowKind(str(t.args["kind"]).upper()), t.this.name if t.this else None
+    ),
+    d.OptimizeSyntax: lambda t: Optimize(t.this.name),
+    d.VacuumSyntax: lambda t: Vacuum(t.this.name),
+    d.ExplainSyntax: lambda t: Explain(t.this),
     exp.Copy: _export,
     **apply.BUILDERS,
     **dynamic.BUILDERS,

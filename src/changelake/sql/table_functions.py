@@ -66,6 +66,6 @@ def expand_table_functions(binder: Binder, tree: exp.Expression) -> exp.Expressi
                     f"{name} has no argument {key}; its arguments: {', '.join(allowed)}."
                 )
             args[key] = arg.expression.name
-        df = evaluate(binder.ctx, binder.env.spark, args)
+        df = evaluate(binder.ctx, args)
         table.set("this", exp.to_identifier(binder.bind_dataframe(df, name)))
     return tree

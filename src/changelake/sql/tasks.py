@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from pyspark.sql import DataFrame
 from sqlglot import exp
@@ -15,10 +14,23 @@ from changelake.catalog.model import TaskInfo, TaskRun, TaskState
 from changelake.catalog.requests import IfExists
 from changelake.dialect import parse_one
 from changelake.dialect import tasks as d
-from changelake.dialect.apply import ApplyChanges
+from changelake.dialect.apply import ApplyChangesSyntax
 from changelake.errors import InvalidStatementError
 from changelake.runtime.env import Context
-from changelake.tasks.define import NewTask, task
+from changelake.tasks.define import (
+    AddAfter,
+    ModifyBody,
+    ModifyCondition,
+    NewTask,
+    RemoveAfter,
+    RemoveCondition,
+    Resume,
+    SetOptions,
+    Suspend,
+    TaskChange,
+    UnsetOptions,
+    task,
+)
 from changelake.txn.context import StatementContext
 
 # What a task body of several statements may hold: what runs inside BEGIN ... COMMIT.
@@ -29,7 +41,7 @@ TRANSACTIONAL = (
     exp.Delete,
     exp.Merge,
     exp.TruncateTable,
-    ApplyChanges,
+    ApplyChangesSyntax,
 )
 
 
@@ -41,8 +53,7 @@ class CreateTask:
 @dataclass(frozen=True)
 class AlterTask:
     name: str
-    action: str
-    args: dict[str, Any]
+    change: TaskChange
     if_exists: bool
 
 
@@ -82,7 +93,7 @@ def _check_body(name: str, body: list[str], in_transaction: bool) -> tuple[str, 
     return tuple(body)
 
 
-def _create(tree: d.CreateTask) -> CreateTask:
+def _create(tree: d.CreateTaskSyntax) -> CreateTask:
     name = tree.this.name
     return CreateTask(
         NewTask(
@@ -99,21 +110,42 @@ def _create(tree: d.CreateTask) -> CreateTask:
     )
 
 
-def _alter(tree: d.AlterTask) -> AlterTask:
-    args = {k: v for k, v in tree.args.items() if k not in ("this", "action", "exists")}
-    if args.get("body") is not None:
-        args["body"] = list(
-            _check_body(tree.this.name, args["body"], bool(args.get("transaction")))
-        )
-    return AlterTask(tree.this.name, tree.args["action"], args, bool(tree.args.get("exists")))
+def _change(tree: d.AlterTaskSyntax) -> TaskChange:
+    """What ALTER TASK changes: its node's ``action``, with the arguments that action has."""
+    a = tree.args
+    match a["action"]:
+        case "RESUME":
+            return Resume()
+        case "SUSPEND":
+            return Suspend()
+        case "SET":
+            return SetOptions(dict(a["options"]))
+        case "UNSET":
+            return UnsetOptions(tuple(a["names"]))
+        case "ADD AFTER":
+            return AddAfter(tuple(a["names"]))
+        case "REMOVE AFTER":
+            return RemoveAfter(tuple(a["names"]))
+        case "MODIFY AS":
+            body = _check_body(tree.this.name, a["body"], bool(a.get("transaction")))
+            return ModifyBody(body, a["text"])
+        case "MODIFY WHEN":
+            return ModifyCondition(a["condition"])
+        case "REMOVE WHEN":
+            return RemoveCondition()
+    raise ValueError(f"ALTER TASK: no action {a['action']!r}")
+
+
+def _alter(tree: d.AlterTaskSyntax) -> AlterTask:
+    return AlterTask(tree.this.name, _change(tree), bool(tree.args.get("exists")))
 
 
 BUILDERS: dict[type, Callable[..., TaskStatement]] = {
-    d.CreateTask: _create,
-    d.AlterTask: _alter,
-    d.ExecuteTask: lambda t: ExecuteTask(t.this.name),
-    d.DropTask: lambda t: DropTask(t.this.name, bool(t.args.get("exists"))),
-    d.DescribeTask: lambda t: DescribeTask(t.this.name),
+    d.CreateTaskSyntax: _create,
+    d.AlterTaskSyntax: _alter,
+    d.ExecuteTaskSyntax: lambda t: ExecuteTask(t.this.name),
+    d.DropTaskSyntax: lambda t: DropTask(t.this.name, bool(t.args.get("exists"))),
+    d.DescribeTaskSyntax: lambda t: DescribeTask(t.this.name),
 }
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import ClassVar
 
-from changelake.catalog.alters import AlterTask
+from changelake.catalog.alters import UNSET, AlterTask, Unset
 from changelake.catalog.model import TaskDefinition, TaskInfo, TaskState
 from changelake.catalog.requests import (
     CommitRequest,
@@ -102,16 +102,85 @@ def _check_condition(ctx: StatementContext, text: str, about: str) -> None:
         ctx.stream(stream)  # an unknown stream is refused now, naming the known ones
 
 
-def alter_task(ctx: StatementContext, name: str, action: str, args: Mapping[str, object]) -> None:
+@dataclass(frozen=True)
+class Resume:
+    keyword: ClassVar[str] = "RESUME"
+
+
+@dataclass(frozen=True)
+class Suspend:
+    keyword: ClassVar[str] = "SUSPEND"
+
+
+@dataclass(frozen=True)
+class SetOptions:
+    options: Mapping[str, str]  # option (upper case) -> value as written
+    keyword: ClassVar[str] = "SET"
+
+
+@dataclass(frozen=True)
+class UnsetOptions:
+    names: tuple[str, ...]  # options, upper case
+    keyword: ClassVar[str] = "UNSET"
+
+
+@dataclass(frozen=True)
+class AddAfter:
+    tasks: tuple[str, ...]  # predecessors' names
+    keyword: ClassVar[str] = "ADD AFTER"
+
+
+@dataclass(frozen=True)
+class RemoveAfter:
+    tasks: tuple[str, ...]
+    keyword: ClassVar[str] = "REMOVE AFTER"
+
+
+@dataclass(frozen=True)
+class ModifyBody:
+    statements: tuple[str, ...]
+    sql: str  # the body as written
+    keyword: ClassVar[str] = "MODIFY AS"
+
+
+@dataclass(frozen=True)
+class ModifyCondition:
+    condition: str  # as written
+    keyword: ClassVar[str] = "MODIFY WHEN"
+
+
+@dataclass(frozen=True)
+class RemoveCondition:
+    keyword: ClassVar[str] = "REMOVE WHEN"
+
+
+# What ALTER TASK changes: one value per action (``keyword``: the action as written); all but
+# RESUME and SUSPEND change its definition.
+Redefinition = (
+    SetOptions
+    | UnsetOptions
+    | AddAfter
+    | RemoveAfter
+    | ModifyBody
+    | ModifyCondition
+    | RemoveCondition
+)
+TaskChange = Resume | Suspend | Redefinition
+
+
+def alter_task(ctx: StatementContext, name: str, change: TaskChange) -> None:
     """ALTER TASK name RESUME | SUSPEND | SET | UNSET | ADD AFTER | REMOVE AFTER | MODIFY AS |
     MODIFY WHEN | REMOVE WHEN."""
     t = task(ctx, name)
-    about = f"ALTER TASK {t.name} {action}"
+    about = f"ALTER TASK {t.name} {change.keyword}"
     d = t.definition
-    fields: dict[str, Any] = {}
-    if action == "RESUME":
-        fields = dict(
-            state=TaskState.STARTED, suspended_reason="", failures=0, next_at=_first_run(ctx, t)
+    if isinstance(change, Resume):
+        update = AlterTask(
+            t.task_id,
+            state=TaskState.STARTED,
+            suspended_reason="",
+            failures=0,
+            next_at=_first_run(ctx, t),
         )
         if is_root(t) and d.schedule is None and d.condition is None:
             raise InvalidStatementError(
@@ -119,61 +188,69 @@ def alter_task(ctx: StatementContext, name: str, action: str, args: Mapping[str,
                 " so it would never run; give it one (ALTER TASK ... SET SCHEDULE = '5 MINUTE'),"
                 " or run it with EXECUTE TASK."
             )
-    elif action == "SUSPEND":
-        fields = dict(state=TaskState.SUSPENDED, next_at=None)
-    elif action in ("SET", "UNSET"):
-        d = _set(d, args, about, unset=action == "UNSET")
-    elif action in ("ADD AFTER", "REMOVE AFTER"):
-        names = args["names"]
-        assert isinstance(names, list)
-        ids = [_predecessor(ctx, n, about).task_id for n in names]
-        if action == "ADD AFTER":
-            if d.schedule is not None:
-                raise InvalidStatementError(
-                    f"{about}: task {t.name} has a SCHEDULE; a task with AFTER runs in its"
-                    " root's graph run (UNSET SCHEDULE first)."
-                )
-            after = (*d.after, *(i for i in ids if i not in d.after))
-        else:
-            after = tuple(i for i in d.after if i not in ids)
-        d = replace(d, after=after)
-    elif action == "MODIFY AS":
-        statements = args["body"]
-        assert isinstance(statements, list)
-        d = replace(d, statements=tuple(statements), sql=str(args["text"]))
-    elif action == "MODIFY WHEN":
-        _check_condition(ctx, str(args["condition"]), about)
-        d = replace(d, condition=str(args["condition"]))
-    elif action == "REMOVE WHEN":
-        d = replace(d, condition=None)
+    elif isinstance(change, Suspend):
+        update = AlterTask(t.task_id, state=TaskState.SUSPENDED, next_at=None)
+    else:
+        update = _redefine(ctx, t, _definition(ctx, t, change, about))
+    _commit(ctx, f"ALTER TASK {change.keyword}", update)
+
+
+def _definition(
+    ctx: StatementContext, t: TaskInfo, change: Redefinition, about: str
+) -> TaskDefinition:
+    """``t``'s definition as ``change`` leaves it."""
+    d = t.definition
+    if isinstance(change, SetOptions):
+        return _set(d, change.options, about)
+    if isinstance(change, UnsetOptions):
+        return _unset(d, change.names, about)
+    if isinstance(change, AddAfter | RemoveAfter):
+        ids = [_predecessor(ctx, n, about).task_id for n in change.tasks]
+        if isinstance(change, RemoveAfter):
+            return replace(d, after=tuple(i for i in d.after if i not in ids))
+        if d.schedule is not None:
+            raise InvalidStatementError(
+                f"{about}: task {t.name} has a SCHEDULE; a task with AFTER runs in its"
+                " root's graph run (UNSET SCHEDULE first)."
+            )
+        return replace(d, after=(*d.after, *(i for i in ids if i not in d.after)))
+    if isinstance(change, ModifyBody):
+        return replace(d, statements=change.statements, sql=change.sql)
+    if isinstance(change, ModifyCondition):
+        _check_condition(ctx, change.condition, about)
+        return replace(d, condition=change.condition)
+    return replace(d, condition=None)
+
+
+def _redefine(ctx: StatementContext, t: TaskInfo, d: TaskDefinition) -> AlterTask:
+    """The update that gives ``t`` definition ``d`` (a started task: with its next run under
+    ``d``'s schedule and predecessors, if they changed)."""
+    definition: TaskDefinition | Unset = UNSET
+    next_at: float | None | Unset = UNSET
     if d != t.definition:
-        fields["definition"] = d
+        definition = d
         when = (d.schedule, d.after) != (t.definition.schedule, t.definition.after)
         if t.state == TaskState.STARTED and when:
-            fields["next_at"] = _first_run(ctx, replace(t, definition=d))
-    _commit(ctx, f"ALTER TASK {action}", AlterTask(t.task_id, **fields))
+            next_at = _first_run(ctx, replace(t, definition=d))
+    return AlterTask(t.task_id, definition=definition, next_at=next_at)
 
 
-def _set(
-    d: TaskDefinition, args: Mapping[str, object], about: str, *, unset: bool
-) -> TaskDefinition:
-    if unset:
-        names = args["names"]
-        assert isinstance(names, list)
-        for n in names:
-            if n == "SCHEDULE":
-                d = replace(d, schedule=None)
-            elif n in task_spec.IGNORED:
-                continue
-            else:
-                try:
-                    field = task_spec.field_of(n)
-                except KeyError:
-                    raise InvalidStatementError(f"{about}: there is no option {n}.") from None
-                d = replace(d, options=replace(d.options, **{field: task_spec.default_of(n)}))
-        return d
-    written = args["options"]
-    assert isinstance(written, dict)
+def _unset(d: TaskDefinition, names: Sequence[str], about: str) -> TaskDefinition:
+    for n in names:
+        if n == "SCHEDULE":
+            d = replace(d, schedule=None)
+        elif n in task_spec.IGNORED:
+            continue
+        else:
+            try:
+                field = task_spec.field_of(n)
+            except KeyError:
+                raise InvalidStatementError(f"{about}: there is no option {n}.") from None
+            d = replace(d, options=replace(d.options, **{field: task_spec.default_of(n)}))
+    return d
+
+
+def _set(d: TaskDefinition, written: Mapping[str, str], about: str) -> TaskDefinition:
     if "SCHEDULE" in written:
         task_spec.schedule(written["SCHEDULE"], about=about)
         if d.after:

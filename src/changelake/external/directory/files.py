@@ -16,12 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow.fs as pafs
 from pyspark.sql import SparkSession
 
-from changelake.catalog.alters import AlterExternalTable
+from changelake.catalog.alters import UNSET, AlterExternalTable, Unset
 from changelake.catalog.model import (
     DataFile,
     ExternalDefinition,
@@ -30,7 +29,7 @@ from changelake.catalog.model import (
     ExternalTableState,
 )
 from changelake.catalog.requests import (
-    CommitRequest,
+    DefineExternalTable,
     FollowedFrom,
     IfExists,
     RegisterFiles,
@@ -44,7 +43,7 @@ from changelake.errors import InvalidStatementError, SourceError, UnsupportedErr
 from changelake.external.directory.stage import READ_FAILURES, FileFormat, Stage, check_pattern
 from changelake.external.postgresql.follow import Followed
 from changelake.external.postgresql.pgtable import drop_source_objects
-from changelake.external.rows import creation
+from changelake.external.rows import first_load
 from changelake.runtime.env import Context, Env
 from changelake.schema import Column, TableSchema, check_column_name
 from changelake.spark.jobs import counted_jobs
@@ -122,18 +121,10 @@ def create(ctx: Context, new: NewFilesTable) -> StatementResult:
         scope_mode="ALL",
         follow_lag=new.follow_lag,
     )
-    updates = creation(
-        new.name,
-        schema,
-        new.properties,
-        files,
-        new.if_exists,
-        definition,
-        scope=None,
-        position=str(len(listed)),
-        registered=[found[p] for p in listed],
-    )
-    result = ctx.commit(CommitRequest(ctx.statement_id, OPERATION, updates))
+    load = first_load(new.name, schema, new.properties, files, new.if_exists, kind=KIND)
+    registered = tuple(found[p] for p in listed)
+    defined = DefineExternalTable(new.name, definition, None, str(len(listed)), registered)
+    result = ctx.commit(write_request(ctx.statement_id, OPERATION, [load], updates=(defined,)))
     if replaced is not None and result.applied:
         drop_source_objects(ctx, replaced.definition)
     table = result.tables[new.name.lower()]
@@ -233,11 +224,11 @@ def refresh(
     listed = stage.files(spec["pattern"])
     registered = {f.path: f for f in env.catalog.external_files(ext.table_id)}
     new = sorted(p for p in listed if p not in registered)
-    changed: dict[str, Any] = {}
     report = _report(ext, registered, listed)
+    error: str | Unset = UNSET
     if ext.state != ExternalTableState.FAILED and report != ext.error:  # FAILED keeps its error
-        changed["error"] = report
-    if not new and not changed:
+        error = report
+    if not new and error is UNSET:
         return Followed(files_registered=int(ext.position or 0))
     table_id, name, version = ext.table_id, ext.name, ext.info.current_version
     schema = env.catalog.schema_at(table_id, version)
@@ -262,8 +253,10 @@ def refresh(
     updates: list[Update] = []
     if new:
         updates.append(RegisterFiles(table_id, tuple(listed[p] for p in new)))
-        changed["position"] = position
-    updates.append(AlterExternalTable(table_id, followed_at=env.clock.now(), **changed))
+    followed = AlterExternalTable(
+        table_id, followed_at=env.clock.now(), error=error, position=position if new else UNSET
+    )
+    updates.append(followed)
     request = write_request(
         statement_id,
         REFRESH,

@@ -17,17 +17,15 @@ from psycopg import sql
 from pyspark.sql import DataFrame, SparkSession
 
 from changelake.catalog.model import ConnectionInfo, DataFile, ExternalDefinition
-from changelake.catalog.requests import (
-    CommitRequest,
-    IfExists,
-)
+from changelake.catalog.requests import DefineExternalTable, IfExists
+from changelake.catalog.writes import write_request
 from changelake.dml.result import StatementResult
 from changelake.errors import ConfigurationError, ObjectNotFoundError, SourceError, did_you_mean
 from changelake.external.postgresql import postgres, replication
 from changelake.external.postgresql.pgoutput import format_lsn
 from changelake.external.postgresql.pgtypes import spark_type
 from changelake.external.postgresql.postgres import to_postgres
-from changelake.external.rows import creation, stored_rows, table_schema
+from changelake.external.rows import first_load, stored_rows, table_schema
 from changelake.plan.predicates import parse_scope
 from changelake.runtime.env import Context
 from changelake.schema import TableSchema
@@ -114,17 +112,12 @@ def create(ctx: Context, new: NewPostgresTable) -> StatementResult:
                 slot=name,
                 publication=name,
             )
-            updates = creation(
-                new.name,
-                schema,
-                new.properties,
-                files,
-                new.if_exists,
-                definition,
-                scope=new.scope,
-                position=format_lsn(exported.position),
+            load = first_load(
+                new.name, schema, new.properties, files, new.if_exists, kind=definition.kind
             )
-            result = ctx.commit(CommitRequest(statement_id, OPERATION, updates))
+            position = format_lsn(exported.position)
+            defined = DefineExternalTable(new.name, definition, new.scope, position)
+            result = ctx.commit(write_request(statement_id, OPERATION, [load], updates=(defined,)))
         except BaseException:
             replication.drop_objects(conn, name, name)
             raise
@@ -138,9 +131,8 @@ def create(ctx: Context, new: NewPostgresTable) -> StatementResult:
         OPERATION,
         table.name,
         table.current_version,
-        rows_inserted=sum(f.row_count for f in files) if result.applied else 0,
-        message=f"External table {table.name} created at source position"
-        f" {format_lsn(exported.position)}.",
+        rows_inserted=load.inserted if result.applied else 0,
+        message=f"External table {table.name} created at source position {position}.",
     )
 
 
