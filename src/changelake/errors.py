@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from enum import Enum
+from typing import TypeVar
+
+E = TypeVar("E", bound=Enum)
 
 
 class ChangelakeError(Exception):
@@ -188,6 +192,19 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """' Did you mean X?' or '' — to append to a not-found message."""
     match = closest(name, list(candidates))
     return f" Did you mean {match}?" if match else ""
+
+
+def member_named(kind: type[E], text: str, what: str) -> E:
+    """The member of ``kind`` that ``text`` names (any case, blanks around ignored), else an
+    ``InvalidStatementError`` naming ``what`` was asked for, the choices and the closest one."""
+    name = text.strip().upper()
+    try:
+        return kind[name]
+    except KeyError:
+        names = list(kind.__members__)
+        raise InvalidStatementError(
+            f"Unknown {what} {text!r}; use one of {', '.join(names)}.{did_you_mean(name, names)}"
+        ) from None
 
 
 class IngestValidationError(ChangelakeError, ValueError):

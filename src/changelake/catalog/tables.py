@@ -44,6 +44,19 @@ clock = Table(
     Column("definitions", String(32), nullable=False, server_default=""),
 )
 
+
+def _live_names_unique(table: Table) -> Index:
+    """Names are unique among ``table``'s live rows; a dropped row's name may be taken again."""
+    live = text("dropped_at IS NULL")
+    return Index(
+        f"{table.name}_live_name",
+        table.c.name,
+        unique=True,
+        sqlite_where=live,
+        postgresql_where=live,
+    )
+
+
 tables = Table(
     "cl_tables",
     metadata,
@@ -58,13 +71,7 @@ tables = Table(
     # the commit that made current_version: a snapshot at or past it reads current_version
     Column("current_commit", BigInteger, nullable=False, server_default="0"),
 )
-Index(
-    "cl_tables_live_name",
-    tables.c.name,
-    unique=True,
-    sqlite_where=text("dropped_at IS NULL"),
-    postgresql_where=text("dropped_at IS NULL"),
-)
+_live_names_unique(tables)
 
 columns = Table(
     "cl_columns",
@@ -136,13 +143,7 @@ views = Table(
     Column("created_at", Float, nullable=False),
     Column("dropped_at", Float),
 )
-Index(
-    "cl_views_live_name",
-    views.c.name,
-    unique=True,
-    sqlite_where=text("dropped_at IS NULL"),
-    postgresql_where=text("dropped_at IS NULL"),
-)
+_live_names_unique(views)
 
 streams = Table(
     "cl_streams",
@@ -162,13 +163,7 @@ streams = Table(
     Column("consumed_at", Float),
     Column("dropped_at", Float),
 )
-Index(
-    "cl_streams_live_name",
-    streams.c.name,
-    unique=True,
-    sqlite_where=text("dropped_at IS NULL"),
-    postgresql_where=text("dropped_at IS NULL"),
-)
+_live_names_unique(streams)
 
 # A stream's frontier: per base table, the version whose changes are all consumed.
 stream_frontiers = Table(

@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from changelake.catalog.requests import Update
-from changelake.catalog.writes import TableWrite, write_request
+from changelake.catalog.writes import TableWrite
 from changelake.changelog import scd1, scd2
 from changelake.changelog.events import DELETE, HASH, SEQ, checked, chosen_columns, normalize
 from changelake.changelog.rewrite import (
@@ -44,7 +44,7 @@ from changelake.changelog.state import (
     state_table,
 )
 from changelake.dialect import parse_one
-from changelake.dml.common import Target, outcome, stream_consumption
+from changelake.dml.common import Target, commit_write
 from changelake.dml.matches import persisted
 from changelake.dml.result import StatementResult
 from changelake.errors import InvalidStatementError
@@ -55,7 +55,6 @@ from changelake.spark.errors import spark_errors
 from changelake.storage.snapshot import ADDRESS, FILE, state_relation
 from changelake.storage.writer import write_data
 from changelake.streams.frontier import StreamRead
-from changelake.txn.context import StatementContext
 
 OPERATION = "APPLY CHANGES"
 # the state table's part of the commit: its write (the first creates it) and the updates that
@@ -207,7 +206,15 @@ def apply_changes(
                 written, _ = rewrite(ctx, target, found)
                 state_written = write_state(greatest)
     assert state_written is not None
-    return _commit(ctx, target, written, state_written, stream_reads)
+    state_write, state_updates = state_written
+    return commit_write(
+        ctx,
+        OPERATION,
+        written,
+        stream_reads=stream_reads,
+        beside=(state_write,),
+        updates=state_updates,
+    )
 
 
 def _write_state(
@@ -271,32 +278,3 @@ def _write_state(
     found = changed.unionByName(purged).where(F.col(WRITE_ACTION).isNotNull())
     write, _ = rewrite(ctx, state.target, found, part="-state")
     return write, state.moves
-
-
-def _commit(
-    ctx: StatementContext,
-    target: Target,
-    written: TableWrite,
-    state: StateWrite,
-    stream_reads: Iterable[StreamRead],
-) -> StatementResult:
-    advances, frontiers = stream_consumption(stream_reads)
-    state_write, state_updates = state
-    request = write_request(
-        ctx.statement_id,
-        OPERATION,
-        [written, state_write],
-        updates=(*state_updates, *advances),
-        requirements=frontiers,
-    )
-    made = ctx.commit(request).version_of(target.info.table_id)
-    return StatementResult(
-        statement_id=ctx.statement_id,
-        operation=OPERATION,
-        object=target.info.name,
-        version=made,
-        rows_inserted=written.inserted,
-        rows_updated=written.updated,
-        rows_deleted=written.deleted,
-        message=outcome(ctx, made),
-    )

@@ -55,7 +55,7 @@ from changelake.errors import (
     ConflictError,
     ExportError,
     InvalidStatementError,
-    did_you_mean,
+    member_named,
 )
 from changelake.plan.bind import Binder
 from changelake.runtime.env import Context
@@ -72,14 +72,7 @@ class FileFormat(Enum):
 
     @staticmethod
     def parse(text: str) -> FileFormat:
-        try:
-            return FileFormat[text.strip().upper()]
-        except KeyError:
-            names = [f.name for f in FileFormat]
-            raise InvalidStatementError(
-                f"Unknown export file format {text!r}; use {' or '.join(names)}."
-                f"{did_you_mean(text.upper(), names)}"
-            ) from None
+        return member_named(FileFormat, text, "export file format")
 
 
 RESULT_COLUMNS = (

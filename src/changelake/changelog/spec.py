@@ -7,7 +7,7 @@ from enum import Enum
 
 from sqlglot import exp
 
-from changelake.errors import InvalidStatementError, did_you_mean
+from changelake.errors import InvalidStatementError, member_named
 
 
 class OpFormat(Enum):
@@ -20,14 +20,7 @@ class OpFormat(Enum):
 
     @staticmethod
     def parse(text: str) -> OpFormat:
-        try:
-            return OpFormat[text.strip().upper()]
-        except KeyError:
-            raise InvalidStatementError(
-                f"Unknown OP COLUMN FORMAT {text!r}; use one of"
-                f" {', '.join(f.value for f in OpFormat)}."
-                f"{did_you_mean(text.upper(), OpFormat.__members__)}"
-            ) from None
+        return member_named(OpFormat, text, "OP COLUMN FORMAT")
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from changelake.changes.columns import (
     METADATA_ISUPDATE,
     METADATA_ROW_ID,
 )
-from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean
+from changelake.errors import ColumnNotFoundError, InvalidStatementError, did_you_mean, member_named
 from changelake.schema import quoted
 
 OFFSET = "offset"
@@ -80,13 +80,7 @@ class Format(Enum):
 
     @staticmethod
     def parse(text: str) -> Format:
-        try:
-            return Format[text.strip().upper()]
-        except KeyError:
-            raise InvalidStatementError(
-                f"Unknown changelog FORMAT {text!r}; use one of"
-                f" {', '.join(f.value for f in Format)}.{did_you_mean(text.upper(), Format.__members__)}"
-            ) from None
+        return member_named(Format, text, "changelog FORMAT")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from changelake.catalog.model import DataFile, TrackedFile
-from changelake.errors import InvalidStatementError
+from changelake.errors import member_named
 
 
 class Information(Enum):
@@ -28,12 +28,7 @@ class Information(Enum):
 
     @staticmethod
     def parse(text: str) -> Information:
-        try:
-            return Information[text.strip().upper()]
-        except KeyError as e:
-            raise InvalidStatementError(
-                f"Unknown CHANGES information {text!r}; use DEFAULT, APPEND_ONLY or REDO."
-            ) from e
+        return member_named(Information, text, "CHANGES information")
 
 
 # MINIMIZE reading at most this many rows (both sides) pairs them in one task (``Pairing``):

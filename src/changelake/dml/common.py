@@ -3,24 +3,26 @@ the commit request."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame
 
 from changelake.catalog.internal import check_user_may_change
-from changelake.catalog.model import NewDeletes, TableInfo
-from changelake.catalog.requests import AdvanceStream, FrontierAt
+from changelake.catalog.model import DataFile, NewDeletes, TableInfo
+from changelake.catalog.requests import AdvanceStream, FrontierAt, Update
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.dml.result import StatementResult
 from changelake.dml.strategy import SMALL_INPUT_ROWS, Strategy
 from changelake.errors import DuplicateTargetRowError
 from changelake.plan.bind import Binder
+from changelake.runtime.env import Context
+from changelake.schema import TableSchema
 from changelake.spark.relation import plan_lines
 from changelake.storage.snapshot import file_name
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import write_deletes
+from changelake.storage.writer import write_data, write_deletes
 from changelake.streams.frontier import StreamRead
 from changelake.txn.context import StatementContext
 from changelake.txn.snapshot import TableState
@@ -67,6 +69,30 @@ class Planned:
         1's query, or the one pass)."""
         line = self.strategy.describe(operation, self.target.info.name)
         return [line, *plan_lines(self.found)]
+
+
+def write_rows(
+    ctx: Context,
+    df: DataFrame,
+    *,
+    schema: TableSchema,
+    table: str,
+    row_id: str | None = None,
+    row_version: str | None = None,
+    partitions: int | None = None,
+) -> list[DataFile]:
+    """Write ``df`` as data files of ``table`` in this statement's data directory, not yet
+    committed (the arguments as ``write_data`` takes them)."""
+    return write_data(
+        ctx.warehouse,
+        df,
+        schema=schema,
+        table=table,
+        directory=ctx.warehouse.data_dir(ctx.statement_id),
+        row_id=row_id,
+        row_version=row_version,
+        partitions=partitions,
+    )
 
 
 def small_input(target: Target) -> bool:
@@ -147,12 +173,19 @@ def commit_write(
     write: TableWrite,
     *,
     stream_reads: Iterable[StreamRead] = (),
+    beside: Sequence[TableWrite] = (),
+    updates: Sequence[Update] = (),
 ) -> StatementResult:
-    """Commit (or stage, inside a transaction) one statement's write to one table, consuming
-    the streams it read."""
+    """Commit (or stage, inside a transaction) one statement's write to one table, with the
+    writes of its internal tables (``beside``) and other ``updates``, consuming the streams it
+    read; the result reports ``write``."""
     advances, frontiers = stream_consumption(stream_reads)
     request = write_request(
-        ctx.statement_id, operation, [write], updates=advances, requirements=frontiers
+        ctx.statement_id,
+        operation,
+        [write, *beside],
+        updates=(*updates, *advances),
+        requirements=frontiers,
     )
     made = ctx.commit(request).version_of(write.table_id)
     return StatementResult(

@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from changelake.arrow_types import arrow_type
 from changelake.catalog.writes import WriteKind
-from changelake.dml.common import Target, commit_write
+from changelake.dml.common import Target, commit_write, write_rows
 from changelake.dml.result import StatementResult
 from changelake.errors import (
     InvalidStatementError,
@@ -26,7 +26,6 @@ from changelake.runtime.env import Context
 from changelake.schema import ROW_VERSION, STORED_ROW_ID, Column, TableSchema
 from changelake.storage.footers import describe_files, trusted_statistics
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import write_data
 
 # The column types whose literals ``_coerce`` converts (and DECIMAL); a row with any other type of
 # column (TIMESTAMP) goes through Spark.
@@ -87,13 +86,7 @@ def insert(
         )
     if files is None:
         df = widened_to_table(binder.query(source), schema, chosen, table=name)
-        files = write_data(
-            ctx.warehouse,
-            df,
-            schema=schema,
-            table=name,
-            directory=ctx.warehouse.data_dir(ctx.statement_id),
-        )
+        files = write_rows(ctx, df, schema=schema, table=name)
     removed = tuple(f.file.path for f in target.state.files) if overwrite else ()
     write = target.write(
         WriteKind.CHANGE if overwrite else WriteKind.APPEND,
@@ -116,13 +109,7 @@ def append_dataframe(ctx: Context, target: Target, df: DataFrame) -> StatementRe
     chosen = [c for c in schema.columns if c.name.lower() in by_lower]
     df = df.select(*[F.col(f"`{by_lower[c.name.lower()]}`") for c in chosen])
     df = widened_to_table(df, schema, chosen, table=name)
-    files = write_data(
-        ctx.warehouse,
-        df,
-        schema=schema,
-        table=name,
-        directory=ctx.warehouse.data_dir(ctx.statement_id),
-    )
+    files = write_rows(ctx, df, schema=schema, table=name)
     inserted = sum(f.row_count for f in files)
     write = target.write(WriteKind.APPEND, added=tuple(files), inserted=inserted)
     return commit_write(ctx, "INSERT", write)

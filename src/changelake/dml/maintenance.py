@@ -10,10 +10,11 @@ import pyarrow.fs as pafs
 from changelake.catalog import Catalog
 from changelake.catalog.requests import CommitRequest, ForgetFiles
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
+from changelake.dml.common import write_rows
 from changelake.runtime.env import Context
 from changelake.storage.snapshot import RID, VER, state_relation
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import partitions_for, write_data
+from changelake.storage.writer import partitions_for
 from changelake.txn.retention import retention_horizon, stream_floor
 
 SMALL_FILE_ROWS = 500_000
@@ -43,12 +44,11 @@ def optimize(ctx: Context, name: str) -> OptimizeResult:
     added = []
     if rows:
         df = state_relation(ctx.spark, ctx.warehouse, chosen, identity=True).frame(ctx.spark)
-        added = write_data(
-            ctx.warehouse,
+        added = write_rows(
+            ctx,
             df,
             schema=state.schema,
             table=info.name,
-            directory=ctx.warehouse.data_dir(ctx.statement_id),
             row_id=RID,
             row_version=VER,
             partitions=partitions_for(rows),

@@ -37,6 +37,7 @@ from changelake.catalog.requests import (
 )
 from changelake.catalog.writes import TableWrite, write_request
 from changelake.changes.columns import METADATA_ROW_ID
+from changelake.dml.common import write_rows
 from changelake.dml.result import StatementResult
 from changelake.dynamic.dag import dynamic_table, refresh_round, refresh_with_upstreams
 from changelake.dynamic.definition import Definition, define, effective_mode
@@ -48,7 +49,7 @@ from changelake.errors import ConflictError, InvalidStatementError, ObjectExists
 from changelake.runtime.env import Context
 from changelake.schema import ROW_KEY, Column, TableSchema, quoted
 from changelake.spark.jobs import counted_jobs
-from changelake.storage.writer import schema_of_dataframe, table_type, write_data
+from changelake.storage.writer import schema_of_dataframe, table_type
 from changelake.txn.context import StatementContext
 
 
@@ -182,14 +183,9 @@ def _schema(rows: DataFrame, hidden: list[str], about: str) -> TableSchema:
 def _initialized(ctx: Context, table: CreateTable, rows: DataFrame) -> tuple[TableWrite, int]:
     """The write that creates ``table`` holding the query's ``rows``, and the Spark jobs it ran."""
     with counted_jobs(ctx.spark, f"creation of dynamic table {table.name}") as count:
-        files = write_data(
-            ctx.warehouse,
-            rows.select(
-                *[F.col(quoted(c.name)) for c in table.schema.stored], F.col(METADATA_ROW_ID)
-            ),
-            schema=table.schema,
-            table=table.name,
-            directory=ctx.warehouse.data_dir(ctx.statement_id),
+        stored = [F.col(quoted(c.name)) for c in table.schema.stored]
+        files = write_rows(
+            ctx, rows.select(*stored, F.col(METADATA_ROW_ID)), schema=table.schema, table=table.name
         )
         jobs = count()
     return TableWrite.creating(table, files), jobs

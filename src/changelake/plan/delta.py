@@ -49,27 +49,38 @@ from changelake.plan.ir import (
 Changed = Callable[[Scan], bool]
 
 
-def derive(node: Node, *, changed: Changed) -> Node | None:
-    """Δ``node``: its changes over the interval, or None if none of its tables changed."""
+def derive(node: Node, *, changed: Changed, added_only: bool = False) -> Node | None:
+    """Δ``node``: its changes over the interval, or None if none of its tables changed.
+
+    ``added_only``: Δ⁺``node``, the rows it adds, for a view ``monotonic.refusal`` accepts, from
+    the rows its tables added. The same rules, except for semi joins, whose rows gaining a
+    partner count only if they had none at the start (``delta_semi_added``).
+    """
+
+    def down(child: Node) -> Node | None:
+        return derive(child, changed=changed, added_only=added_only)
+
     if isinstance(node, Scan):
         return delta_scan(node, changed)
     if isinstance(node, Filter):
-        return delta_filter(node, derive(node.child, changed=changed))
+        return delta_filter(node, down(node.child))
     if isinstance(node, Project):
-        return delta_project(node, derive(node.child, changed=changed))
+        return delta_project(node, down(node.child))
     if isinstance(node, Branch):
-        return delta_branch(node, derive(node.child, changed=changed))
+        return delta_branch(node, down(node.child))
     if isinstance(node, Union):
-        left = derive(node.left, changed=changed)
-        return delta_union(node, left, derive(node.right, changed=changed))
+        return delta_union(node, down(node.left), down(node.right))
+    if added_only:
+        if isinstance(node, Join) and node.kind is JoinKind.SEMI:
+            return delta_semi_added(node, down(node.left), down(node.right))
+        if not (isinstance(node, Join) and node.kind in (JoinKind.INNER, JoinKind.CROSS)):
+            raise TypeError(f"APPEND_ONLY cannot follow {type(node).__name__}; refusal() says why")
     if isinstance(node, Join):
-        left = derive(node.left, changed=changed)
-        right = derive(node.right, changed=changed)
-        return delta_join(node, left, right)
+        return delta_join(node, down(node.left), down(node.right))
     if isinstance(node, Aggregate):
-        return delta_aggregate(node, derive(node.child, changed=changed))
+        return delta_aggregate(node, down(node.child))
     if isinstance(node, Window):
-        return delta_window(node, derive(node.child, changed=changed))
+        return delta_window(node, down(node.child))
     raise TypeError(f"cannot differentiate {type(node).__name__}")
 
 
@@ -150,11 +161,26 @@ def delta_join(node: Join, left: Node | None, right: Node | None) -> Node | None
     terms: list[Node] = []
     if right is not None:
         terms.append(Join(at(node.left, End.START), right, node.kind, node.condition, node.shown))
-    if left is not None:
-        terms.append(Join(left, at(node.right, End.END), node.kind, node.condition, node.shown))
-    if not terms:
-        return None
-    return terms[0] if len(terms) == 1 else Union(terms[0], terms[1])
+    return _sum(terms + _left_terms(node, left))
+
+
+def _left_terms(node: Join, left: Node | None) -> list[Node]:
+    """ΔQ ⋈ R|end (the join's own kind), the term of the left side's changes, if it changed."""
+    if left is None:
+        return []
+    return [Join(left, at(node.right, End.END), node.kind, node.condition, node.shown)]
+
+
+def delta_semi_added(node: Join, left: Node | None, right: Node | None) -> Node | None:
+    """Δ⁺ of a semi join whose inputs only gain rows: a row gaining a partner is added only if
+    it had none at the start, Δ⁺(Q ⋉ R) = Δ⁺Q ⋉ R|end + +((Q|start ⋉ Δ⁺R) ▷ R|start)."""
+    terms = _left_terms(node, left)
+    cond, shown = node.condition, node.shown
+    if right is not None:
+        partnered = Join(at(node.left, End.START), right, JoinKind.SEMI, cond, shown)
+        new = Join(partnered, at(node.right, End.START), JoinKind.ANTI, cond, shown)
+        terms.append(Signed(new, "INSERT"))  # rows of a state: say they are added
+    return _sum(terms)
 
 
 def delta_semi_anti(node: Join, left: Node | None, right: Node | None) -> Node | None:
@@ -169,10 +195,8 @@ def delta_semi_anti(node: Join, left: Node | None, right: Node | None) -> Node |
     >>> print(formula(derive(anti, changed=lambda s: s.table == "r")))
     +((q@start ⋉ Δr) ▷ r@end) ∪ −((q@start ⋉ Δr) ▷ r@start)
     """
-    terms: list[Node] = []
+    terms = _left_terms(node, left)
     cond, shown = node.condition, node.shown
-    if left is not None:
-        terms.append(Join(left, at(node.right, End.END), node.kind, cond, shown))
     if right is not None:
         candidates = Join(at(node.left, End.START), right, JoinKind.SEMI, cond, shown)
         after = Join(candidates, at(node.right, End.END), node.kind, cond, shown)

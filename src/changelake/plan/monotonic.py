@@ -27,29 +27,14 @@ from dataclasses import dataclass
 
 from changelake.catalog.model import TableInfo
 from changelake.changes.query import only_inserted_between
-from changelake.plan.delta import (
-    Changed,
-    delta_branch,
-    delta_filter,
-    delta_join,
-    delta_project,
-    delta_scan,
-    delta_union,
-)
+from changelake.plan.delta import Changed, derive
 from changelake.plan.ir import (
     Aggregate,
-    Branch,
-    End,
-    Filter,
     Join,
     JoinKind,
     Node,
-    Project,
-    Scan,
-    Signed,
     Union,
     Window,
-    at,
     children,
 )
 from changelake.txn.context import StatementContext
@@ -108,7 +93,7 @@ def refusal(tree: Node, views: Sequence[tuple[str, Node]] = ()) -> Refusal | Non
     the views ``tree`` was built from, each with its tree, innermost first; the refusal names the
     innermost one the operator is in.
 
-    >>> from changelake.plan.ir import Scan
+    >>> from changelake.plan.ir import Filter, Scan
     >>> s = Scan("t", 1, "t", (), ())
     >>> refusal(Filter(s, "x")), refusal(Aggregate(s, (), (), (), ())).operator
     (None, 'DISTINCT')
@@ -162,44 +147,13 @@ def appended(node: Node, *, changed: Changed) -> Node | None:
     Δ⁺(Q ⋉ R) = Δ⁺Q ⋉ R|end + +((Q|start ⋉ Δ⁺R) ▷ R|start).
 
     >>> from changelake.plan.delta import formula
-    >>> from changelake.plan.ir import Col
+    >>> from changelake.plan.ir import Col, Scan
     >>> t = Scan("t", 1, "t", ("k",), (Col("_v0", "k"),))
     >>> u = Scan("u", 2, "u", ("k",), (Col("_v1", "k"),))
     >>> print(formula(appended(Join(t, u, JoinKind.INNER, "_v0 = _v1"), changed=lambda s: True)))
     (t@start ⋈ Δu) + (Δt ⋈ u@end)
     """
-    if isinstance(node, Scan):
-        return delta_scan(node, changed)
-    if isinstance(node, Filter):
-        return delta_filter(node, appended(node.child, changed=changed))
-    if isinstance(node, Project):
-        return delta_project(node, appended(node.child, changed=changed))
-    if isinstance(node, Union):
-        left = appended(node.left, changed=changed)
-        return delta_union(node, left, appended(node.right, changed=changed))
-    if isinstance(node, Join) and node.kind in (JoinKind.INNER, JoinKind.CROSS, JoinKind.SEMI):
-        left = appended(node.left, changed=changed)
-        right = appended(node.right, changed=changed)
-        if node.kind is JoinKind.SEMI:
-            return _appended_semi(node, left, right)
-        return delta_join(node, left, right)
-    if isinstance(node, Branch):
-        return delta_branch(node, appended(node.child, changed=changed))
-    raise TypeError(f"APPEND_ONLY cannot follow {type(node).__name__}; refusal() says why")
-
-
-def _appended_semi(node: Join, left: Node | None, right: Node | None) -> Node | None:
-    terms: list[Node] = []
-    cond, shown = node.condition, node.shown
-    if left is not None:
-        terms.append(Join(left, at(node.right, End.END), JoinKind.SEMI, cond, shown))
-    if right is not None:
-        partnered = Join(at(node.left, End.START), right, JoinKind.SEMI, cond, shown)
-        new = Join(partnered, at(node.right, End.START), JoinKind.ANTI, cond, shown)
-        terms.append(Signed(new, "INSERT"))  # rows of a state: say they are added
-    if not terms:
-        return None
-    return terms[0] if len(terms) == 1 else Union(terms[0], terms[1])
+    return derive(node, changed=changed, added_only=True)
 
 
 def inserts_only(

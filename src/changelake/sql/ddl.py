@@ -22,7 +22,7 @@ from changelake.catalog.requests import (
 )
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.dialect import to_spark
-from changelake.dml.common import Target, remove_all_rows, stream_consumption
+from changelake.dml.common import Target, remove_all_rows, stream_consumption, write_rows
 from changelake.dml.result import StatementResult
 from changelake.errors import (
     InvalidStatementError,
@@ -35,7 +35,7 @@ from changelake.plan.bind import Binder
 from changelake.runtime.env import Context
 from changelake.schema import Column, TableSchema, check_column_name, normalize_type
 from changelake.sql import statements as s
-from changelake.storage.writer import schema_of_dataframe, write_data
+from changelake.storage.writer import schema_of_dataframe
 from changelake.txn.context import StatementContext
 
 # Table properties a user may set, with how to check the value.
@@ -132,13 +132,7 @@ def create_table(ctx: Context, stmt: s.CreateTable) -> StatementResult:
                 "CREATE TABLE t (columns) AS SELECT: give either columns or a query."
             )
         if not (stmt.if_not_exists and ctx.catalog.find_table(name)):
-            added = write_data(
-                ctx.warehouse,
-                df,
-                schema=schema,
-                table=name,
-                directory=ctx.warehouse.data_dir(ctx.statement_id),
-            )
+            added = write_rows(ctx, df, schema=schema, table=name)
     elif stmt.columns is not None:
         schema = _column_defs(stmt.columns, table=name)
     else:
