@@ -16,6 +16,7 @@ from changelake.arrow_types import arrow_type
 from changelake.catalog.writes import WriteKind
 from changelake.dml.common import Target, commit_write, write_rows
 from changelake.dml.result import StatementResult
+from changelake.dml.statements import Insert
 from changelake.errors import (
     InvalidStatementError,
     NotNullViolationError,
@@ -66,18 +67,12 @@ def widened_to_table(
     return df.select(*exprs)
 
 
-def insert(
-    ctx: Context,
-    *,
-    table: str,
-    columns: list[str] | None,
-    source: exp.Expression,
-    overwrite: bool,
-) -> StatementResult:
+def insert(ctx: Context, statement: Insert) -> StatementResult:
     """INSERT [OVERWRITE] INTO table [(columns)] VALUES ... | SELECT ..."""
-    target = (Target.of if overwrite else Target.for_append)(ctx, table)
+    source, overwrite = statement.source, statement.overwrite
+    target = (Target.of if overwrite else Target.for_append)(ctx, statement.table)
     schema, name = target.state.schema, target.info.name
-    chosen = target_columns(schema, columns, table=name)
+    chosen = target_columns(schema, statement.columns, table=name)
     files = None
     binder = Binder(ctx)
     if isinstance(source, exp.Values) and not overwrite:

@@ -24,6 +24,7 @@ from changelake.dml.common import Planned, Target, commit_write
 from changelake.dml.matches import address, find_matches, inserted_rows, new, persisted
 from changelake.dml.replace import Layout, NewRows, replace_matches, replace_rows
 from changelake.dml.result import StatementResult
+from changelake.dml.statements import Merge
 from changelake.dml.strategy import choose_merge
 from changelake.errors import InvalidStatementError, NotNullViolationError
 from changelake.plan.bind import Binder
@@ -128,24 +129,18 @@ def _taking(clauses: Sequence[Clause], *actions: Action) -> str:
     return f"{CLAUSE} IN ({', '.join(map(str, indices))})"
 
 
-def plan_merge(
-    ctx: Context,
-    *,
-    table: exp.Table,
-    source: exp.Expression,
-    on: exp.Expression,
-    whens: list[exp.Expression],
-) -> tuple[Planned, tuple[Clause, ...]]:
+def plan_merge(ctx: Context, statement: Merge) -> tuple[Planned, tuple[Clause, ...]]:
     """The planned MERGE (phase 1's query, or the one pass) and its WHEN clauses."""
+    table = statement.table
     target = Target.of(ctx, table.name)
     schema, name = target.state.schema, target.info.name
     alias = table.alias or table.name
     binder = Binder(ctx)
     strategy = choose_merge(ctx.env, target.state.files)
     placeholder = binder.target(target.state, table.name, identity=strategy.one_pass)
-    source = binder.bind(source.copy())
-    on = binder.bind(on.copy())
-    clauses = _clauses(whens, schema, name, binder)
+    source = binder.bind(statement.source.copy())
+    on = binder.bind(statement.on.copy())
+    clauses = _clauses(statement.whens, schema, name, binder)
 
     is_matched = exp.Not(this=exp.Is(this=exp.column(POS, table=alias), expression=exp.Null()))
     not_matched = exp.Is(this=exp.column(POS, table=alias), expression=exp.Null())
@@ -186,16 +181,9 @@ def plan_merge(
     return Planned(binder, target, strategy, found), clauses
 
 
-def merge(
-    ctx: Context,
-    *,
-    table: exp.Table,
-    source: exp.Expression,
-    on: exp.Expression,
-    whens: list[exp.Expression],
-) -> StatementResult:
+def merge(ctx: Context, statement: Merge) -> StatementResult:
     """MERGE INTO table USING source ON condition WHEN ... THEN ..."""
-    planned, clauses = plan_merge(ctx, table=table, source=source, on=on, whens=whens)
+    planned, clauses = plan_merge(ctx, statement)
     if planned.strategy.one_pass:
         write = _merge_in_one_pass(ctx, planned, clauses)
     else:

@@ -24,6 +24,7 @@ from changelake.dml.common import (
 from changelake.dml.matches import address, find_matches, matched_rows, new, persisted
 from changelake.dml.replace import Layout, NewRows, replace_matches, replace_rows
 from changelake.dml.result import StatementResult
+from changelake.dml.statements import Delete, Update
 from changelake.dml.strategy import TWO_PHASES, choose, referenced
 from changelake.errors import InvalidStatementError, SqlSyntaxError
 from changelake.plan.bind import Binder
@@ -112,34 +113,22 @@ def _from_clause(placeholder: str, alias: str, sources: list[exp.Expression]) ->
     return select
 
 
-def plan_delete(
-    ctx: Context,
-    *,
-    table: exp.Table,
-    using: list[exp.Expression],
-    condition: exp.Expression | None,
-) -> Planned:
+def plan_delete(ctx: Context, statement: Delete) -> Planned:
     return _plan(
         ctx,
         operation="DELETE",
-        table=table,
-        sources=using,
-        condition=condition,
+        table=statement.table,
+        sources=statement.using,
+        condition=statement.condition,
         values=lambda binder, target: [],
     )
 
 
-def delete(
-    ctx: Context,
-    *,
-    table: exp.Table,
-    using: list[exp.Expression],
-    condition: exp.Expression | None,
-) -> StatementResult:
+def delete(ctx: Context, statement: Delete) -> StatementResult:
     """DELETE FROM table [USING sources] [WHERE condition]."""
-    if condition is None and not using:
-        return remove_all_rows(ctx, Target.of(ctx, table.name), operation="DELETE")
-    planned = plan_delete(ctx, table=table, using=using, condition=condition)
+    if statement.condition is None and not statement.using:
+        return remove_all_rows(ctx, Target.of(ctx, statement.table.name), operation="DELETE")
+    planned = plan_delete(ctx, statement)
     target = planned.target
     if planned.strategy.how != TWO_PHASES:
         # one job: the DV is written from the statement's query, and counted from the file
@@ -154,16 +143,10 @@ def delete(
     return commit_write(ctx, "DELETE", write, stream_reads=planned.binder.stream_reads.values())
 
 
-def plan_update(
-    ctx: Context,
-    *,
-    table: exp.Table,
-    assignments: list[exp.Expression],
-    source: exp.Expression | None,
-    condition: exp.Expression | None,
-) -> tuple[Planned, dict[int, str]]:
+def plan_update(ctx: Context, statement: Update) -> tuple[Planned, dict[int, str]]:
     """The planned UPDATE and, per assigned column id, the column its new value is in."""
     assigned: dict[int, str] = {}
+    assignments, source = statement.assignments, statement.source
 
     def values(binder: Binder, target: Target) -> list[exp.Expression]:
         schema, name = target.state.schema, target.info.name
@@ -188,32 +171,19 @@ def plan_update(
     planned = _plan(
         ctx,
         operation="UPDATE",
-        table=table,
+        table=statement.table,
         sources=[source] if source is not None else [],
-        condition=condition,
+        condition=statement.condition,
         values=values,
     )
     return planned, assigned
 
 
-def update(
-    ctx: Context,
-    *,
-    table: exp.Table,
-    assignments: list[exp.Expression],
-    source: exp.Expression | None,
-    condition: exp.Expression | None,
-) -> StatementResult:
+def update(ctx: Context, statement: Update) -> StatementResult:
     """UPDATE table SET column = value, ... [FROM source] [WHERE condition]."""
-    planned, assigned = plan_update(
-        ctx,
-        table=table,
-        assignments=assignments,
-        source=source,
-        condition=condition,
-    )
+    planned, assigned = plan_update(ctx, statement)
     target = planned.target
-    joined = source is not None
+    joined = statement.source is not None
     if planned.strategy.one_pass:
         # The query selected the old rows too: persisted, they are written as the DV (with
         # before-images, counted from the file) and as the new rows: two jobs.

@@ -166,18 +166,10 @@ _SHOW: dict[s.ShowKind, Callable[[Handling, s.Show], DataFrame]] = {
 
 HANDLERS: dict[type, Callable[[Handling, Any], DataFrame | StatementResult]] = {
     s.Query: _query,
-    s.Insert: lambda h, st: insert(
-        h.ctx, table=st.table, columns=st.columns, source=st.source, overwrite=st.overwrite
-    ),
-    s.Update: lambda h, st: update(
-        h.ctx,
-        table=st.table,
-        assignments=st.assignments,
-        source=st.source,
-        condition=st.condition,
-    ),
-    s.Delete: lambda h, st: delete(h.ctx, table=st.table, using=st.using, condition=st.condition),
-    s.Merge: lambda h, st: merge(h.ctx, table=st.table, source=st.source, on=st.on, whens=st.whens),
+    s.Insert: lambda h, st: insert(h.ctx, st),
+    s.Update: lambda h, st: update(h.ctx, st),
+    s.Delete: lambda h, st: delete(h.ctx, st),
+    s.Merge: lambda h, st: merge(h.ctx, st),
     s.CreateTable: lambda h, st: ddl.create_table(h.ctx, st),
     s.CreateView: lambda h, st: ddl.create_view(h.ctx, st),
     s.CreateStream: lambda h, st: create_stream(h.ctx, st),

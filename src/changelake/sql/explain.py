@@ -62,30 +62,10 @@ def _write_plan(ctx: Context, statement: Statement) -> list[str]:
     """EXPLAIN UPDATE / DELETE / MERGE: how the write reads its target, and Spark's plan of that
     read."""
     if isinstance(statement, Update):
-        planned, _ = plan_update(
-            ctx,
-            table=statement.table,
-            assignments=statement.assignments,
-            source=statement.source,
-            condition=statement.condition,
-        )
-        return planned.explain("UPDATE")
+        return plan_update(ctx, statement)[0].explain("UPDATE")
     if isinstance(statement, Merge):
-        planned, _ = plan_merge(
-            ctx,
-            table=statement.table,
-            source=statement.source,
-            on=statement.on,
-            whens=statement.whens,
-        )
-        return planned.explain("MERGE")
+        return plan_merge(ctx, statement)[0].explain("MERGE")
     assert isinstance(statement, Delete)
     if statement.condition is None and not statement.using:
         return [f"DELETE {statement.table.name}: removes every file (no Spark job)"]
-    planned = plan_delete(
-        ctx,
-        table=statement.table,
-        using=statement.using,
-        condition=statement.condition,
-    )
-    return planned.explain("DELETE")
+    return plan_delete(ctx, statement).explain("DELETE")

@@ -14,6 +14,7 @@ from enum import StrEnum
 from sqlglot import exp
 
 from changelake import dialect as d
+from changelake.dml.statements import Delete, Insert, Merge, Update
 from changelake.errors import InvalidStatementError, UnsupportedError
 from changelake.sql import apply, dynamic, external, tasks
 
@@ -21,37 +22,6 @@ from changelake.sql import apply, dynamic, external, tasks
 @dataclass(frozen=True)
 class Query:
     tree: exp.Expression
-
-
-@dataclass(frozen=True)
-class Insert:
-    table: str
-    columns: list[str] | None
-    source: exp.Expression
-    overwrite: bool
-
-
-@dataclass(frozen=True)
-class Update:
-    table: exp.Table
-    assignments: list[exp.Expression]
-    source: exp.Expression | None
-    condition: exp.Expression | None
-
-
-@dataclass(frozen=True)
-class Delete:
-    table: exp.Table
-    using: list[exp.Expression]
-    condition: exp.Expression | None
-
-
-@dataclass(frozen=True)
-class Merge:
-    table: exp.Table
-    source: exp.Expression
-    on: exp.Expression
-    whens: list[exp.Expression]
 
 
 @dataclass(frozen=True)
