@@ -109,6 +109,25 @@ class AlterDynamicTable:
             failures=_count,
         )
 
+    @staticmethod
+    def suspending(
+        table_id: int, reason: str, *, failures: int | Unset = UNSET
+    ) -> AlterDynamicTable:
+        """Its scheduled refreshes stop, for ``reason`` (shown by SHOW DYNAMIC TABLES)."""
+        return AlterDynamicTable(
+            table_id,
+            scheduling_state=SchedulingState.SUSPENDED,
+            suspended_reason=reason,
+            failures=failures,
+        )
+
+    @staticmethod
+    def resuming(table_id: int) -> AlterDynamicTable:
+        """Its scheduled refreshes start again, its failures in a row forgiven."""
+        return AlterDynamicTable(
+            table_id, scheduling_state=SchedulingState.ACTIVE, suspended_reason="", failures=0
+        )
+
 
 @dataclass(frozen=True)
 class AlterTask:

@@ -344,13 +344,21 @@ def _forget_files(state: CommitState, u: ForgetFiles) -> None:
     state.changed(u.table_id)
 
 
+def _make_room(
+    state: CommitState, name: str, if_exists: IfExists, kind: str, drop_named: Callable[..., int]
+) -> None:
+    """Free ``name`` for a new object of ``kind``: OR REPLACE drops the live one of that kind
+    (by its repository's ``drop_named``); otherwise, or if there was none, no object may have
+    the name."""
+    replaced = if_exists is IfExists.REPLACE and drop_named(state.conn, name, now=state.now) > 0
+    if not replaced:
+        table_repo.check_name_free(state.conn, name, kind=kind)
+
+
 def _create_view(state: CommitState, u: CreateView) -> None:
-    conn, name = state.conn, u.name.lower()
-    if view_repo.sql_of(conn, name) is not None and u.if_exists is IfExists.REPLACE:
-        view_repo.drop_named(conn, name, now=state.now)
-    else:
-        table_repo.check_name_free(conn, name, kind="VIEW")
-    view_repo.insert(conn, name, u.sql, u.depends_on, now=state.now)
+    name = u.name.lower()
+    _make_room(state, name, u.if_exists, "VIEW", view_repo.drop_named)
+    view_repo.insert(state.conn, name, u.sql, u.depends_on, now=state.now)
 
 
 def _drop_view(state: CommitState, u: DropView) -> None:
@@ -363,13 +371,10 @@ def _drop_view(state: CommitState, u: DropView) -> None:
 
 
 def _create_stream(state: CommitState, u: CreateStream) -> None:
-    conn, name = state.conn, u.name.lower()
-    if stream_repo.find_live(conn, name) is not None and u.if_exists is IfExists.REPLACE:
-        stream_repo.drop_named(conn, name, now=state.now)
-    else:
-        table_repo.check_name_free(conn, name, kind="STREAM")
+    name = u.name.lower()
+    _make_room(state, name, u.if_exists, "STREAM", stream_repo.drop_named)
     stream_repo.insert(
-        conn,
+        state.conn,
         table_id=u.table_id or 0,
         frontiers=u.frontiers,
         now=state.now,

@@ -23,7 +23,6 @@ from changelake.catalog.model import (
     RefreshMode,
     RefreshRecord,
     RefreshState,
-    SchedulingState,
 )
 from changelake.catalog.requests import (
     CommitRequest,
@@ -286,22 +285,9 @@ def change_dynamic_table(
     dyn = dynamic_table(ctx, name)
     updates: list[Update] = []
     if action == "SUSPEND":
-        updates.append(
-            AlterDynamicTable(
-                dyn.table_id,
-                scheduling_state=SchedulingState.SUSPENDED,
-                suspended_reason="suspended by ALTER",
-            )
-        )
+        updates.append(AlterDynamicTable.suspending(dyn.table_id, "suspended by ALTER"))
     elif action == "RESUME":
-        updates.append(
-            AlterDynamicTable(
-                dyn.table_id,
-                scheduling_state=SchedulingState.ACTIVE,
-                suspended_reason="",
-                failures=0,
-            )
-        )
+        updates.append(AlterDynamicTable.resuming(dyn.table_id))
     else:
         lag: float | None | Unset = UNSET
         if "TARGET_LAG" in options:

@@ -422,12 +422,7 @@ def _record(
         failures = dyn.failures + 1
         if suspend_after is not None and failures >= suspend_after:
             reason = f"suspended after {failures} failed refreshes in a row; the last: {error}"
-            update = AlterDynamicTable(
-                dyn.table_id,
-                failures=failures,
-                scheduling_state=SchedulingState.SUSPENDED,
-                suspended_reason=reason,
-            )
+            update = AlterDynamicTable.suspending(dyn.table_id, reason, failures=failures)
         else:
             update = AlterDynamicTable(dyn.table_id, failures=failures)
         updates.append(update)

@@ -36,21 +36,18 @@ from changelake.storage.warehouse import Warehouse
 T = TypeVar("T")
 _ROWS_PER_FILE = 2_000_000
 
-# Source type families that may be cast to a target family; others are a type mismatch.
+# The families of the table types: a value may go into a column if its family may be cast to the
+# column's (``_ALLOWED``); others are a type mismatch. A Spark type's family is its table type's
+# (``_SPARK_TO_TYPE``), a NULL literal's (void) its own.
 _FAMILY = {
     "int": "number",
     "bigint": "number",
     "double": "number",
-    "float": "number",
-    "smallint": "number",
-    "tinyint": "number",
     "string": "string",
     "boolean": "boolean",
     "date": "date",
     "timestamp": "timestamp",
-    "timestamp_ntz": "timestamp",
     "binary": "binary",
-    "void": "null",
 }
 _ALLOWED = {
     "number": {"number", "string", "boolean", "null"},
@@ -64,7 +61,11 @@ _ALLOWED = {
 
 def _family(dtype: DataType) -> str:
     name = dtype.simpleString()
-    return "number" if name.startswith("decimal") else _FAMILY.get(name, name)
+    if name.startswith("decimal"):
+        return "number"
+    if name == "void":
+        return "null"
+    return _FAMILY.get(_SPARK_TO_TYPE.get(name, name), name)
 
 
 def check_assignable(source: DataType, target_type: str, *, column: str, table: str) -> None:
