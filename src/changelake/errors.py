@@ -202,8 +202,9 @@ def member_named(kind: type[E], text: str, what: str) -> E:
         return kind[name]
     except KeyError:
         names = list(kind.__members__)
+        choices = f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else names[0]
         raise InvalidStatementError(
-            f"Unknown {what} {text!r}; use one of {', '.join(names)}.{did_you_mean(name, names)}"
+            f"Unknown {what} {text!r}; use {choices}.{did_you_mean(name, names)}"
         ) from None
 
 
