@@ -200,6 +200,9 @@ def _upgrade(conn: Connection, found: int) -> None:
         _record_scopes(conn)
     if found < 10:
         _token_definitions(conn)
+    if found < 11 and "reason" not in _columns(conn, "cl_dt_refreshes"):
+        # Version 11 keeps why each refresh took its action (cl_dt_refreshes.reason)
+        conn.execute(text("ALTER TABLE cl_dt_refreshes ADD COLUMN reason TEXT NOT NULL DEFAULT ''"))
     # Version 6 adds dynamic tables (cl_dynamic_tables, cl_dt_refreshes) and leases (cl_leases),
     # which create_all has made. Version 7 adds tasks (cl_tasks, cl_task_runs), version 8
     # connections and external tables (cl_connections, cl_external_tables, cl_external_files):

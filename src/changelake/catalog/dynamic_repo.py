@@ -119,6 +119,7 @@ def history(
                 rows_updated=r.rows_updated,
                 spark_jobs=r.spark_jobs,
                 error=r.error,
+                reason=r.reason,
             ),
             ended_at=r.ended_at,
             version=r.version,
@@ -230,6 +231,7 @@ def record(
                 rows_updated=r.rows_updated,
                 spark_jobs=r.spark_jobs,
                 error=r.error,
+                reason=r.reason,
                 version=version,
                 commit_number=commit_number,
             )

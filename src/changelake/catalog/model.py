@@ -312,6 +312,7 @@ class RefreshRecord:
     rows_updated: int = 0
     spark_jobs: int = 0
     error: str = ""
+    reason: str = ""  # why ``action``: what it measured, or what made it necessary
 
 
 @dataclass(frozen=True)

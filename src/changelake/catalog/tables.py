@@ -19,7 +19,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 metadata = MetaData()
 
@@ -230,6 +230,8 @@ dt_refreshes = Table(
     Column("error", Text, nullable=False),
     Column("version", BigInteger),  # the dynamic table's version after the refresh
     Column("commit_number", BigInteger, nullable=False),
+    # why the refresh took its action (an adaptive choice's measure, a reinitialization's cause)
+    Column("reason", Text, nullable=False, server_default=""),
 )
 Index("cl_dt_refreshes_table", dt_refreshes.c.table_id, dt_refreshes.c.data_timestamp)
 

@@ -203,6 +203,7 @@ def _first_refresh(
         frontiers=tuple((t, v) for t, (_, v) in sorted(ends.items())),
         rows_inserted=write.inserted,
         spark_jobs=jobs,
+        reason="its creation",
     )
 
 

@@ -364,10 +364,10 @@ def refresh_one(
     start of the round; ``known``: the versions at it of base tables, read for the round); a
     failure goes into its history, then raises."""
     started = ctx.now()
-    action = RefreshAction.FULL
+    action, reason = RefreshAction.FULL, ""
     try:
         plan = plan_refresh(ctx, dyn, definition, data_timestamp, known=known)
-        action = plan.action
+        action, reason = plan.action, plan.reason
         if action == RefreshAction.NO_DATA:
             (done,) = run_no_data(
                 ctx,
@@ -397,6 +397,7 @@ def refresh_one(
             data_timestamp,
             str(e),
             action=action,
+            reason=reason,
             started=started,
             suspend_after=suspend_after,
         )
@@ -412,6 +413,7 @@ def _record(
     error: str,
     *,
     action: str = RefreshAction.NO_DATA,
+    reason: str = "",
     started: float | None = None,
     suspend_after: int | None = None,
 ) -> None:
@@ -433,6 +435,7 @@ def _record(
         data_timestamp=data_timestamp,
         started_at=started if started is not None else ctx.now(),
         error=error,
+        reason=reason,
     )
     try:
         ctx.catalog.commit(

@@ -90,6 +90,7 @@ def run_no_data(
             data_timestamp=p.data_timestamp,
             started_at=started_at,
             frontiers=p.frontiers,
+            reason=p.reason,
         )
         for p in plans
     ]

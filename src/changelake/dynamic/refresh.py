@@ -52,7 +52,11 @@ from changelake.dynamic.maintain import (
     maintained_delta,
     stored_state,
 )
-from changelake.errors import ConflictError, DynamicTableError, TimeTravelError
+from changelake.errors import (
+    ConflictError,
+    DynamicTableError,
+    TimeTravelError,
+)
 from changelake.plan.monotonic import inserts_only
 from changelake.plan.round_reads import changes_key, written_changes
 from changelake.plan.views import Versions, changes_over
@@ -174,6 +178,8 @@ def plan_refresh(
         t: (info, frontiers.get(t, ends[t]), ends[t]) for t, info in definition.tables.items()
     }
     action, reason = _action(ctx, dyn, definition, frontiers, ends)
+    if action == RefreshAction.INCREMENTAL and dyn.definition.refresh_mode == RefreshMode.AUTO:
+        action, reason = adaptive(ctx, frontiers, ends)
     return RefreshPlan(dyn, definition, action, reason, data_timestamp, versions)
 
 
@@ -204,13 +210,14 @@ def _action(
         return RefreshAction.REINITIALIZE, "a view its query reads was replaced"
     if set(frontiers) != set(ends):
         return RefreshAction.REINITIALIZE, "a table its query reads was replaced"
-    ctx.catalog.version_infos(  # what the checks below ask, in one query
-        [
-            (t, start + 1)
-            for t, start in frontiers.items()
-            if 0 <= start < ctx.read_version(definition.tables[t])
-        ]
-    )
+    checked = [
+        (t, start + 1)
+        for t, start in frontiers.items()
+        if 0 <= start < ctx.read_version(definition.tables[t])
+    ]
+    # what the checks below ask, and the versions ``adaptive`` counts when they are few
+    counted = _interval_versions(frontiers, ends)
+    ctx.catalog.version_infos(sorted({*checked, *(counted or ())}))
     for t, start in frontiers.items():
         try:
             ctx.check_readable(definition.tables[t], start)
@@ -224,6 +231,62 @@ def _action(
     if dyn.definition.effective_mode == RefreshMode.FULL:
         return RefreshAction.FULL, dyn.definition.mode_reason
     return RefreshAction.INCREMENTAL, "its query's changes since the last refresh"
+
+
+# AUTO's choice per refresh: recompute (FULL) when the tables a query reads changed by more than
+# this share of their rows, and by at least ADAPTIVE_LEAST_ROWS (fewer cost about a refresh's
+# fixed part either way, so the refresh stays incremental). An incremental refresh costs what its
+# inputs' changes cost (for a GROUP BY, the touched groups too), a recompute what the inputs hold;
+# measured in bench `dynamic_adaptive`. REFRESH_MODE = INCREMENTAL or FULL fixes the action.
+ADAPTIVE_SHARE = 0.1
+ADAPTIVE_LEAST_ROWS = 100_000
+
+
+def adaptive(
+    ctx: StatementContext, frontiers: Mapping[int, int], ends: Mapping[int, int]
+) -> tuple[str, str]:
+    """INCREMENTAL or FULL by the size of the change against the tables, known from metadata:
+    the rows the intervals' versions changed (an update counted twice) and the tables' live
+    rows at the data timestamp; the reason gives both."""
+    counted = _interval_versions(frontiers, ends)
+    if counted is not None:  # read with the readability checks (``_action``)
+        changed = sum(
+            v.rows_inserted + v.rows_deleted + 2 * v.rows_updated
+            for v in ctx.catalog.version_infos(counted).values()
+        )
+    else:
+        intervals = [(t, frontiers[t], end) for t, end in ends.items() if end > frontiers[t]]
+        changed = ctx.catalog.rows_changed(intervals)
+    if changed < ADAPTIVE_LEAST_ROWS:
+        return (
+            RefreshAction.INCREMENTAL,
+            f"{changed:,} rows changed since the last refresh",
+        )
+    rows = sum(f.live_rows for t, end in ends.items() for f in ctx.catalog.snapshot_files(t, end))
+    measure = f"{changed:,} rows changed of the {rows:,} its query reads"
+    if changed > ADAPTIVE_SHARE * rows:
+        return (
+            RefreshAction.FULL,
+            f"{measure}, over {ADAPTIVE_SHARE:.0%}: recomputing costs less than the changes",
+        )
+    return (
+        RefreshAction.INCREMENTAL,
+        f"{measure}, under {ADAPTIVE_SHARE:.0%}: the changes cost less than recomputing",
+    )
+
+
+# Up to this many versions in a refresh's intervals, their row counts are read with the query its
+# readability checks make (a scheduled refresh's intervals hold a few); more, by a sum in SQL.
+_VERSIONS_COUNTED = 256
+
+
+def _interval_versions(
+    frontiers: Mapping[int, int], ends: Mapping[int, int]
+) -> list[tuple[int, int]] | None:
+    """Every (table, version) of the refresh's intervals, or None if they are too many."""
+    if sum(max(0, ends[t] - s) for t, s in frontiers.items()) > _VERSIONS_COUNTED:
+        return None
+    return [(t, v) for t, s in frontiers.items() for v in range(s + 1, ends[t] + 1)]
 
 
 def run_refresh(
@@ -263,6 +326,7 @@ def run_refresh(
         rows_deleted=applied.deleted,
         rows_updated=applied.updated,
         spark_jobs=jobs,
+        reason=plan.reason,
     )
     updates: list[Update] = []
     if plan.definition.fingerprint != dyn.definition.fingerprint:

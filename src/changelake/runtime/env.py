@@ -27,25 +27,30 @@ ROW_LEVEL_PLAN = "spark.changelake.rowLevelPlan"
 VIEW_CHANGES_PLAN = "spark.changelake.viewChangesPlan"
 
 
-@dataclass(frozen=True)
 class Settings:
-    """What the Spark conf says when an Env is made; checked where a statement uses it.
+    """What the Spark conf says, each setting read when a statement first asks for it (a py4j
+    call: a statement pays only for those it uses) and then kept for the Env's life; checked
+    where a statement uses it.
 
     ``row_level_plan``: ``auto`` | ``one-pass`` | ``two-phase`` (UPDATE/DELETE/MERGE, dml/strategy.py);
     ``view_changes_plan``: ``AUTO`` | ``INCREMENTAL`` | ``RECOMPUTE`` (changes of views,
     plan/views.py).
     """
 
-    row_level_plan: str = "auto"
-    view_changes_plan: str = "AUTO"
+    def __init__(self, spark: SparkSession):
+        self._conf = spark.conf
 
     @staticmethod
     def of(spark: SparkSession) -> Settings:
-        conf = spark.conf
-        return Settings(
-            row_level_plan=str(conf.get(ROW_LEVEL_PLAN, "auto")).lower(),
-            view_changes_plan=str(conf.get(VIEW_CHANGES_PLAN, "AUTO")).upper(),
-        )
+        return Settings(spark)
+
+    @cached_property
+    def row_level_plan(self) -> str:
+        return str(self._conf.get(ROW_LEVEL_PLAN, "auto")).lower()
+
+    @cached_property
+    def view_changes_plan(self) -> str:
+        return str(self._conf.get(VIEW_CHANGES_PLAN, "AUTO")).upper()
 
 
 @dataclass(frozen=True)

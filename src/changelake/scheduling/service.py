@@ -94,6 +94,7 @@ def refresh_row(r: RefreshInfo) -> dict[str, Any]:
     return {
         "refresh_id": r.refresh_id,
         "action": x.action,
+        "reason": x.reason or None,
         "state": x.state,
         "trigger": x.trigger,
         "data_timestamp": _iso(x.data_timestamp),

@@ -255,7 +255,7 @@ def _dynamic(data: dict[str, Any]) -> dict[str, Any]:
         "lag_chart": figure,
         "refreshes": _grid(
             history,
-            ["refresh_id", "action", "state", "trigger", "data_timestamp", "ended_at",
+            ["refresh_id", "action", "reason", "state", "trigger", "data_timestamp", "ended_at",
              "lag_after", "rows_inserted", "rows_updated", "rows_deleted", "error"],
             empty="No refreshes yet.",
         ),

@@ -136,7 +136,8 @@ HISTORY_COLUMNS = (
     "name string, refresh_id bigint, refresh_action string, state string,"
     " refresh_trigger string, data_timestamp timestamp, refresh_start_time timestamp,"
     " refresh_end_time timestamp, rows_inserted bigint, rows_deleted bigint,"
-    " rows_updated bigint, spark_jobs int, error_message string, version bigint"
+    " rows_updated bigint, spark_jobs int, error_message string, version bigint,"
+    " refresh_action_reason string"
 )
 
 
@@ -170,4 +171,5 @@ def _history_row(ctx: StatementContext, r: RefreshInfo, names: dict[int, str]) -
         x.spark_jobs,
         x.error or None,
         r.version,
+        x.reason or None,
     )

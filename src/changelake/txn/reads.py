@@ -110,6 +110,12 @@ class StatementReads:
             self._kept[("schema_at", table_id, missing[table_id])] = schema
         return {t: self._kept[("schema_at", t, v)] for t, v in wanted.items()}
 
+    def rows_changed(self, intervals: Sequence[tuple[int, int, int]]) -> int:
+        """The catalog's ``rows_changed``, asked once per statement for the same intervals (a
+        refresh asks to choose its action, then to size its lookup)."""
+        key = ("rows_changed", *sorted(intervals))
+        return int(self._once(key, lambda: self._catalog.rows_changed(intervals)))
+
     def snapshot_files(self, table_id: int, version: int) -> list[LiveFile]:
         history = self._history(table_id, version, version)
         if history is not None:
