@@ -320,7 +320,7 @@ def _add_files(state: CommitState, u: AddFiles) -> None:
 
 def _remove_files(state: CommitState, u: RemoveFiles) -> None:
     made = state.version_of(u.table_id)
-    file_repo.remove_files(state.conn, u.table_id, u.paths, version=made.version)
+    file_repo.remove_files(state.conn, u.table_id, u.paths, version=made.version, moved=u.moved)
     made.files_removed += len(u.paths)
 
 

@@ -200,13 +200,42 @@ def _upgrade(conn: Connection, found: int) -> None:
         _record_scopes(conn)
     if found < 10:
         _token_definitions(conn)
-    if found < 11 and "reason" not in _columns(conn, "cl_dt_refreshes"):
-        # Version 11 keeps why each refresh took its action (cl_dt_refreshes.reason)
-        conn.execute(text("ALTER TABLE cl_dt_refreshes ADD COLUMN reason TEXT NOT NULL DEFAULT ''"))
+    if found < 11:
+        _moves_and_reasons(conn)
     # Version 6 adds dynamic tables (cl_dynamic_tables, cl_dt_refreshes) and leases (cl_leases),
     # which create_all has made. Version 7 adds tasks (cl_tasks, cl_task_runs), version 8
     # connections and external tables (cl_connections, cl_external_tables, cl_external_files):
     # the same.
+
+
+def _moves_and_reasons(conn: Connection) -> None:
+    """Version 11 keeps why each refresh took its action (cl_dt_refreshes.reason) and which files
+    a compaction wrote or removed (cl_files.moved_in, moved_out): those before are found by their
+    versions' operations, the only writes that moved rows."""
+    if "reason" not in _columns(conn, "cl_dt_refreshes"):
+        conn.execute(text("ALTER TABLE cl_dt_refreshes ADD COLUMN reason TEXT NOT NULL DEFAULT ''"))
+    present = _columns(conn, "cl_files")
+    for column in ("moved_in", "moved_out"):
+        if column not in present:
+            conn.execute(
+                text(f"ALTER TABLE cl_files ADD COLUMN {column} BOOLEAN NOT NULL DEFAULT false")
+            )
+    f, v = t.files.c, t.versions.c
+    for column, version in (("moved_in", f.begin_version), ("moved_out", f.end_version)):
+        moved = (
+            select(v.version)
+            .where(
+                v.table_id == f.table_id,
+                v.version == version,
+                v.operation.in_(_MOVING_OPERATIONS),
+            )
+            .exists()
+        )
+        conn.execute(t.files.update().where(moved).values({column: True}))
+
+
+# The operations whose versions only moved rows (OPTIMIZE, an ingest client's compaction)
+_MOVING_OPERATIONS = ("OPTIMIZE", "COMPACT")
 
 
 def _token_definitions(conn: Connection) -> None:

@@ -3,7 +3,7 @@ version or interval in the range, answered without the catalog."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from changelake.catalog.model import LiveFile, TrackedFile
 
@@ -44,7 +44,5 @@ class FileHistory:
             )
 
         return [
-            TrackedFile(f.file, f.end_version, tuple(d for d in f.dvs if d[0] <= e))
-            for f in self.files
-            if touched(f)
+            replace(f, dvs=tuple(d for d in f.dvs if d[0] <= e)) for f in self.files if touched(f)
         ]

@@ -24,6 +24,7 @@ def data_file(row: Any) -> DataFile:
         base_row_id=row.base_row_id,
         begin_version=row.begin_version,
         stats=json.loads(row.stats),
+        moved=bool(row.moved_in),
     )
 
 
@@ -95,7 +96,8 @@ def _tracked(rows: Sequence[Any]) -> dict[int, list[TrackedFile]]:
         if r.dv_path is not None:
             dvs.append((r.dv_version, r.dv_path, r.dv_rows))
         if i + 1 == len(rows) or rows[i + 1].file_id != r.file_id:
-            files[r.table_id].append(TrackedFile(data_file(r), r.end_version, tuple(dvs)))
+            tracked = TrackedFile(data_file(r), r.end_version, tuple(dvs), bool(r.moved_out))
+            files[r.table_id].append(tracked)
             dvs = []
     return files
 
@@ -232,6 +234,7 @@ def add_files(
                 "begin_version": version,
                 "end_version": None,
                 "stats": json.dumps(f.stats, default=str),
+                "moved_in": f.moved,
             }
         )
     if rows:
@@ -239,7 +242,10 @@ def add_files(
     return next_row_id
 
 
-def remove_files(conn: Connection, table_id: int, paths: Sequence[str], *, version: int) -> None:
+def remove_files(
+    conn: Connection, table_id: int, paths: Sequence[str], *, version: int, moved: bool = False
+) -> None:
+    """Retire ``paths`` as of ``version``; ``moved``: a compaction copied their live rows."""
     conn.execute(
         t.files.update()
         .where(
@@ -247,7 +253,7 @@ def remove_files(conn: Connection, table_id: int, paths: Sequence[str], *, versi
             t.files.c.path.in_(list(paths)),
             t.files.c.end_version.is_(None),
         )
-        .values(end_version=version)
+        .values(end_version=version, moved_out=moved)
     )
 
 

@@ -127,6 +127,7 @@ class DataFile:
     base_row_id: int | None  # None: allocated from the table's counter at commit
     begin_version: int | None  # None until committed
     stats: Stats = field(default_factory=dict, compare=False, hash=False)
+    moved: bool = False  # its rows are copies of rows the table held (a compaction wrote it)
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ class TrackedFile:
     file: DataFile
     end_version: int | None
     dvs: tuple[tuple[int, str, int], ...] = ()  # (version, dv_path, rows), ascending
+    moved_out: bool = False  # removed by a compaction: its live rows were copied, not deleted
 
     def dv_paths(self, *, upto_inclusive: int) -> tuple[str, ...]:
         return tuple(p for v, p, _ in self.dvs if v <= upto_inclusive)

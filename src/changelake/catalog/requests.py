@@ -98,6 +98,7 @@ class AddFiles:
 class RemoveFiles:
     table_id: int
     paths: tuple[str, ...]
+    moved: bool = False  # a compaction copied their live rows into the files it added
 
 
 @dataclass(frozen=True)

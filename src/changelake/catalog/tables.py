@@ -16,6 +16,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
     text,
 )
 
@@ -118,6 +119,11 @@ files = Table(
     Column("begin_version", BigInteger, nullable=False),
     Column("end_version", BigInteger),
     Column("stats", Text, nullable=False),
+    # its rows are copies of rows the table held (a compaction wrote it) / its live rows were
+    # copied into other files when it was removed (a compaction removed it): change scans see
+    # through both (section 3, "Compaction")
+    Column("moved_in", Boolean, nullable=False, server_default=false()),
+    Column("moved_out", Boolean, nullable=False, server_default=false()),
 )
 Index("cl_files_table_path", files.c.table_id, files.c.path, unique=True)
 Index("cl_files_live", files.c.table_id, files.c.end_version)

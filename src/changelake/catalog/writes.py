@@ -137,10 +137,12 @@ class TableWrite:
         updates: list[Update] = []
         if self.schema is not None:
             updates.append(SetSchema(self.table_id, self.schema))
+        moved = self.kind is WriteKind.COMPACT  # rows copied, not changed: see cl_files.moved_in
         if self.added:
-            updates.append(AddFiles(self.table_id, self.added))
+            added = tuple(replace(f, moved=True) for f in self.added) if moved else self.added
+            updates.append(AddFiles(self.table_id, added))
         if self.removed:
-            updates.append(RemoveFiles(self.table_id, self.removed))
+            updates.append(RemoveFiles(self.table_id, self.removed, moved=moved))
         if self.deletes:
             updates.append(AddDeletes(self.table_id, self.deletes))
         return tuple(updates)

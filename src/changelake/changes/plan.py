@@ -9,6 +9,15 @@ up to and including the end version. Only files the interval touched are conside
 
 DEFAULT matches the two sides by row identity; REDO does the same per version; APPEND_ONLY reads
 rows first inserted in the interval. The shape says which sides exist, before any data is read.
+
+A compaction (a COMPACT write: OPTIMIZE, an ingest client's) changes no row: it copies the live
+rows of the files it removes into the files it adds, each keeping its identity and the version
+that last wrote it (``VER``). Change scans see through it: a file it removed is no removal (its
+deletes before the compaction still count), and of a file it added a side takes only the rows
+on its side of the interval's start (``Born``): the after side those written after it, the
+before side (the file's later deletes and its removal) those written up to it. The catalog's
+statistics of the version column tell which sides a compacted file can hold rows for, so an
+interval that only compacted reads nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from enum import Enum
 
 from changelake.catalog.model import DataFile, TrackedFile
 from changelake.errors import member_named
+from changelake.schema import ROW_VERSION
 
 
 class Information(Enum):
@@ -58,6 +68,23 @@ class Shape(Enum):
 
 
 @dataclass(frozen=True)
+class Born:
+    """The rows of a file a side takes by the version that last wrote each: after ``after``
+    and up to ``by`` (None: no bound). Only a compaction's file holds rows of other versions
+    than its own."""
+
+    after: int | None = None
+    by: int | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.after is not None or self.by is not None
+
+
+ANY_ROW = Born()
+
+
+@dataclass(frozen=True)
 class FileRows:
     """All rows of ``files`` minus the positions their deletion vectors in ``minus_dvs``
     ((DV path, data file path) pairs) record; row tag per file.
@@ -69,8 +96,12 @@ class FileRows:
     files: tuple[DataFile, ...]
     minus_dvs: tuple[tuple[str, str], ...]
     tags: tuple[int, ...]  # one per file: the version the rows belong to
-    rows: int  # live rows, from metadata
+    rows: int  # live rows, from metadata (the most, where ``born`` bounds them)
     inserted_only: bool = False  # only rows first inserted here, not copies (updates, compaction)
+    born: tuple[Born, ...] = ()  # one per file, which of its rows (none: ANY_ROW for every file)
+
+    def file_born(self) -> tuple[Born, ...]:
+        return self.born or (ANY_ROW,) * len(self.files)
 
     @property
     def empty(self) -> bool:
@@ -85,6 +116,7 @@ class DeletedRows:
     files: tuple[DataFile, ...]
     dvs: tuple[tuple[int, str, str], ...]
     rows: int
+    born_by: int | None = None  # only rows last written up to it (a compaction moved some)
 
     @property
     def empty(self) -> bool:
@@ -151,14 +183,17 @@ def _shape(before_empty: bool, after_empty: bool) -> Shape:
     return Shape.MINIMIZE
 
 
-def _live_rows(files: Sequence[TrackedFile], *, at: int, tags: Sequence[int]) -> FileRows:
+def _live_rows(
+    files: Sequence[TrackedFile], *, at: int, tags: Sequence[int], born: Sequence[Born] = ()
+) -> FileRows:
     """The rows of ``files`` live at version ``at``: their rows less the positions of their
-    deletion vectors up to ``at``; ``tags``, one per file."""
+    deletion vectors up to ``at``; ``tags`` and ``born``, one per file."""
     return FileRows(
         tuple(f.file for f in files),
         tuple(sorted({(p, f.file.path) for f in files for p in f.dv_paths(upto_inclusive=at)})),
         tuple(tags),
         sum(f.file.row_count - f.deleted_rows(upto_inclusive=at) for f in files),
+        born=tuple(born) if any(b.bounded for b in born) else (),
     )
 
 
@@ -195,6 +230,21 @@ def _added(touched: Sequence[TrackedFile], *, start: int, end: int) -> list[Trac
     ]
 
 
+def _holds(f: TrackedFile, *, after: int | None = None, by: int | None = None) -> bool:
+    """Whether compacted file ``f`` may hold rows last written after ``after`` or up to ``by``,
+    by its statistics of the version column (none kept: it may)."""
+    stats = f.file.stats.get(ROW_VERSION) or {}
+    low, high = stats.get("min"), stats.get("max")
+    if not stats.get("bounded") or low is None or high is None:
+        return True
+    return (after is not None and high > after) or (by is not None and low <= by)
+
+
+def _gone(f: TrackedFile, *, end: int) -> bool:
+    """Whether ``f`` was removed by ``end`` other than by a compaction (its rows went)."""
+    return f.end_version is not None and f.end_version <= end and not f.moved_out
+
+
 def _initial_rows(touched: Sequence[TrackedFile], *, end: int) -> _Sides:
     """A stream's first read: the table's rows at ``end``, as inserted at ``end``."""
     live = [f for f in touched if f.live_at(end)]
@@ -203,19 +253,21 @@ def _initial_rows(touched: Sequence[TrackedFile], *, end: int) -> _Sides:
 
 def _append_only(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
     """Rows inserted in the interval, as inserted: later deletes and removals ignored."""
-    added = _added(touched, start=start, end=end)
+    added = [f for f in _added(touched, start=start, end=end) if not f.file.moved]
     inserted = replace(_added_rows(added, tags=[end] * len(added)), inserted_only=True)
     return _Sides(after_files=inserted)
 
 
 def _redo(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
     """Every version's changes, each tagged by its version: rows of files removed in the
-    interval and rows deleted in it, against rows of files added in it."""
+    interval and rows deleted in it, against rows of files added in it. A compaction's version
+    has none: the files it removed and added are neither."""
     s, e = start, end
     removed = [f for f in touched if f.end_version is not None and s < f.end_version <= e]
+    removed = [f for f in removed if not f.moved_out]
     dv_parts = {(v, p, f.file.path) for f in touched for v, p, _ in f.dvs if s < v <= e}
     dv_files = [f for f in touched if any(s < v <= e for v, _, _ in f.dvs)]
-    added = _added(touched, start=s, end=e)
+    added = [f for f in _added(touched, start=s, end=e) if not f.file.moved]
     return _Sides(
         before_files=_live_rows(
             removed,
@@ -235,23 +287,38 @@ def _redo(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
 
 
 def _default(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
-    """The start state against the end state, restricted to rows the interval touched."""
+    """The start state against the end state, restricted to rows the interval touched. A file
+    a compaction added holds rows of the start (written up to ``start``: their later deletes
+    and removal are the before side's) and rows the interval wrote (the after side's)."""
     s, e = start, end
-    at_start = [f for f in touched if f.live_at(s)]
-    removed = [f for f in at_start if f.end_version is not None and f.end_version <= e]
-    kept = [f for f in at_start if f.end_version is None or f.end_version > e]
-    dv_files = [f for f in kept if any(s < v <= e for v, _, _ in f.dvs)]
-    surviving = [f for f in _added(touched, start=s, end=e) if f.live_at(e)]
+    added = _added(touched, start=s, end=e)
+    # the files that held rows of the start state: live at it, or a compaction's copies of them
+    held = [f for f in touched if f.live_at(s)]
+    held += [f for f in added if f.file.moved and _holds(f, by=s)]
+    removed = [f for f in held if _gone(f, end=e)]
+    dv_files = [f for f in held if not _gone(f, end=e) and any(s < v <= e for v, _, _ in f.dvs)]
+    surviving = [f for f in added if f.live_at(e) and (not f.file.moved or _holds(f, after=s))]
     return _Sides(
-        before_files=_live_rows(removed, at=s, tags=[e] * len(removed)),
+        before_files=_live_rows(
+            removed,
+            at=s,
+            tags=[e] * len(removed),
+            born=[Born(by=s) if f.file.moved else ANY_ROW for f in removed],
+        ),
         before_deleted=DeletedRows(
             tuple(f.file for f in dv_files),
             tuple(
                 sorted({(e, p, f.file.path) for f in dv_files for v, p, _ in f.dvs if s < v <= e})
             ),
             sum(n for f in dv_files for v, _, n in f.dvs if s < v <= e),
+            born_by=s if any(f.file.moved for f in dv_files) else None,
         ),
-        after_files=_live_rows(surviving, at=e, tags=[e] * len(surviving)),
+        after_files=_live_rows(
+            surviving,
+            at=e,
+            tags=[e] * len(surviving),
+            born=[Born(after=s) if f.file.moved else ANY_ROW for f in surviving],
+        ),
     )
 
 
@@ -264,14 +331,11 @@ _SIDES = {
 
 def only_inserts(touched: Sequence[TrackedFile], *, start: int, end: int) -> bool:
     """Whether versions ``(start, end]`` only added rows (``touched``: the files they
-    changed): every file was added by one of them and none of them deleted from or removed it.
-    Their changes in every format are then the added files' rows, as inserted."""
+    changed): none of them deleted from a file or removed one, other than by a compaction
+    (which moves rows). Their changes in every format are then the rows the files they added
+    first inserted (APPEND_ONLY's)."""
     return all(
-        f.file.begin_version is not None
-        and start < f.file.begin_version <= end
-        and (f.end_version is None or f.end_version > end)
-        and not any(start < v <= end for v, _, _ in f.dvs)
-        for f in touched
+        not _gone(f, end=end) and not any(start < v <= end for v, _, _ in f.dvs) for f in touched
     )
 
 

@@ -24,9 +24,16 @@ from changelake.changes.columns import (
     METADATA_ISUPDATE,
     METADATA_ROW_ID,
 )
-from changelake.changes.plan import ChangePlan, DeletedRows, FileRows, Information, Pairing
+from changelake.changes.plan import (
+    Born,
+    ChangePlan,
+    DeletedRows,
+    FileRows,
+    Information,
+    Pairing,
+)
 from changelake.runtime.env import Env
-from changelake.schema import STORED_ROW_ID, TableSchema, quoted
+from changelake.schema import ROW_VERSION, STORED_ROW_ID, TableSchema, quoted
 from changelake.spark.local import local_relation
 from changelake.spark.native import ROW_HEX
 from changelake.spark.relation import Relation
@@ -44,6 +51,7 @@ from changelake.storage.row_ids import row_id_sql, scrambled_sql
 from changelake.storage.snapshot import (
     FILE,
     RID,
+    VER,
     empty_relation,
     logical_schema,
     physical_schema,
@@ -78,20 +86,35 @@ def _columns(schema: TableSchema, tag: str, *, rid: str = RID) -> list[str]:
 def _rows(
     spark: SparkSession, wh: Warehouse, schema: TableSchema, part: FileRows, table_id: int
 ) -> Relation:
-    """One scan of all the part's files, less the positions of the DVs it subtracts."""
-    files = {f.path: f for f in part.files}
-    scan = Scan(
-        part.files,
-        physical_schema(schema),
-        identity=True,
-        tags=part.tags,
-        row_ids_of=table_id,
-        deleted=tuple((dv, files[data], None) for dv, data in part.minus_dvs),
-    )
-    rel = scan_files(spark, wh, scan)
-    if part.inserted_only:
-        rel = rel.where(f"{STORED_ROW_ID} IS NULL")
-    return rel.select(*_columns(schema, "_i_tag"))
+    """One scan of the part's files, less the positions of the DVs it subtracts; one more per
+    other bound on their rows' versions (a compaction's files: ``Born``)."""
+    by_born: dict[Born, list[int]] = {}
+    for i, born in enumerate(part.file_born()):
+        by_born.setdefault(born, []).append(i)
+    frames = []
+    for born, indexes in by_born.items():
+        files = [part.files[i] for i in indexes]
+        paths = {f.path: f for f in files}
+        scan = Scan(
+            tuple(files),
+            physical_schema(schema),
+            identity=True,
+            tags=tuple(part.tags[i] for i in indexes),
+            row_ids_of=table_id,
+            deleted=tuple((dv, paths[d], None) for dv, d in part.minus_dvs if d in paths),
+        )
+        rel = scan_files(spark, wh, scan)
+        if part.inserted_only:
+            rel = rel.where(f"{STORED_ROW_ID} IS NULL")
+        if born.after is not None:
+            rel = rel.where(f"{VER} > {born.after}")
+        if born.by is not None:
+            rel = rel.where(f"{VER} <= {born.by}")
+        frames.append(rel.select(*_columns(schema, "_i_tag")))
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.union(frame)
+    return out
 
 
 def _deleted(
@@ -107,6 +130,8 @@ def _deleted(
     frames = []
     if imaged:
         images = read_registered(spark, wh, image_schema(physical), imaged, row_ids_of=table_id)
+        if part.born_by is not None:  # a before-image keeps its row's version
+            images = images.where(f"{ROW_VERSION} <= {part.born_by}")
         frames.append(images.select(*_columns(schema, TAG, rid=STORED_ROW_ID)))
     if plain:
         files = tuple({data.path: data for _, data, _ in plain}.values())
@@ -116,6 +141,8 @@ def _deleted(
         cond = f"_l.{KEY} = _r.{KEY} AND _l.{FILE} >= _r.{DV_FILE} AND _l.{FILE} <= _r.{DV_FILE}"
         columns = [f"_l.{quoted(c)}" for c in rows.columns] + [f"_r.{TAG}"]
         joined = rows.join(dv, cond, columns=columns)
+        if part.born_by is not None:
+            joined = joined.where(f"{VER} <= {part.born_by}")
         frames.append(joined.select(*_columns(schema, TAG)))
     return frames[0] if len(frames) == 1 else frames[0].union(frames[1])
 
