@@ -205,3 +205,56 @@ def test_nothing_to_schedule_writes_nothing_until_the_first_dynamic_table(base, 
     finally:
         event.remove(session.catalog.engine, "before_cursor_execute", count)
     assert rows(session.sql("SELECT * FROM d")) == rows(session.sql("SELECT * FROM src"))
+
+
+def test_the_scheduler_compacts_a_dynamic_tables_small_files_and_readers_see_no_change(base, clock):
+    """Each refresh adds a small file; after ``compact_after_writes`` refreshes a round merges
+    them (rows keep their identity). The table stays its query, its changes over the whole run
+    are the snapshot diff, and a dynamic table over it sees the compaction as no change."""
+    session = base
+    session.sql(
+        "CREATE DYNAMIC TABLE f TARGET_LAG = '10 seconds' AS SELECT k, v FROM src WHERE v > 0"
+    )
+    session.sql(
+        "CREATE DYNAMIC TABLE g TARGET_LAG = '10 seconds' AS SELECT k, COUNT(*) AS n FROM f GROUP BY k"
+    )
+    scheduler = _scheduler(session, compact_after_writes=4, compact_files=3)
+    f = session.catalog.table("f")
+    start = f.current_version
+    compactions = []
+    for i in range(10):
+        session.sql(f"INSERT INTO src VALUES ({10 + i}, {i})")
+        session.sql(f"UPDATE src SET v = v + 1 WHERE k = {i % 3}")
+        clock.advance(seconds=6)
+        scheduler.step()
+        f = session.catalog.table("f")
+        versions = session.catalog.versions(f.table_id, after_exclusive=start)
+        compactions = [v.version for v in versions if v.operation == "COMPACT"]
+        for name, query in (
+            ("f", "SELECT k, v FROM src WHERE v > 0"),
+            ("g", "SELECT k, COUNT(*) FROM (SELECT k, v FROM src WHERE v > 0) GROUP BY k"),
+        ):
+            assert Counter(rows(session.sql(f"SELECT * FROM {name}"))) == Counter(
+                rows(session.sql(query))
+            ), (i, name)
+    assert len(compactions) >= 2, compactions
+    live = session.catalog.snapshot_files(f.table_id, f.current_version)
+    assert len(live) <= 6, [x.file.path for x in live]
+    # f's changes over the whole run: the diff of its rows then and now, updates paired
+    end = f.current_version
+    changes = rows(
+        session.sql(
+            "SELECT k, v, METADATA$ACTION, METADATA$ISUPDATE FROM f CHANGES (INFORMATION =>"
+            f" DEFAULT) AT (VERSION => {start}) END (VERSION => {end})"
+        )
+    )
+    before = Counter(rows(session.sql(f"SELECT * FROM f AT (VERSION => {start})")))
+    after = Counter(rows(session.sql("SELECT * FROM f")))
+    assert Counter((k, v) for k, v, a, _ in changes if a == "DELETE") == before - after
+    assert Counter((k, v) for k, v, a, _ in changes if a == "INSERT") == after - before
+    # a compaction's version alone: no change, nothing read
+    for version in compactions:
+        plan = session.change_plan("f", start=version - 1, end=version)
+        assert plan.shape.value == "EMPTY", plan.describe()
+    # g refreshed across f's compactions: never a FULL or REINITIALIZE
+    assert {r.action for r in _history(session, "g")[:-1]} <= {"INCREMENTAL", "NO_DATA"}

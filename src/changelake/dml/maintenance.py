@@ -1,4 +1,5 @@
-"""OPTIMIZE (compaction that keeps row identity) and VACUUM (removing what nothing needs)."""
+"""OPTIMIZE (compaction that keeps row identity), the scheduler's compaction of dynamic and
+external tables, and VACUUM (removing what nothing needs)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from dataclasses import dataclass
 import pyarrow.fs as pafs
 
 from changelake.catalog import Catalog
-from changelake.catalog.requests import CommitRequest, ForgetFiles
+from changelake.catalog.model import LiveFile, TableInfo
+from changelake.catalog.requests import CommitRequest, ForgetFiles, Requirement
 from changelake.catalog.writes import TableWrite, WriteKind, write_request
 from changelake.dml.common import write_rows
 from changelake.runtime.env import Context
@@ -16,6 +18,7 @@ from changelake.storage.snapshot import RID, VER, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import partitions_for
 from changelake.txn.retention import retention_horizon, stream_floor
+from changelake.txn.snapshot import TableState
 
 SMALL_FILE_ROWS = 500_000
 ORPHAN_MARGIN_SECONDS = 3600.0
@@ -39,6 +42,49 @@ def optimize(ctx: Context, name: str) -> OptimizeResult:
     candidates = [f for f in state.files if f.dv_paths or f.file.row_count < SMALL_FILE_ROWS]
     if not candidates or (len(candidates) == 1 and not candidates[0].dv_paths):
         return OptimizeResult(None, 0, 0, 0)
+    return _compacted(ctx, info, state, candidates, operation="OPTIMIZE")
+
+
+def compact_small_files(
+    ctx: Context,
+    info: TableInfo,
+    *,
+    least_files: int,
+    most_rows: int,
+    requirements: tuple[Requirement, ...] = (),
+) -> OptimizeResult:
+    """The scheduler's compaction of a dynamic or external table, whose every refresh or follow
+    step adds a small file: its small files, oldest first and up to ``most_rows`` live rows (a
+    round's budget), merged into few, their deletion vectors applied, every row keeping its
+    identity and version; nothing while fewer than ``least_files`` are small. Committed as a
+    COMPACT write, which change scans see through, also requiring ``requirements``; a refresh
+    that removed or deleted from one of the files first makes it fail (ConflictError)."""
+    state = ctx.state(info)
+    small = sorted(
+        (f for f in state.files if f.file.row_count < SMALL_FILE_ROWS),
+        key=lambda f: (f.file.begin_version or 0, f.file.path),
+    )
+    chosen, rows = [], 0
+    for f in small:
+        if chosen and rows + f.live_rows > most_rows:
+            break
+        chosen.append(f)
+        rows += f.live_rows
+    if len(chosen) < least_files:
+        return OptimizeResult(None, 0, 0, 0)
+    return _compacted(ctx, info, state, chosen, operation="COMPACT", requirements=requirements)
+
+
+def _compacted(
+    ctx: Context,
+    info: TableInfo,
+    state: TableState,
+    candidates: list[LiveFile],
+    *,
+    operation: str,
+    requirements: tuple[Requirement, ...] = (),
+) -> OptimizeResult:
+    """``candidates`` of ``info`` at ``state`` rewritten as few files."""
     chosen = state.with_files(candidates)
     rows = chosen.live_rows
     added = []
@@ -62,7 +108,8 @@ def optimize(ctx: Context, name: str) -> OptimizeResult:
         added=tuple(added),
         removed=tuple(f.file.path for f in candidates),
     )
-    result = ctx.commit(write_request(ctx.statement_id, "OPTIMIZE", [write]))
+    request = write_request(ctx.statement_id, operation, [write], requirements=requirements)
+    result = ctx.commit(request)
     return OptimizeResult(result.version_of(info.table_id), len(candidates), len(added), rows)
 
 

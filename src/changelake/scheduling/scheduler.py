@@ -18,6 +18,11 @@ doubles, and the table is suspended after ``suspend_after`` failures in a row, w
 as the reason (SHOW DYNAMIC TABLES); ALTER DYNAMIC TABLE ... RESUME resumes it. Task runs
 require the lease's epoch too; a scheduler that takes the lease over ends the runs its
 predecessor left EXECUTING (FAILED: nothing of them was committed).
+
+Every refresh and follow step adds a small file to its table; after ``compact_after_writes`` of
+them, a round ends by merging the table's small files (``dml.maintenance.compact_small_files``,
+rows keeping their identity, at most ``compact_rows`` rows a round, one table a round), which
+change scans of it see through, so a dynamic table's files stay few however long it is kept.
 """
 
 from __future__ import annotations
@@ -34,12 +39,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from changelake.catalog import Catalog
-from changelake.catalog.model import DynamicTableInfo, ExternalTableState, SchedulingState
+from changelake.catalog.model import (
+    DynamicTableInfo,
+    ExternalTableState,
+    RefreshAction,
+    SchedulingState,
+)
 from changelake.catalog.requests import LeaseHeld
 from changelake.clock import Clock
+from changelake.dml.maintenance import compact_small_files
 from changelake.dynamic.dag import Round, refresh_round
 from changelake.dynamic.refresh import data_timestamp_now
-from changelake.errors import ChangelakeError, SourceChangedError
+from changelake.errors import ChangelakeError, ConflictError, SourceChangedError
 from changelake.external.objects import follow_once
 from changelake.external.postgresql.follow import Followed, mark_failed
 from changelake.runtime.env import Context, Env
@@ -67,6 +78,12 @@ class SchedulerSettings:
     # job is one task: with 2 cores, a round of the 10-table dynamic_lag DAG took 3.64 s with
     # 2 workers and 4.68 s one after another (medians of 6 alternating rounds, bench/ANALYSIS.md)
     workers: int = 2
+    # a dynamic or external table's small files are merged after this many writes of it (each
+    # adds one or two), at least ``compact_files`` of them and at most ``compact_rows`` rows a
+    # round; 0 writes: never
+    compact_after_writes: int = 16
+    compact_files: int = 8
+    compact_rows: int = 2_000_000
 
 
 class Scheduler:
@@ -91,6 +108,7 @@ class Scheduler:
         self._failures: dict[int, int] = {}
         self._followed: dict[int, float] = {}  # external table id -> when it was last followed
         self._took: dict[int, float] = {}  # dynamic table id -> seconds its last round took
+        self._writes: dict[int, int] = {}  # table id -> its writes since its last compaction
         self.graph_runs: list[GraphRun] = []  # the task graphs the last round ran
         self._pool = threading.local()  # per thread: the (Spark, scheduler pool) it set last
         self._workers: ThreadPoolExecutor | None = None  # a round's concurrent refreshes
@@ -160,7 +178,10 @@ class Scheduler:
         for ext in due:
             self._followed[ext.table_id] = now
             try:
-                done.append(follow_once(env, ext, requirements=(LeaseHeld(LEASE, epoch),)))
+                step = follow_once(env, ext, requirements=(LeaseHeld(LEASE, epoch),))
+                done.append(step)
+                if step.version is not None:
+                    self._wrote(ext.table_id)
             except SourceChangedError as e:  # needs a person: stop until RESUME
                 mark_failed(self.catalog, self.clock, ext, str(e))
                 _log.warning("changelake scheduler: external table %s: %s", ext.name, e)
@@ -175,9 +196,45 @@ class Scheduler:
         self.follow_external()
         epoch = self.epoch
         due = self.due() if epoch is not None else []
-        if epoch is None or not due:
+        if epoch is None:
             return None
-        return self._refresh(self._env("refreshes").context(), due, (LeaseHeld(LEASE, epoch),))
+        done = None
+        if due:
+            done = self._refresh(self._env("refreshes").context(), due, (LeaseHeld(LEASE, epoch),))
+        self.compact_tables()
+        return done
+
+    def _wrote(self, table_id: int) -> None:
+        self._writes[table_id] = self._writes.get(table_id, 0) + 1
+
+    def compact_tables(self) -> int | None:
+        """Merge the small files of the table written most often since its last compaction,
+        if that reached ``compact_after_writes`` (under the lease held): the table's id, or
+        None. A compaction that loses a race with a refresh is tried again next round."""
+        epoch, every = self.epoch, self.settings.compact_after_writes
+        if epoch is None or every <= 0 or not self._writes:
+            return None
+        table_id, writes = max(self._writes.items(), key=lambda kv: kv[1])
+        if writes < every:
+            return None
+        ctx = self._env("refreshes").context()
+        try:
+            compact_small_files(
+                ctx,
+                ctx.catalog.table_by_id(table_id),
+                least_files=self.settings.compact_files,
+                most_rows=self.settings.compact_rows,
+                requirements=(LeaseHeld(LEASE, epoch),),
+            )
+        except ConflictError as e:  # a race or a lost lease: a later round
+            _log.info("changelake scheduler: compacting table %s: %s", table_id, e)
+            return None
+        except ChangelakeError as e:  # dropped meanwhile, or its files unreadable: not again
+            _log.warning("changelake scheduler: compacting table %s: %s", table_id, e)
+            self._writes.pop(table_id, None)
+            return None
+        self._writes.pop(table_id)
+        return table_id
 
     def _env(self, pool: str) -> Env:
         """Spark and the rest (started on first use), this thread's jobs in Spark scheduler
@@ -234,6 +291,8 @@ class Scheduler:
         now, took = self.clock.now(), time.monotonic() - started
         for outcome in done.refreshed:
             self._took[outcome.table_id] = took
+            if outcome.record.action != RefreshAction.NO_DATA:
+                self._wrote(outcome.table_id)
             self._failures.pop(outcome.table_id, None)
             self._retry_at.pop(outcome.table_id, None)
         for table_id in done.failed:
