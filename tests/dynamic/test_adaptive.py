@@ -1,8 +1,9 @@
 """Adaptive refreshes: an AUTO dynamic table's refresh applies its query's changes, or recomputes
 (FULL) when the tables it reads changed by more than ``ADAPTIVE_SHARE`` of their rows (and by at
-least ``ADAPTIVE_LEAST_ROWS``), the measure in the refresh history's reason. Either way the
-table equals its query and its own changes are the minimum delta, updates keeping their rows'
-identity; REFRESH_MODE = INCREMENTAL keeps applying the changes."""
+least ``ADAPTIVE_LEAST_ROWS``), or, keeping a MIN or MAX, when a change past that floor deleted
+rows; the measure is the refresh history's reason. Either way the table equals its query and its
+own changes are the minimum delta, updates keeping their rows' identity; REFRESH_MODE =
+INCREMENTAL keeps applying the changes."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from changelake.dynamic.refresh import ADAPTIVE_LEAST_ROWS, ADAPTIVE_SHARE
 
 ROWS = 250_000
 GROUPED = "SELECT g, COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo, MAX(v) AS hi FROM big GROUP BY g"
+SUMMED = "SELECT g, COUNT(*) AS n, SUM(v) AS s, AVG(v) AS a FROM big GROUP BY g"
 JOINED = "SELECT b.k, b.v, d.name FROM big b JOIN dim d ON b.g = d.g WHERE b.k % 5 <> 1"
 
 
@@ -67,7 +69,7 @@ def _refreshed_as_query(session, name: str, query: str):
 
 
 @pytest.mark.parametrize(
-    "query, dim_rows", [(GROUPED, 0), (JOINED, 97)], ids=["group_by_min_max", "join"]
+    "query, dim_rows", [(SUMMED, 0), (JOINED, 97)], ids=["group_by_sum", "join"]
 )
 def test_a_mass_update_recomputes_and_a_small_one_applies_the_changes(tables, query, dim_rows):
     s = tables
@@ -92,18 +94,36 @@ def test_a_mass_update_recomputes_and_a_small_one_applies_the_changes(tables, qu
 def test_the_share_of_the_rows_decides_over_several_versions(tables):
     s = tables
     s.sql(f"INSERT INTO big SELECT id, CAST(id % 97 AS INT), id FROM range({ROWS}, 1200000)")
-    s.sql(f"CREATE DYNAMIC TABLE t TARGET_LAG = '1 hour' AS {GROUPED}")
+    s.sql(f"CREATE DYNAMIC TABLE t TARGET_LAG = '1 hour' AS {SUMMED}")
     # three versions: 200,000 + 100,000 + 20 changed rows of 1,100,000 (27%)
     s.sql("UPDATE big SET v = v + 1 WHERE k < 100000")
     s.sql("DELETE FROM big WHERE k >= 1100000")
     s.sql("UPDATE big SET v = v - 1 WHERE k < 10")
-    (action, reason), _ = _refreshed_as_query(s, "t", GROUPED)
+    (action, reason), _ = _refreshed_as_query(s, "t", SUMMED)
     assert action == "FULL" and "300,020 rows changed of the 1,100,000" in reason
     s.sql("UPDATE big SET v = v + 1 WHERE k < 50000")  # 100,000 of 1,100,000: 9%
-    (action, reason), _ = _refreshed_as_query(s, "t", GROUPED)
+    (action, reason), _ = _refreshed_as_query(s, "t", SUMMED)
     assert action == "INCREMENTAL" and "100,000 rows changed of the 1,100,000" in reason
     assert f"under {ADAPTIVE_SHARE:.0%}: the changes cost less" in reason
     assert 100_000 >= ADAPTIVE_LEAST_ROWS and 100_000 < ADAPTIVE_SHARE * 1_100_000
+
+
+def test_a_min_or_max_recomputes_past_the_floor_when_rows_were_deleted(tables):
+    s = tables
+    s.sql(f"INSERT INTO big SELECT id, CAST(id % 97 AS INT), id FROM range({ROWS}, 1200000)")
+    s.sql(f"CREATE DYNAMIC TABLE t TARGET_LAG = '1 hour' AS {GROUPED}")
+    s.sql(f"CREATE DYNAMIC TABLE u TARGET_LAG = '1 hour' AS {SUMMED}")
+    s.sql("UPDATE big SET v = v + 1 WHERE k < 60000")  # 120,000 changed of 1,200,000: 10%
+    (action, reason), _ = _refreshed_as_query(s, "t", GROUPED)
+    assert action == "FULL", reason
+    assert "120,000 rows changed, 60,000 of them deleted or updated" in reason
+    assert "keeps a MIN or MAX" in reason
+    (action, reason), _ = _refreshed_as_query(s, "u", SUMMED)  # the share alone: not over it
+    assert action == "INCREMENTAL" and "120,000 rows changed of the 1,200,000" in reason
+    # inserts only: no group loses its extreme, the share decides (120,000 of 1,320,000)
+    s.sql("INSERT INTO big SELECT id, CAST(id % 97 AS INT), id FROM range(1200000, 1320000)")
+    (action, reason), _ = _refreshed_as_query(s, "t", GROUPED)
+    assert action == "INCREMENTAL" and "120,000 rows changed of the 1,320,000" in reason
 
 
 def test_refresh_mode_incremental_keeps_applying_the_changes(tables):

@@ -31,6 +31,7 @@ from changelake.dynamic.measures import (
     delta_state,
     describe,
     full_state,
+    holds_extremes,
     refusal,
     shape_of,
     state_names,
@@ -67,7 +68,7 @@ class Maintained:
     @property
     def may_recompute(self) -> bool:
         """Whether a group may need a recompute (a MIN, MAX or floating-point sum)."""
-        return any(n.endswith(("_m", "_h")) for n in self.state)
+        return holds_extremes(self.state) or any(n.endswith("_h") for n in self.state)
 
     @property
     def columns(self) -> tuple[Col, ...]:

@@ -27,6 +27,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -141,6 +142,12 @@ def _measure(index: int, column: Col, text: str) -> Measure | None:
     if kind is None or call.args.get("expressions") or isinstance(call.this, exp.Distinct):
         return None
     return Measure(index, kind, to_spark(call.this), column)
+
+
+def holds_extremes(state: Iterable[str]) -> bool:
+    """Whether state columns ``state`` keep a MIN or MAX (``_m``): a group whose extreme's row
+    is deleted is recomputed from its input rows."""
+    return any(n.endswith("_m") for n in state)
 
 
 def state_names(shape: Shape, types: dict[int, DataType]) -> list[str]:
