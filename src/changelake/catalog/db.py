@@ -227,15 +227,11 @@ def _moves_and_reasons(conn: Connection) -> None:
             .where(
                 v.table_id == f.table_id,
                 v.version == version,
-                v.operation.in_(_MOVING_OPERATIONS),
+                v.operation.in_(t.MOVING_OPERATIONS),
             )
             .exists()
         )
         conn.execute(t.files.update().where(moved).values({column: True}))
-
-
-# The operations whose versions only moved rows (OPTIMIZE, an ingest client's compaction)
-_MOVING_OPERATIONS = ("OPTIMIZE", "COMPACT")
 
 
 def _token_definitions(conn: Connection) -> None:

@@ -188,14 +188,17 @@ def version_at(conn: Connection, table_id: int, commit_number: int) -> int | Non
 def changed_since(
     conn: Connection, table_id: int, version: int, *, upto_inclusive: int | None, inserts_only: bool
 ) -> bool:
-    """Whether a version in ``(version, upto]`` changed rows: the per-version change summary."""
+    """Whether a version in ``(version, upto]`` changed rows: the per-version change summary
+    (a compaction's version moved rows without changing them)."""
     summary = t.versions.c
     changed = (
         summary.rows_inserted > 0
         if inserts_only
         else or_(
-            summary.files_added > 0,
-            summary.files_removed > 0,
+            and_(
+                or_(summary.files_added > 0, summary.files_removed > 0),
+                summary.operation.not_in(t.MOVING_OPERATIONS),
+            ),
             summary.rows_deleted > 0,
             summary.rows_updated > 0,
         )

@@ -103,6 +103,9 @@ versions = Table(
     # the warehouse-wide commit that made this version (section 2, "Commit order")
     Column("commit_number", BigInteger, nullable=False, server_default="0"),
 )
+# The operations whose versions only move rows between files (OPTIMIZE, a compaction by the
+# ingest client or the scheduler): each commits alone, outside any transaction.
+MOVING_OPERATIONS = ("OPTIMIZE", "COMPACT")
 Index("cl_versions_statement", versions.c.statement_id)
 Index("cl_versions_commit", versions.c.table_id, versions.c.commit_number)
 Index("cl_versions_time", versions.c.table_id, versions.c.committed_at)

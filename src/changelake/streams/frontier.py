@@ -87,7 +87,8 @@ def has_data(ctx: StatementContext, name: str) -> bool:
     change summary (one indexed lookup). Before a SHOW_INITIAL_ROWS stream's first read, whether
     the table has rows: its live files are listed, once per stream.
 
-    Like Snowflake's, it may say TRUE for changes that cancel out (e.g. compaction).
+    Like Snowflake's, it may say TRUE for changes that cancel out (a row inserted and deleted);
+    a compaction alone is no change.
     """
     stream = ctx.stream(name)
     assert not stream.on_view, "streams on views are read by plan.streams"
