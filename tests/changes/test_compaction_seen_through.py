@@ -154,3 +154,25 @@ def test_an_older_catalog_learns_which_files_compactions_moved(compacted, clock)
         assert plan.shape is Shape.EMPTY, plan.describe()
     finally:
         again.close()
+
+
+def test_a_dynamic_table_over_a_table_only_compacted_refreshes_as_no_data(compacted):
+    s = compacted
+    query = "SELECT k, v FROM t WHERE v > 0"
+    s.sql(f"CREATE DYNAMIC TABLE f TARGET_LAG = '1 hour' AS {query}")
+    s.sql("OPTIMIZE t")
+    s.sql("ALTER DYNAMIC TABLE f REFRESH")
+    (last,) = s.sql(
+        "SELECT refresh_action, refresh_action_reason, spark_jobs FROM"
+        " TABLE(DYNAMIC_TABLE_REFRESH_HISTORY(NAME => 'f')) ORDER BY refresh_id DESC LIMIT 1"
+    ).collect()
+    assert tuple(last) == (
+        "NO_DATA",
+        "the tables it reads were only compacted since its last refresh",
+        0,
+    )
+    s.sql("DELETE FROM t WHERE k = 2")  # a change after the compaction is applied as usual
+    s.sql("ALTER DYNAMIC TABLE f REFRESH")
+    assert Counter(tuple(r) for r in s.sql("SELECT * FROM f").collect()) == Counter(
+        tuple(r) for r in s.sql(query).collect()
+    )

@@ -37,6 +37,7 @@ from changelake.catalog.requests import (
     Requirement,
     Update,
 )
+from changelake.catalog.tables import MOVING_OPERATIONS
 from changelake.catalog.writes import TableWrite, write_request
 from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.changes.plan import Information
@@ -185,6 +186,7 @@ def plan_refresh(
 
 
 UNCHANGED = "no table it reads changed since its last refresh"
+ONLY_COMPACTED = "the tables it reads were only compacted since its last refresh"
 
 
 def unchanged(dyn: DynamicTableInfo, definition: Definition, ends: Mapping[int, int]) -> bool:
@@ -229,6 +231,8 @@ def _action(
             )
     if unchanged(dyn, definition, ends):
         return RefreshAction.NO_DATA, UNCHANGED
+    if _only_moved(ctx, frontiers, ends):
+        return RefreshAction.NO_DATA, ONLY_COMPACTED
     if dyn.definition.effective_mode == RefreshMode.FULL:
         return RefreshAction.FULL, dyn.definition.mode_reason
     return RefreshAction.INCREMENTAL, "its query's changes since the last refresh"
@@ -291,6 +295,20 @@ def adaptive(
 # Up to this many versions in a refresh's intervals, their row counts are read with the query its
 # readability checks make (a scheduled refresh's intervals hold a few); more, by a sum in SQL.
 _VERSIONS_COUNTED = 256
+
+
+def _only_moved(
+    ctx: StatementContext, frontiers: Mapping[int, int], ends: Mapping[int, int]
+) -> bool:
+    """Whether every version of the intervals only moved rows (a compaction): the query's
+    result is the same, so the refresh is NO_DATA (its frontiers move to the ends)."""
+    counted = _interval_versions(frontiers, ends)
+    if not counted:
+        return False
+    found = ctx.catalog.version_infos(counted)
+    return len(found) == len(counted) and all(
+        v.operation in MOVING_OPERATIONS for v in found.values()
+    )
 
 
 def _interval_versions(
