@@ -1,5 +1,5 @@
 """Adaptive refreshes (issue 52 item 4): where an INCREMENTAL refresh stops being cheaper than a
-FULL one, and whether AUTO's per-refresh choice (``dynamic.refresh.adaptive``) follows it.
+FULL one, and whether AUTO's per-refresh choice (``dynamic.adaptive``) follows it.
 
 A table of 2M rows at full scale (a fifth of the usual 10M) feeds a GROUP BY with MIN/MAX and a
 join with a 1,000-row dimension, each as three dynamic tables: REFRESH_MODE = INCREMENTAL, FULL

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 import changelake
 from changelake.catalog.tables import SCHEMA_VERSION
-from changelake.dynamic.refresh import ADAPTIVE_LEAST_ROWS, ADAPTIVE_SHARE
+from changelake.dynamic.adaptive import ADAPTIVE_LEAST_ROWS, ADAPTIVE_SHARE
 
 ROWS = 250_000
 GROUPED = "SELECT g, COUNT(*) AS n, SUM(v) AS s, MIN(v) AS lo, MAX(v) AS hi FROM big GROUP BY g"
