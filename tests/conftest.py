@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -121,6 +122,26 @@ def row_level_plan(spark, plan: str) -> Iterator[str]:
         yield plan
     finally:
         spark.conf.unset(ROW_LEVEL_PLAN)
+
+
+@contextmanager
+def older_catalog(session: changelake.Session, clock, version: int, *ddl: str):
+    """The warehouse of ``session`` opened again as a catalog of schema ``version`` left it:
+    ``ddl`` (what that version lacks) run and the version recorded, then ``session`` closed and
+    a new session connected (which migrates it); closed after the block."""
+    with session.catalog.engine.begin() as conn:
+        for statement in ddl:
+            conn.execute(sa.text(statement))
+        conn.execute(
+            sa.text(f"UPDATE cl_meta SET value = '{version}' WHERE key = 'schema_version'")
+        )
+    warehouse = session.warehouse.root
+    session.close()
+    again = changelake.connect(warehouse, spark=session.spark, clock=clock)
+    try:
+        yield again
+    finally:
+        again.close()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

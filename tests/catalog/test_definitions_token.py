@@ -83,7 +83,7 @@ def test_a_schema_9_catalog_gets_a_token(catalog_url):
             version = conn.execute(
                 sa.text("SELECT value FROM cl_meta WHERE key = 'schema_version'")
             ).scalar()
-        assert version == str(SCHEMA_VERSION) == "11"
+        assert version == str(SCHEMA_VERSION) == "12"
         before = catalog.snapshot()
         assert len(before.definitions) == 32 and before.commit_number == 1
         create(catalog, "u", now=T0 + 1)

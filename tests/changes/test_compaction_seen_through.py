@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-import sqlalchemy as sa
+from conftest import older_catalog
 
-import changelake
 from changelake.changes.plan import Shape
 from changelake.changes.query import only_inserted_between
 
@@ -141,19 +140,11 @@ def test_an_older_catalog_learns_which_files_compactions_moved(compacted, clock)
     before = _version(s)
     s.sql("OPTIMIZE t")
     after = _version(s)
-    with s.catalog.engine.begin() as conn:  # as version 10 left it: no such columns
-        conn.execute(sa.text("ALTER TABLE cl_files DROP COLUMN moved_in"))
-        conn.execute(sa.text("ALTER TABLE cl_files DROP COLUMN moved_out"))
-        conn.execute(sa.text("UPDATE cl_meta SET value = '10' WHERE key = 'schema_version'"))
-    warehouse = s.warehouse.root
-    s.close()
-    again = changelake.connect(warehouse, spark=s.spark, clock=clock)
-    try:
+    drop = [f"ALTER TABLE cl_files DROP COLUMN {c}" for c in ("moved_in", "moved_out")]
+    with older_catalog(s, clock, 10, *drop) as again:  # version 10 had no such columns
         assert _changes(again, before, after) == []
         plan = again.change_plan("t", start=before, end=after)
         assert plan.shape is Shape.EMPTY, plan.describe()
-    finally:
-        again.close()
 
 
 def test_a_dynamic_table_over_a_table_only_compacted_refreshes_as_no_data(compacted):

@@ -11,8 +11,8 @@ from collections import Counter
 
 import pytest
 import sqlalchemy as sa
+from conftest import older_catalog
 
-import changelake
 from changelake.catalog.tables import SCHEMA_VERSION
 from changelake.dynamic.adaptive import ADAPTIVE_LEAST_ROWS, ADAPTIVE_SHARE
 
@@ -137,14 +137,8 @@ def test_refresh_mode_incremental_keeps_applying_the_changes(tables):
 def test_an_older_catalog_gains_the_reason_of_its_refreshes(tables, clock):
     s = tables
     s.sql(f"CREATE DYNAMIC TABLE t TARGET_LAG = '1 hour' AS {GROUPED}")
-    engine = s.catalog.engine
-    with engine.begin() as conn:  # as version 10 left it: no reason column
-        conn.execute(sa.text("ALTER TABLE cl_dt_refreshes DROP COLUMN reason"))
-        conn.execute(sa.text("UPDATE cl_meta SET value = '10' WHERE key = 'schema_version'"))
-    warehouse = s.warehouse.root
-    s.close()
-    again = changelake.connect(warehouse, spark=s.spark, clock=clock)
-    try:
+    drop = "ALTER TABLE cl_dt_refreshes DROP COLUMN reason"  # version 10 had no reason column
+    with older_catalog(s, clock, 10, drop) as again:
         assert _last(again, "t") == ("FULL", None)  # recorded before: no reason known
         with again.catalog.engine.connect() as conn:
             version = conn.execute(
@@ -157,5 +151,3 @@ def test_an_older_catalog_gains_the_reason_of_its_refreshes(tables, clock):
             "INCREMENTAL",
             "2 rows changed since the last refresh",
         )
-    finally:
-        again.close()

@@ -202,6 +202,9 @@ def _upgrade(conn: Connection, found: int) -> None:
         _token_definitions(conn)
     if found < 11:
         _moves_and_reasons(conn)
+    if found < 12 and "index_path" not in _columns(conn, "cl_files"):
+        # Version 12 keeps each data file's key → address index; files before have none.
+        conn.execute(text("ALTER TABLE cl_files ADD COLUMN index_path VARCHAR(1024)"))
     # Version 6 adds dynamic tables (cl_dynamic_tables, cl_dt_refreshes) and leases (cl_leases),
     # which create_all has made. Version 7 adds tasks (cl_tasks, cl_task_runs), version 8
     # connections and external tables (cl_connections, cl_external_tables, cl_external_files):

@@ -25,6 +25,7 @@ def data_file(row: Any) -> DataFile:
         begin_version=row.begin_version,
         stats=json.loads(row.stats),
         moved=bool(row.moved_in),
+        index=row.index_path,
     )
 
 
@@ -134,9 +135,9 @@ def file_histories(
 
 def all_file_paths(conn: Connection, table_id: int) -> list[tuple[str, int | None, list[str]]]:
     rows = conn.execute(
-        select(t.files.c.file_id, t.files.c.path, t.files.c.end_version).where(
-            t.files.c.table_id == table_id
-        )
+        select(
+            t.files.c.file_id, t.files.c.path, t.files.c.end_version, t.files.c.index_path
+        ).where(t.files.c.table_id == table_id)
     ).all()
     dv_rows = conn.execute(
         select(t.deletes.c.file_id, t.deletes.c.dv_path).where(t.deletes.c.table_id == table_id)
@@ -144,12 +145,16 @@ def all_file_paths(conn: Connection, table_id: int) -> list[tuple[str, int | Non
     dvs: dict[int, list[str]] = defaultdict(list)
     for d in dv_rows:
         dvs[d.file_id].append(d.dv_path)
-    return [(r.path, r.end_version, dvs[r.file_id]) for r in rows]
+    # a file's index is shared like its DVs: kept while one of its users is
+    return [
+        (r.path, r.end_version, dvs[r.file_id] + [r.index_path] * bool(r.index_path)) for r in rows
+    ]
 
 
 def registered_paths(conn: Connection) -> set[str]:
     paths = set(conn.execute(select(t.files.c.path)).scalars())
-    return paths | set(conn.execute(select(t.deletes.c.dv_path)).scalars())
+    indexes = conn.execute(select(t.files.c.index_path).where(t.files.c.index_path.is_not(None)))
+    return paths | set(indexes.scalars()) | set(conn.execute(select(t.deletes.c.dv_path)).scalars())
 
 
 def removal_times(conn: Connection, table_id: int) -> dict[int, float]:
@@ -235,6 +240,7 @@ def add_files(
                 "end_version": None,
                 "stats": json.dumps(f.stats, default=str),
                 "moved_in": f.moved,
+                "index_path": f.index,
             }
         )
     if rows:

@@ -128,6 +128,7 @@ class DataFile:
     begin_version: int | None  # None until committed
     stats: Stats = field(default_factory=dict, compare=False, hash=False)
     moved: bool = False  # its rows are copies of rows the table held (a compaction wrote it)
+    index: str | None = None  # the key → address index file holding its keys (storage/index.py)
 
 
 @dataclass(frozen=True)

@@ -261,7 +261,8 @@ class Catalog:
             return file_repo.file_histories(conn, ranges)
 
     def all_file_paths(self, table_id: int) -> list[tuple[str, int | None, list[str]]]:
-        """Every registered data file: (path, end_version, its DV paths) — for vacuum."""
+        """Every registered data file: (path, end_version, the DV and index files it uses, which
+        other files may share) — for vacuum."""
         with reading(self.engine) as conn:
             return file_repo.all_file_paths(conn, table_id)
 

@@ -20,7 +20,7 @@ from sqlalchemy import (
     text,
 )
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 metadata = MetaData()
 
@@ -127,6 +127,9 @@ files = Table(
     # through both (section 3, "Compaction")
     Column("moved_in", Boolean, nullable=False, server_default=false()),
     Column("moved_out", Boolean, nullable=False, server_default=false()),
+    # the key → address index file that holds its rows' key hashes (storage/index.py); NULL:
+    # lookups read the file's own key hashes
+    Column("index_path", String(1024)),
 )
 Index("cl_files_table_path", files.c.table_id, files.c.path, unique=True)
 Index("cl_files_live", files.c.table_id, files.c.end_version)

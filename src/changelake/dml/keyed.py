@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from changelake.catalog.model import DataFile, NewDeletes
@@ -34,9 +35,11 @@ from changelake.schema import KEY_HASHES, ROW_KEY, key_hashes, quoted
 from changelake.spark import native
 from changelake.spark.observed import Counted
 from changelake.spark.relation import Relation
+from changelake.storage.index import stored_positions
 from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, key_hashed, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.storage.writer import write_data
+from changelake.txn.snapshot import TableState
 
 _KEY = "_cl_dkey"
 # Up to this many changed source rows a large table's stored rows are found by a lookup
@@ -83,7 +86,9 @@ def apply_delta(
         if inserts_only:
             rel = delta.select("*", *_NONE_STORED)
         elif not all(c in delta.columns for c in STORED):
-            lookup = changed is not None and not small_input(target) and changed() <= LOOKUP_ROWS
+            # an index finds few rows in any table; without one, a small table is read whole
+            large = any(f.file.index for f in target.state.files) or not small_input(target)
+            lookup = changed is not None and large and changed() <= LOOKUP_ROWS
             if lookup:  # read twice (its keys, its events): computed once
                 rel = Relation.of_frame(stack.enter_context(persisted(delta.frame(spark))))
             rel = _addressed(spark, warehouse, target, rel, lookup=lookup)
@@ -179,20 +184,33 @@ def _addressed(
     each update's INSERT (NULL where no stored row has the key: a DELETE then finds nothing);
     with ``lookup``, by broadcasting the delta's keys to the stored keys and the rows found back
     (see ``apply_delta``), matched by the keys' ``KEY_HASHES`` where every file holds them."""
-    hashed = lookup and key_hashed(target.state.files)
-    stored = state_relation(spark, warehouse, target.state, identity=True, key_hashes=hashed)
-    lacking = [c.name for c in target.state.schema.stored if c.name not in delta.columns]
+    state = target.state
+    hashed = lookup and key_hashed(state.files)
+    lacking = [c.name for c in state.schema.stored if c.name not in delta.columns]
     # what a key is matched by: its hashes, stored beside it, or itself
     matched: Callable[[str], list[str]] = key_hashes if hashed else lambda key: [key]
     stored_keys = [quoted(n) for n, _, _ in KEY_HASHES] if hashed else [quoted(ROW_KEY)]
-    keys = stored.select(*_named(stored_keys), *STORED, *map(quoted, lacking))
+    kept = [*_named(stored_keys), *STORED, *map(quoted, lacking)]
     paired = f"(_l.{_ACTION} = 'DELETE' OR _l.{_ISUPDATE})"
-    if lookup:
-        wanted = delta.where(paired.replace("_l.", "")).select(
-            *_named(matched(quoted(METADATA_ROW_ID)))
+    wanted = delta.where(paired.replace("_l.", "")).select(
+        *_named(matched(quoted(METADATA_ROW_ID)))
+    )
+    same = " AND ".join(f"_l.{_KEY}{i} = _r.{_KEY}{i}" for i in range(len(stored_keys)))
+    found = _by_index(spark, warehouse, state, wanted) if hashed else None
+    if found is not None:  # the indexed files' rows found, the others' keys read whole
+        positions, rest = found
+        keys = state_relation(
+            spark, warehouse, state, identity=True, key_hashes=True, only=positions
+        ).select(*kept)
+        others = state_relation(spark, warehouse, rest, identity=True, key_hashes=True)
+        keys = keys.union(
+            others.select(*kept).join(wanted, same, "left_semi", hint="BROADCAST(_r)")
         )
-        same = " AND ".join(f"_l.{_KEY}{i} = _r.{_KEY}{i}" for i in range(len(stored_keys)))
-        keys = keys.join(wanted, same, "left_semi", hint="BROADCAST(_r)")
+    else:
+        stored = state_relation(spark, warehouse, state, identity=True, key_hashes=hashed)
+        keys = stored.select(*kept)
+        if lookup:
+            keys = keys.join(wanted, same, "left_semi", hint="BROADCAST(_r)")
     columns = [f"_l.{quoted(c)}" for c in delta.columns]
     columns += [f"CASE WHEN {paired} THEN _r.{c} END AS {c}" for c in STORED]
     # a state column the delta lacks: a DELETE's before-image takes the stored value
@@ -202,6 +220,23 @@ def _addressed(
     own = matched(f"_l.{quoted(METADATA_ROW_ID)}")
     on = " AND ".join(f"{v} = _r.{_KEY}{i}" for i, v in enumerate(own))
     return delta.join(keys, on, "left", columns=columns, hint="BROADCAST(_r)" if lookup else "")
+
+
+def _by_index(
+    spark: SparkSession, warehouse: Warehouse, state: TableState, wanted: Relation
+) -> tuple[dict[str, pa.Array], TableState] | None:
+    """Where the rows of ``wanted``'s keys (their hashes as ``_named`` columns) are in the
+    files of ``state`` that have an index (data file name -> live positions), and ``state``
+    with its other files; None if no file has one or the index cannot answer."""
+    indexed = [f for f in state.files if f.file.index is not None]
+    if not indexed:
+        return None
+    names = [name for name, _, _ in KEY_HASHES]
+    hashes = wanted.select(*[f"{_KEY}{i} AS {n}" for i, n in enumerate(names)]).frame(spark)
+    positions = stored_positions(spark, warehouse, indexed, hashes.toArrow(), hashes)
+    if positions is None:
+        return None
+    return positions, state.with_files([f for f in state.files if f.file.index is None])
 
 
 def _named(keys: list[str]) -> list[str]:

@@ -162,7 +162,7 @@ def _remove_orphans(catalog: Catalog, wh: Warehouse, *, now: float) -> int:
     """Delete Parquet files no catalog row references, older than the safety margin."""
     known = catalog.registered_paths()
     removed = 0
-    for top in ("data", "dv"):
+    for top in ("data", "dv", "index"):
         selector = pafs.FileSelector(wh.fs_path(top), recursive=True, allow_not_found=True)
         infos = wh.fs.get_file_info(selector)
         for entry in infos:

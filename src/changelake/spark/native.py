@@ -196,20 +196,28 @@ FileRead = tuple[str, tuple[int | None, int | None, int | None, int | None], pa.
 
 
 def read_relation(
-    uris: Sequence[str], schema: StructType, files: Sequence[FileRead], *, keep: bool = False
+    uris: Sequence[str],
+    schema: StructType,
+    files: Sequence[FileRead],
+    *,
+    keep: bool = False,
+    keys: bool = False,
 ) -> Relation:
     """The rows of the Parquet files ``uris`` read with changelake's file format: ``schema``'s
     physical columns and any of the ``VIRTUAL`` columns, each file's positions skipped
     inside the reader, or, if ``keep``, only the rows at each file's positions read (and only
-    they decoded where the files have a page index: late materialization). A leaf of a
-    relation: built by the JVM with the statement's plan."""
+    they decoded where the files have a page index: late materialization), or, if ``keys``,
+    the "positions" are sorted key hashes and only the pages of an index file that may hold one
+    are read (``storage.index``). A leaf of a relation: built by the JVM with the statement's
+    plan."""
     table = bytearray()
     any_positions = False
+    flags = (-(2**63) if keep else 0) + (2**62 if keys else 0)
     for name, constants, positions in files:
-        mask = sum(1 << i for i, v in enumerate(constants) if v is None) - (2**63 if keep else 0)
+        mask = sum(1 << i for i, v in enumerate(constants) if v is None) + flags
         values = [0 if v is None else v for v in constants]
         count = 0 if positions is None else len(positions)
-        any_positions |= count > 0
+        any_positions |= count > 0 and not keys
         table += _name(name) + struct.pack("<q4qi", mask, *values, count)
         if count:
             table += _longs(positions)
@@ -227,12 +235,20 @@ def select(df: DataFrame, exprs: Sequence[str]) -> DataFrame:
     return frame_of(spark, frames.select(jvm_frame(df), "\x01".join(exprs)))
 
 
-def write_parquet(df: DataFrame, uri: str, *, one_file_if_small: bool = False) -> None:
+def write_parquet(
+    df: DataFrame,
+    uri: str,
+    *,
+    one_file_if_small: bool = False,
+    options: Mapping[str, str] | None = None,
+) -> None:
     """Append ``df`` as Parquet files to the directory ``uri``, written in place (no staging and
     renames: ``DirectCommitProtocol``) where the jar is loaded; else by Spark's own protocol.
-    ``one_file_if_small``: a plan ``Relation.frame`` ran as small is written as one file."""
+    ``one_file_if_small``: a plan ``Relation.frame`` ran as small is written as one file;
+    ``options``: the writer's (Parquet's settings)."""
     frames = jvm_class(df.sparkSession, f"{PACKAGE}.Frames")
     if frames is None:
-        df.write.mode("append").parquet(uri)
+        df.write.mode("append").options(**(options or {})).parquet(uri)
     else:
-        frames.write(jvm_frame(df), uri, one_file_if_small)
+        lines = "\n".join(f"{k}={v}" for k, v in (options or {}).items())
+        frames.write(jvm_frame(df), uri, one_file_if_small, lines)

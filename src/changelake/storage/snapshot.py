@@ -92,30 +92,36 @@ def state_relation(
     address: bool = False,
     row_ids: bool = False,
     key_hashes: bool = False,
+    only: Mapping[str, pa.Array] | None = None,
 ) -> Relation:
     """The live rows of ``state`` with logical column names, plus the hidden address columns if
     ``address``, the address and identity columns if ``identity`` and ``ROW_HEX`` (the rows'
     METADATA$ROW_IDs) if ``row_ids`` too. A dynamic table's row key comes only with ``address``
     or ``identity`` (it is part of a row's identity); its ``KEY_HASHES`` with ``key_hashes``
-    (every file must hold them: ``key_hashed``)."""
+    (every file must hold them: ``key_hashed``). ``only`` (data file name -> sorted live
+    positions): just those rows, read late (``Scan.only``)."""
     shown = state.schema.columns if identity or address else state.schema.visible
     logical = [f"{quoted(c.physical)} AS {quoted(c.name)}" for c in shown]
     hidden = [h for h in (*ADDRESS, *IDENTITY) if identity or (address and h in ADDRESS)]
     hidden += [ROW_HEX] if identity and row_ids else []
     hidden += [name for name, _, _ in KEY_HASHES] if key_hashes else []
-    if not state.files:
+    files = state.files
+    if only is not None:
+        files = tuple(f for f in files if file_name(f.file.path) in only)
+    if not files:
         typed = [(c.physical, c.type) for c in state.schema.columns]
         typed += [(STORED_ROW_ID, "bigint"), (ROW_VERSION, "bigint"), (FILE, "string")]
         typed += [(h, "bigint") for h in (POS, KEY, *IDENTITY)] + [(ROW_HEX, "string")]
         typed += [(name, type_) for name, type_, _ in KEY_HASHES]
         return empty_relation(typed).select(*logical, *hidden)
     scan = Scan(
-        tuple(f.file for f in state.files),
+        tuple(f.file for f in files),
         physical_schema(state.schema, key_hashes=key_hashes),
         positions=identity or address,
         identity=identity,
         row_ids_of=state.table_id if identity and row_ids else None,
-        deleted=tuple((dv, f.file, None) for f in state.files for dv in f.dv_paths),
+        deleted=() if only else tuple((dv, f.file, None) for f in files for dv in f.dv_paths),
+        only=only,
     )
     rel = scan_files(spark, warehouse, scan)
     return rel.select(*logical, *hidden)

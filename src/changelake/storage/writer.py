@@ -30,6 +30,7 @@ from changelake.spark.errors import current_statement, not_null_marker, spark_er
 from changelake.spark.local import sql_literal
 from changelake.storage.deletion import DV_FILE, DV_POS, counted
 from changelake.storage.footers import describe_files
+from changelake.storage.index import index_files
 from changelake.storage.snapshot import FILE, POS, RID, VER, spark_type
 from changelake.storage.warehouse import Warehouse
 
@@ -144,7 +145,9 @@ def write_data(
     run_checked(
         lambda: native.write_parquet(out, uri, one_file_if_small=one_file_if_small), table=table
     )
-    return describe_files(warehouse, directory)
+    return index_files(
+        df.sparkSession, warehouse, describe_files(warehouse, directory), directory=directory
+    )
 
 
 def partitions_for(rows: int) -> int:

@@ -62,8 +62,9 @@ import scala.runtime.AbstractFunction1;
  *
  * <p>The table is little-endian: per file, an int32 length and the UTF-8 name, an int64
  * mask (bit i: constant i is NULL; the sign bit: the positions are the rows to keep, not the
- * rows to skip, see {@link Late}), the four int64 constants, an int32 count and that many
- * int64 positions.
+ * rows to skip, see {@link Late}; bit 62: they are no positions but the sorted key hashes an
+ * index lookup looks for, see {@link Late#restrictToKeys}), the four int64 constants, an int32
+ * count and that many int64 positions.
  */
 public final class ChangelakeParquet extends ParquetFileFormat {
   private static final long serialVersionUID = 1L;
@@ -74,6 +75,9 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   static final String ROW_HEX = "_cl_row_hex";
   // The materialized identity of a row written again (NULL: base row id + position).
   static final String STORED_ROW_ID = "_cl_row_id";
+  // The column of a key → address index file its lookups restrict pages by (storage/index.py).
+  static final String KEY_HASH = "_cl_key_h1";
+  private static final long KEYS = 1L << 62;
   private static final int CONSTANTS = 4;
   private static final List<String> VIRTUAL =
       List.of(FILE, POS, SIZE, "_i_base", "_i_version", "_i_tag", ROW_HEX);
@@ -273,6 +277,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     final long[] set; // null: no positions to skip
     // Whether the positions are the rows to keep (all others skipped), not the rows to skip.
     final boolean keep;
+    // Whether the "positions" are the sorted key hashes a lookup looks for (nothing skipped).
+    final boolean keys;
     final long[] sorted; // the positions at [1..n], sorted
     final int n;
 
@@ -287,7 +293,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
         sorted[i] = in.getLong();
       }
       keep = mask < 0;
-      set = n == 0 && !keep ? null : Positions.of(sorted, n);
+      keys = (mask & KEYS) != 0;
+      set = keys || (n == 0 && !keep) ? null : Positions.of(sorted, n);
     }
 
     boolean isNull(int constant) {
@@ -363,6 +370,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
       Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) read.apply(file);
       if (keep) {
         Late.restrict(rows, entry.sorted, entry.n);
+      } else if (entry != null && entry.keys) {
+        Late.restrictToKeys(rows, entry.sorted, entry.n, KEY_HASH);
       }
       Iterator<?> out = batches
           ? new Batches(rows, source, index, set, keep, values, ids)

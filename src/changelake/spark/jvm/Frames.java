@@ -179,6 +179,14 @@ public final class Frames {
    * others keep the plan's partitions.
    */
   public static void write(Dataset<Row> df, String path, boolean oneFileIfSmall) {
+    write(df, path, oneFileIfSmall, "");
+  }
+
+  /**
+   * {@link #write(Dataset, String, boolean)} with the writer's {@code options}: "key=value"
+   * lines (Parquet's own settings, such as its page size).
+   */
+  public static void write(Dataset<Row> df, String path, boolean oneFileIfSmall, String options) {
     var classic = (org.apache.spark.sql.classic.Dataset<Row>) df;
     SparkSession spark = classic.sparkSession();
     String planned = spark.sessionState().conf().getConfString(PLANNED, null);
@@ -194,7 +202,14 @@ public final class Frames {
     String before = conf.getConfString(COMMIT_PROTOCOL, null);
     conf.setConfString(COMMIT_PROTOCOL, DirectCommitProtocol.class.getName());
     try {
-      classic.write().mode("append").parquet(path);
+      var writer = classic.write().mode("append");
+      for (String line : options.split("\n")) {
+        int at = line.indexOf('=');
+        if (at > 0) {
+          writer = writer.option(line.substring(0, at), line.substring(at + 1));
+        }
+      }
+      writer.parquet(path);
     } finally {
       if (before == null) {
         conf.unsetConf(COMMIT_PROTOCOL);

@@ -1,6 +1,10 @@
 package io.changelake.spark;
 
 import java.lang.reflect.Field;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Arrays;
 import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.Proxy;
 import java.util.List;
@@ -9,6 +13,7 @@ import org.apache.parquet.column.page.PageReadStore;
 import org.apache.parquet.hadoop.ParquetFileReader;
 import org.apache.parquet.hadoop.metadata.BlockMetaData;
 import org.apache.parquet.hadoop.metadata.ColumnChunkMetaData;
+import org.apache.parquet.internal.column.columnindex.ColumnIndex;
 import org.apache.parquet.internal.column.columnindex.OffsetIndex;
 import org.apache.parquet.internal.filter2.columnindex.RowRanges;
 
@@ -43,6 +48,26 @@ public final class Late {
    * sorted positions {@code sorted[1..n]}; false if it cannot (then it is unchanged).
    */
   static boolean restrict(Object rows, long[] sorted, int n) {
+    return restrictBy(rows, (file, groups) -> positionRanges(groups, sorted, n));
+  }
+
+  /**
+   * Make {@code rows}, Spark's iterator over one file not yet read, return only the rows of the
+   * pages whose INT64 column {@code column} may hold one of the sorted keys {@code
+   * sorted[1..n]} (by the page index's minimum and maximum of each page: a file sorted by that
+   * column has few such pages per key); false if it cannot (then it is unchanged). The rows
+   * returned still need the caller's own test of the key.
+   */
+  static boolean restrictToKeys(Object rows, long[] sorted, int n, String column) {
+    return restrictBy(rows, (file, groups) -> keyRanges(file, groups, sorted, n, column));
+  }
+
+  /** The row ranges to read per row group (null: none of the group), or null if unknown. */
+  private interface Ranges {
+    RowRanges[] of(ParquetFileReader file, List<BlockMetaData> groups) throws java.io.IOException;
+  }
+
+  private static boolean restrictBy(Object rows, Ranges chosen) {
     try {
       Object reader = field(rows.getClass(), "rowReader").get(rows);
       Class<?> base = Class.forName(BASE, false, reader.getClass().getClassLoader());
@@ -57,29 +82,13 @@ public final class Late {
       if (!((org.apache.parquet.ParquetReadOptions) options).useColumnIndexFilter()) {
         return false;
       }
-      List<BlockMetaData> groups = file.getRowGroups();
-      RowRanges[] ranges = new RowRanges[groups.size()];
+      RowRanges[] ranges = chosen.of(file, file.getRowGroups());
+      if (ranges == null) {
+        return false;
+      }
       long total = 0;
-      int at = 1;
-      for (int g = 0; g < groups.size(); g++) {
-        BlockMetaData group = groups.get(g);
-        long first = group.getRowIndexOffset();
-        long end = first + group.getRowCount();
-        while (at <= n && sorted[at] < first) {
-          at++;
-        }
-        int from = at;
-        while (at <= n && sorted[at] < end) {
-          at++;
-        }
-        if (at > from) {
-          if (first < 0 || !indexed(group)) {
-            return false;
-          }
-          ranges[g] = RowRanges.create(
-              group.getRowCount(), every(at - from), new Singles(sorted, from, first));
-          total += ranges[g].rowCount();
-        }
+      for (RowRanges r : ranges) {
+        total += r == null ? 0 : r.rowCount();
       }
       Class<?> api = source.getType();
       InvocationHandler handler = new InvocationHandler() {
@@ -121,9 +130,82 @@ public final class Late {
       field(base, "totalRowCount").setLong(reader, total);
       RESTRICTED.incrementAndGet();
       return true;
-    } catch (ReflectiveOperationException | RuntimeException e) {
+    } catch (ReflectiveOperationException | RuntimeException | java.io.IOException e) {
       return false;
     }
+  }
+
+  private static RowRanges[] positionRanges(List<BlockMetaData> groups, long[] sorted, int n) {
+    RowRanges[] ranges = new RowRanges[groups.size()];
+    int at = 1;
+    for (int g = 0; g < groups.size(); g++) {
+      BlockMetaData group = groups.get(g);
+      long first = group.getRowIndexOffset();
+      long end = first + group.getRowCount();
+      while (at <= n && sorted[at] < first) {
+        at++;
+      }
+      int from = at;
+      while (at <= n && sorted[at] < end) {
+        at++;
+      }
+      if (at > from) {
+        if (first < 0 || !indexed(group)) {
+          return null;
+        }
+        ranges[g] = RowRanges.create(
+            group.getRowCount(), every(at - from), new Singles(sorted, from, first));
+      }
+    }
+    return ranges;
+  }
+
+  private static RowRanges[] keyRanges(
+      ParquetFileReader file, List<BlockMetaData> groups, long[] sorted, int n, String column)
+      throws java.io.IOException {
+    RowRanges[] ranges = new RowRanges[groups.size()];
+    for (int g = 0; g < groups.size(); g++) {
+      BlockMetaData group = groups.get(g);
+      ColumnChunkMetaData chunk = null;
+      for (ColumnChunkMetaData c : group.getColumns()) {
+        if (c.getPath().toDotString().equals(column)) {
+          chunk = c;
+        }
+      }
+      if (chunk == null || !indexed(group)) {
+        return null;
+      }
+      ColumnIndex index = file.readColumnIndex(chunk);
+      OffsetIndex offsets = file.readOffsetIndex(chunk);
+      if (index == null || offsets == null) {
+        return null;
+      }
+      List<ByteBuffer> mins = index.getMinValues();
+      List<ByteBuffer> maxes = index.getMaxValues();
+      List<Boolean> nulls = index.getNullPages();
+      List<Integer> kept = new ArrayList<>();
+      for (int p = 0; p < offsets.getPageCount(); p++) {
+        if (!nulls.get(p) && holds(sorted, n, int64(mins.get(p)), int64(maxes.get(p)))) {
+          kept.add(p);
+        }
+      }
+      if (!kept.isEmpty()) {
+        ranges[g] = RowRanges.create(group.getRowCount(), kept.stream().mapToInt(i -> i).iterator(),
+            offsets);
+      }
+    }
+    return ranges;
+  }
+
+  private static long int64(ByteBuffer b) {
+    return b.duplicate().order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+  }
+
+  // Whether one of sorted[1..n] lies in [min, max].
+  private static boolean holds(long[] sorted, int n, long min, long max) {
+    int found = Arrays.binarySearch(sorted, 1, n + 1, min);
+    int at = found >= 0 ? found : -found - 1;
+    return at <= n && sorted[at] <= max;
   }
 
   // Ranges of single rows come from the page index of a file written with one.

@@ -1,0 +1,145 @@
+"""A keyed table's key → address index (docs/DESIGN.md §2, "Lookups by index").
+
+A write of at least ``INDEX_MIN_ROWS`` rows to a table whose data files hold their rows'
+``KEY_HASHES`` (a dynamic table's, an external table's) also writes one index file for its data
+files, in the same statement, before its commit: per row its two key hashes, its data file's name
+and its position there, sorted by the first hash, in pages of ``PAGE_ROWS`` rows whose minimum and
+maximum the file's page index keeps. The commit records the index with each data file
+(``DataFile.index``), so it lives and goes with them.
+
+A lookup of k keys (``stored_positions``) hands their sorted hashes to changelake's reader, which
+reads of each index file only the pages whose range may hold one (``Late.restrictToKeys``): about
+``PAGE_ROWS`` rows per key and index file, whatever the table holds. The (data file, position)
+pairs found, less the positions deleted since, say where the stored rows are, and a late read of
+the data files decodes only those rows. A write smaller than ``INDEX_MIN_ROWS`` leaves its files
+without an index: lookups read their key hashes whole (the table's recent small files, until a
+compaction rewrites them into one indexed file).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Sequence
+from dataclasses import replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructField, StructType
+
+from changelake.catalog.model import DataFile, LiveFile
+from changelake.schema import KEY_HASHES
+from changelake.spark import native
+from changelake.spark.private import parse_type
+from changelake.storage.deletion import read_positions
+from changelake.storage.warehouse import Warehouse
+
+# A write of fewer rows leaves its files without an index.
+INDEX_MIN_ROWS = 100_000
+# Rows per page of an index file: about what a lookup reads per key and index file.
+PAGE_ROWS = 32
+# Up to this many keys a lookup reads the index (their hashes are held on the driver, as
+# deleted positions are); past it, the stored key hashes whole.
+LOOKUP_KEYS = 200_000
+DATA = "_cl_data"  # an index row's data file name
+AT = "_cl_at"  # its position in that file
+_HASH, _CHECK = (name for name, _, _ in KEY_HASHES)
+_PAGES = {
+    "parquet.page.row.count.limit": str(PAGE_ROWS),
+    "parquet.page.size.row.check.min": str(PAGE_ROWS),
+    "parquet.enable.dictionary": "false",  # hashes do not repeat
+}
+
+
+def _hash_fields() -> list[StructField]:
+    return [StructField(name, parse_type(type_), True) for name, type_, _ in KEY_HASHES]
+
+
+def index_files(
+    spark: SparkSession, warehouse: Warehouse, files: Sequence[DataFile], *, directory: str
+) -> list[DataFile]:
+    """``files`` (the data files one write wrote into ``directory``, not committed) with their
+    index, written if they hold key hashes, hold ``INDEX_MIN_ROWS`` rows or more, and the session
+    has changelake's reader (which alone reads an index); else ``files`` as they are. One job:
+    the files' key hashes read, sorted by one task, written as one file."""
+    if (
+        sum(f.row_count for f in files) < INDEX_MIN_ROWS
+        or not all(_HASH in f.stats for f in files)
+        or not native.reader_available(spark)
+    ):
+        return list(files)
+    schema = StructType(_hash_fields() + native.virtual_fields())
+    reads: list[native.FileRead] = [
+        (posixpath.basename(f.path), (None, None, None, None), None) for f in files
+    ]
+    rel = native.read_relation([warehouse.uri(f.path) for f in files], schema, reads)
+    rows = rel.select(_HASH, _CHECK, f"_cl_file AS {DATA}", f"_cl_pos AS {AT}").frame(spark)
+    target = "index/" + directory.removeprefix("data/")
+    sorted_rows = rows.repartition(1).sortWithinPartitions(_HASH)
+    native.write_parquet(sorted_rows, warehouse.uri(target), options=_PAGES)
+    (written,) = (path for path, _ in warehouse.list_parquet(target))
+    return [replace(f, index=written) for f in files]
+
+
+def stored_positions(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    files: Sequence[LiveFile],
+    keys: pa.Table,
+    wanted: DataFrame,
+) -> dict[str, pa.Array] | None:
+    """The positions of the live rows of ``files`` (each with an index) whose key hashes are
+    among ``keys`` (the ``KEY_HASHES`` columns, as ``wanted``, a plan of the same rows, has
+    them), per data file name; None where the index cannot answer (too many keys, or too many
+    deleted positions to hold on the driver). One job, reading about ``PAGE_ROWS`` index rows
+    per key and index file."""
+    if keys.num_rows > LOOKUP_KEYS:
+        return None
+    parts = [(dv, f.file, None) for f in files for dv in f.dv_paths]
+    deleted = read_positions(warehouse, parts)
+    if deleted is None:
+        return None
+    hashes = pc.unique(keys[_HASH].combine_chunks().drop_null()).cast(pa.int64())
+    sorted_hashes = hashes.take(pc.sort_indices(hashes))
+    indexes = sorted({f.file.index for f in files if f.file.index is not None})
+    schema = StructType(
+        [
+            *_hash_fields(),
+            StructField(DATA, parse_type("string")),
+            StructField(AT, parse_type("bigint")),
+        ]
+    )
+    reads: list[native.FileRead] = [
+        (posixpath.basename(ix), (None, None, None, None), sorted_hashes) for ix in indexes
+    ]
+    found = native.read_relation(
+        [warehouse.uri(ix) for ix in indexes], schema, reads, keys=True
+    ).frame(spark)
+    on = [found[name] == wanted[name] for name, _, _ in KEY_HASHES]
+    hits = found.join(wanted.hint("broadcast"), on, "left_semi").select(DATA, AT).toArrow()
+    by_file: dict[str, pa.Array] = {}
+    names = {posixpath.basename(f.file.path) for f in files}
+    for name, positions in _grouped(hits).items():
+        if name in names:  # an index may name data files removed since
+            by_file[name] = positions
+    gone: dict[str, list[pa.Array]] = {}
+    for (_, data, _), pos in zip(parts, deleted, strict=True):
+        gone.setdefault(posixpath.basename(data.path), []).append(pos)
+    for name, arrays in gone.items():
+        if name in by_file:
+            dead = pa.concat_arrays(arrays)
+            by_file[name] = by_file[name].filter(pc.invert(pc.is_in(by_file[name], dead)))
+    return {name: pos.take(pc.sort_indices(pos)) for name, pos in by_file.items() if len(pos)}
+
+
+def _grouped(hits: pa.Table) -> dict[str, pa.Array]:
+    """The positions of ``hits`` (DATA, AT) per data file name."""
+    if hits.num_rows == 0:
+        return {}
+    grouped = hits.group_by(DATA).aggregate([(AT, "list")])
+    return {
+        name: pa.array(positions, pa.int64())
+        for name, positions in zip(
+            grouped[DATA].to_pylist(), grouped[f"{AT}_list"].to_pylist(), strict=True
+        )
+    }
