@@ -20,8 +20,10 @@ ROWS = 6000
 
 @pytest.fixture
 def indexing(monkeypatch):
-    """Writes of 1,000 rows or more are indexed (the tests' tables are small)."""
+    """Writes of 1,000 rows or more are indexed, and looked up by index whatever the keys (the
+    tests' tables are small)."""
     monkeypatch.setattr(index, "INDEX_MIN_ROWS", 1000)
+    monkeypatch.setattr(index, "ROWS_PER_PAGE_READ", 0)
 
 
 def _setup(session) -> None:
@@ -127,12 +129,14 @@ def test_a_compaction_indexes_what_it_writes_and_the_old_index_is_not_read_for_r
     assert _right(session)
 
 
+@pytest.mark.parametrize("limit", ["LOOKUP_KEYS", "ROWS_PER_PAGE_READ"])
 def test_too_many_keys_for_the_index_read_the_stored_hashes_and_stay_right(
-    session, indexing, monkeypatch
+    session, indexing, monkeypatch, limit
 ):
     _setup(session)
-    monkeypatch.setattr(index, "LOOKUP_KEYS", 10)
-    session.sql("UPDATE fact SET v = v + 1 WHERE id % 100 = 0")  # 60 keys
+    # 60 keys: past 10 keys, or past a key per 200 stored rows (60 pages cost 12,000 rows)
+    monkeypatch.setattr(index, limit, 10 if limit == "LOOKUP_KEYS" else 200)
+    session.sql("UPDATE fact SET v = v + 1 WHERE id % 100 = 0")
     read = _rows_read(session.spark, lambda: session.sql("ALTER DYNAMIC TABLE j REFRESH"))
     assert _right(session)
     assert read >= ROWS  # every stored key hash

@@ -231,8 +231,7 @@ def _by_index(
     indexed = [f for f in state.files if f.file.index is not None]
     if not indexed:
         return None
-    names = [name for name, _, _ in KEY_HASHES]
-    hashes = wanted.select(*[f"{_KEY}{i} AS {n}" for i, n in enumerate(names)]).frame(spark)
+    hashes = wanted.select(f"{_KEY}0 AS {KEY_HASHES[0][0]}").frame(spark)
     positions = stored_positions(spark, warehouse, indexed, hashes.toArrow(), hashes)
     if positions is None:
         return None

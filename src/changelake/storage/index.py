@@ -2,8 +2,8 @@
 
 A write of at least ``INDEX_MIN_ROWS`` rows to a table whose data files hold their rows'
 ``KEY_HASHES`` (a dynamic table's, an external table's) also writes one index file for its data
-files, in the same statement, before its commit: per row its two key hashes, its data file's name
-and its position there, sorted by the first hash, in pages of ``PAGE_ROWS`` rows whose minimum and
+files, in the same statement, before its commit: per row its first key hash, its data file's name
+and its position there, sorted by the hash, in pages of ``PAGE_ROWS`` rows whose minimum and
 maximum the file's page index keeps. The commit records the index with each data file
 (``DataFile.index``), so it lives and goes with them.
 
@@ -11,7 +11,9 @@ A lookup of k keys (``stored_positions``) hands their sorted hashes to changelak
 reads of each index file only the pages whose range may hold one (``Late.restrictToKeys``): about
 ``PAGE_ROWS`` rows per key and index file, whatever the table holds. The (data file, position)
 pairs found, less the positions deleted since, say where the stored rows are, and a late read of
-the data files decodes only those rows. A write smaller than ``INDEX_MIN_ROWS`` leaves its files
+the data files decodes only those rows (which the caller matches by both hashes). A page read
+costs about what a thousand rows of a scan do (``ROWS_PER_PAGE_READ``, measured), so past a key
+per thousand stored rows the lookup reads the stored hashes whole instead. A write smaller than ``INDEX_MIN_ROWS`` leaves its files
 without an index: lookups read their key hashes whole (the table's recent small files, until a
 compaction rewrites them into one indexed file).
 """
@@ -25,34 +27,37 @@ from dataclasses import replace
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from changelake.catalog.model import DataFile, LiveFile
 from changelake.schema import KEY_HASHES
 from changelake.spark import native
-from changelake.spark.private import parse_type
 from changelake.storage.deletion import read_positions
 from changelake.storage.warehouse import Warehouse
 
 # A write of fewer rows leaves its files without an index.
 INDEX_MIN_ROWS = 100_000
 # Rows per page of an index file: about what a lookup reads per key and index file.
-PAGE_ROWS = 32
+PAGE_ROWS = 128
 # Up to this many keys a lookup reads the index (their hashes are held on the driver, as
 # deleted positions are); past it, the stored key hashes whole.
 LOOKUP_KEYS = 200_000
+# What reading one page of an index costs, in rows of a scan of the stored hashes (10M rows:
+# the index of 10,000 keys read as fast as the scan, 1.6 s for the refresh either way)
+ROWS_PER_PAGE_READ = 1000
 DATA = "_cl_data"  # an index row's data file name
 AT = "_cl_at"  # its position in that file
-_HASH, _CHECK = (name for name, _, _ in KEY_HASHES)
+_HASH = KEY_HASHES[0][0]  # a BIGINT
 _PAGES = {
     "parquet.page.row.count.limit": str(PAGE_ROWS),
     "parquet.page.size.row.check.min": str(PAGE_ROWS),
-    "parquet.enable.dictionary": "false",  # hashes do not repeat
+    # hashes and positions do not repeat; a data file's name does, row after row
+    f"parquet.enable.dictionary#{_HASH}": "false",
+    f"parquet.enable.dictionary#{AT}": "false",
 }
 
 
-def _hash_fields() -> list[StructField]:
-    return [StructField(name, parse_type(type_), True) for name, type_, _ in KEY_HASHES]
+_HASH_FIELD = StructField(_HASH, LongType())
 
 
 def index_files(
@@ -68,12 +73,12 @@ def index_files(
         or not native.reader_available(spark)
     ):
         return list(files)
-    schema = StructType(_hash_fields() + native.virtual_fields())
+    schema = StructType([_HASH_FIELD, *native.virtual_fields()])
     reads: list[native.FileRead] = [
         (posixpath.basename(f.path), (None, None, None, None), None) for f in files
     ]
     rel = native.read_relation([warehouse.uri(f.path) for f in files], schema, reads)
-    rows = rel.select(_HASH, _CHECK, f"_cl_file AS {DATA}", f"_cl_pos AS {AT}").frame(spark)
+    rows = rel.select(_HASH, f"_cl_file AS {DATA}", f"_cl_pos AS {AT}").frame(spark)
     target = "index/" + directory.removeprefix("data/")
     sorted_rows = rows.repartition(1).sortWithinPartitions(_HASH)
     native.write_parquet(sorted_rows, warehouse.uri(target), options=_PAGES)
@@ -88,12 +93,16 @@ def stored_positions(
     keys: pa.Table,
     wanted: DataFrame,
 ) -> dict[str, pa.Array] | None:
-    """The positions of the live rows of ``files`` (each with an index) whose key hashes are
-    among ``keys`` (the ``KEY_HASHES`` columns, as ``wanted``, a plan of the same rows, has
-    them), per data file name; None where the index cannot answer (too many keys, or too many
-    deleted positions to hold on the driver). One job, reading about ``PAGE_ROWS`` index rows
-    per key and index file."""
-    if keys.num_rows > LOOKUP_KEYS:
+    """The positions of the live rows of ``files`` (each with an index) whose first key hash
+    is among ``keys`` (a table of that column, as ``wanted``, a plan of the same rows, has it),
+    per data file name; None where the index cannot answer (too many keys, or too many deleted
+    positions to hold on the driver) or a scan of the files' hashes would cost less (a page
+    read per key and index file, against ``ROWS_PER_PAGE_READ`` stored rows). One job, reading about ``PAGE_ROWS`` index rows per key
+    and index file. A row another key's first hash finds is among them: the caller matches the
+    rows it reads by both hashes."""
+    indexes = sorted({f.file.index for f in files if f.file.index is not None})
+    pages = keys.num_rows * len(indexes)
+    if keys.num_rows > LOOKUP_KEYS or pages * ROWS_PER_PAGE_READ > sum(f.live_rows for f in files):
         return None
     parts = [(dv, f.file, None) for f in files for dv in f.dv_paths]
     deleted = read_positions(warehouse, parts)
@@ -101,22 +110,18 @@ def stored_positions(
         return None
     hashes = pc.unique(keys[_HASH].combine_chunks().drop_null()).cast(pa.int64())
     sorted_hashes = hashes.take(pc.sort_indices(hashes))
-    indexes = sorted({f.file.index for f in files if f.file.index is not None})
-    schema = StructType(
-        [
-            *_hash_fields(),
-            StructField(DATA, parse_type("string")),
-            StructField(AT, parse_type("bigint")),
-        ]
-    )
+    schema = StructType([_HASH_FIELD, StructField(DATA, StringType()), StructField(AT, LongType())])
     reads: list[native.FileRead] = [
         (posixpath.basename(ix), (None, None, None, None), sorted_hashes) for ix in indexes
     ]
     found = native.read_relation(
         [warehouse.uri(ix) for ix in indexes], schema, reads, keys=True
     ).frame(spark)
-    on = [found[name] == wanted[name] for name, _, _ in KEY_HASHES]
-    hits = found.join(wanted.hint("broadcast"), on, "left_semi").select(DATA, AT).toArrow()
+    # by the first hash alone: the stored rows found are matched by both later (a row another
+    # key's first hash found is read, and left)
+    wanted_hashes = wanted.select(_HASH).hint("broadcast")
+    hits = found.join(wanted_hashes, found[_HASH] == wanted_hashes[_HASH], "left_semi")
+    hits = hits.select(DATA, AT).toArrow()
     by_file: dict[str, pa.Array] = {}
     names = {posixpath.basename(f.file.path) for f in files}
     for name, positions in _grouped(hits).items():
