@@ -204,6 +204,24 @@ def conflict_of_a_key_not_held(session: changelake.Session, name: str) -> str:
     raise AssertionError(f"a delete of a key {name} does not hold was applied")
 
 
+def rows_read(spark, action) -> int:
+    """The rows the scans of every Spark job ``action`` runs read (the stages' input records)."""
+    store = spark.sparkContext._jsc.sc().statusStore()
+    no_quantiles = spark.sparkContext._gateway.new_array(spark.sparkContext._gateway.jvm.double, 0)
+
+    def stages() -> dict:
+        found = store.stageList(None, False, False, no_quantiles, None)
+        return {
+            (found.apply(i).stageId(), found.apply(i).attemptId()): found.apply(i).inputRecords()
+            for i in range(found.size())
+        }
+
+    before = stages()
+    action()
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
+    return sum(n for key, n in stages().items() if key not in before)
+
+
 def rows(df) -> list[tuple]:
     """The rows of ``df`` as sorted tuples (None sorts first)."""
     return sorted((tuple(r) for r in df.collect()), key=lambda r: [(v is not None, v) for v in r])

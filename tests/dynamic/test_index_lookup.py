@@ -9,7 +9,7 @@ from collections import Counter
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import older_catalog, state_of
+from conftest import older_catalog, rows_read, state_of
 
 from changelake.schema import KEY_HASHES
 from changelake.storage import index
@@ -46,24 +46,6 @@ def _files(session, name: str = "j"):
     return state_of(session, session.catalog.table(name)).files
 
 
-def _rows_read(spark, action) -> int:
-    """The rows the scans of every Spark job ``action`` runs read (the stages' input records)."""
-    store = spark.sparkContext._jsc.sc().statusStore()
-    no_quantiles = spark.sparkContext._gateway.new_array(spark.sparkContext._gateway.jvm.double, 0)
-
-    def stages() -> dict:
-        found = store.stageList(None, False, False, no_quantiles, None)
-        return {
-            (found.apply(i).stageId(), found.apply(i).attemptId()): found.apply(i).inputRecords()
-            for i in range(found.size())
-        }
-
-    before = stages()
-    action()
-    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
-    return sum(n for key, n in stages().items() if key not in before)
-
-
 def test_a_large_write_indexes_its_files_sorted_by_key_hash_in_small_pages(
     session, tmp_path, indexing
 ):
@@ -88,12 +70,12 @@ def test_a_refresh_reads_the_index_pages_of_its_keys_not_the_tables_keys(session
     _setup(session)
     session.sql("UPDATE fact SET v = v + 1 WHERE id % 500 = 0")  # 12 rows at spread keys
 
-    read = _rows_read(session.spark, lambda: session.sql("ALTER DYNAMIC TABLE j REFRESH"))
+    read = rows_read(session.spark, lambda: session.sql("ALTER DYNAMIC TABLE j REFRESH"))
     assert _right(session)
     # the fact's 12 changed rows (and their before-images), the dimension, and the index
     # pages of 12 keys: nothing near the table's 6,000 key hashes
     assert read <= 12 * 4 + 3 + 12 * index.PAGE_ROWS * 2, read
-    without = _rows_read(session.spark, lambda: None)
+    without = rows_read(session.spark, lambda: None)
     assert without == 0
 
 
@@ -137,7 +119,7 @@ def test_too_many_keys_for_the_index_read_the_stored_hashes_and_stay_right(
     # 60 keys: past 10 keys, or past a key per 200 stored rows (60 pages cost 12,000 rows)
     monkeypatch.setattr(index, limit, 10 if limit == "LOOKUP_KEYS" else 200)
     session.sql("UPDATE fact SET v = v + 1 WHERE id % 100 = 0")
-    read = _rows_read(session.spark, lambda: session.sql("ALTER DYNAMIC TABLE j REFRESH"))
+    read = rows_read(session.spark, lambda: session.sql("ALTER DYNAMIC TABLE j REFRESH"))
     assert _right(session)
     assert read >= ROWS  # every stored key hash
 

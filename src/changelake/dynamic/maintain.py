@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
+import pyarrow as pa
+from pyspark.sql import DataFrame
 from pyspark.sql.types import DataType
 
 from changelake.catalog.model import TableInfo
@@ -39,10 +41,10 @@ from changelake.dynamic.measures import (
 from changelake.plan import sql_expr as S
 from changelake.plan.compile import VIEW_ACTION, VIEW_ROW_ID, group_row_id
 from changelake.plan.delta import formula
-from changelake.plan.ir import Col
+from changelake.plan.ir import Col, referenced, scans, source_column
 from changelake.plan.ir import describe as ir_describe
 from changelake.plan.subtree import input_changes, node_rows
-from changelake.plan.views import Versions
+from changelake.plan.views import Narrowing, Versions
 from changelake.runtime.env import Context
 from changelake.schema import ROW_KEY, TableSchema, quoted
 from changelake.spark.local import sql_literal
@@ -53,6 +55,8 @@ from changelake.storage.writer import run_checked
 Ends = dict[int, tuple[TableInfo, int]]  # table id -> (table, version)
 _OLD = "_cl_o_"  # prefix of a stored row's columns beside the changes of its group
 _REDO, _KEEP, _HAD = "_cl_redo", "_cl_keep", "_cl_had"
+# Up to this many groups to recompute, the input's files that cannot hold them are not read
+RECOMPUTE_VALUES = 10_000
 
 
 @dataclass(frozen=True)
@@ -234,11 +238,12 @@ def maintained_delta(
     unresolved = m.may_recompute and optimistic  # a group to recompute: UNRESOLVED events
     frame = combined_groups.frame(ctx.spark) if m.may_recompute and not optimistic else None
     with persisted(frame) if frame is not None else nullcontext() as kept:
-        redo = 0
+        redo = False
         groups = combined_groups
+        narrowed = None
         if kept is not None:  # one small job saves reading base rows when no group needs it
             groups = Relation.of_frame(kept, combined_groups.columns)
-            redo = run_checked(lambda: kept.where(_REDO).count(), table=target.info.name)
+            redo, narrowed = _flagged(m, kept, table=target.info.name)
         # a group not recomputed has its stored row beside its new one: no join to pair them
         passed = (_REDO, _KEEP, _HAD, *[_OLD + n for n in [*stored_names, *STORED]])
         rows = _output(m, groups if unresolved else groups.where(f"NOT {_REDO}"), names, passed)
@@ -266,7 +271,7 @@ def maintained_delta(
             *STORED,
         )
         if redo:
-            fresh = _recomputed(ctx, m, groups, ends, types)
+            fresh = _recomputed(ctx, m, groups, ends, types, narrowed)
             old = groups.where(f"{_REDO} AND {_HAD}").select(
                 *[f"{quoted(_OLD + n)} AS {quoted(n)}" for n in [*stored_names, *STORED]],
                 f"{quoted(_OLD + ROW_KEY)} AS {quoted(ROW_KEY)}",
@@ -280,15 +285,52 @@ def _image(columns: list[tuple[str, str]]) -> str:
     return f"named_struct({', '.join(f'{sql_literal(n)}, {quoted(c)}' for c, n in columns)})"
 
 
+def _flagged(
+    m: Maintained, kept: DataFrame, *, table: str
+) -> tuple[bool, dict[int, Narrowing] | None]:
+    """Whether any of the combined groups ``kept`` is flagged for a recompute and, where a
+    grouping key is a column of one table the input reads once and at most
+    ``RECOMPUTE_VALUES`` groups are flagged, the narrowing of that table's read to their values
+    (its files by their statistics). One small job either way."""
+    flagged = kept.where(_REDO)
+    found = _key_source(m)
+    if found is None:
+        return bool(run_checked(flagged.count, table=table)), None
+    key, table_id, column = found
+    values = run_checked(
+        lambda: flagged.select(quoted(key)).limit(RECOMPUTE_VALUES + 1).toArrow(), table=table
+    ).column(0)
+    exact = pa.types.is_integer(values.type) or pa.types.is_string(values.type)
+    if len(values) > RECOMPUTE_VALUES or values.null_count or not exact:
+        return len(values) > 0, None
+    return len(values) > 0, {table_id: Narrowing(column, tuple(sorted(set(values.to_pylist()))))}
+
+
+def _key_source(m: Maintained) -> tuple[str, int, str] | None:
+    """A grouping key (its column id) that is a column of a table the aggregate's input reads
+    once: (the key, the table's id, the table's column); None if no key is."""
+    agg = m.shape.aggregate
+    for col, expression in zip(agg.keys, agg.key_expressions, strict=True):
+        ref = referenced(expression)
+        found = source_column(agg.child, ref) if ref is not None else None
+        if found is not None:
+            scan, column = found
+            if sum(s.table_id == scan.table_id for s in scans(agg.child)) == 1:
+                return col.id, scan.table_id, column
+    return None
+
+
 def _recomputed(
     ctx: Context,
     m: Maintained,
     groups: Relation,
     ends: Ends,
     types: dict[str, str],
+    narrowed: dict[int, Narrowing] | None = None,
 ) -> Relation:
-    """The groups flagged for a recompute, from their input rows at the end."""
-    rows = node_rows(ctx, m.shape.aggregate.child, ends)
+    """The groups flagged for a recompute, from their input rows at the end (those of the
+    ``narrowed`` tables' files that may hold them)."""
+    rows = node_rows(ctx, m.shape.aggregate.child, ends, narrowed)
     agg = m.shape.aggregate
     if agg.keys:
         flagged = groups.where(_REDO).select(

@@ -3,6 +3,8 @@ dynamic tables read (a full refresh's rows, an aggregate's input changes)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql import DataFrame
 
 from changelake.catalog.model import TableInfo
@@ -10,7 +12,7 @@ from changelake.changes.columns import METADATA_ROW_ID
 from changelake.plan.compile import VIEW_ROW_ID, compile_node
 from changelake.plan.delta import derive
 from changelake.plan.ir import End, Node, at
-from changelake.plan.views import Leaves, Versions
+from changelake.plan.views import Leaves, Narrowing, Versions
 from changelake.runtime.env import Context
 from changelake.schema import quoted
 from changelake.spark.relation import Relation
@@ -34,11 +36,13 @@ def node_rows(
     ctx: Context,
     node: Node,
     versions: dict[int, tuple[TableInfo, int]],
+    narrowed: Mapping[int, Narrowing] | None = None,
 ) -> Relation:
     """The rows of the subtree ``node`` with each base table at the given version: its columns
-    by internal id, and RID."""
+    by internal id, and RID; of the tables ``narrowed`` names, only the rows it keeps (and the
+    files that may hold them)."""
     at_versions = {t: (info, v, v) for t, (info, v) in versions.items()}
-    read = Leaves(ctx, at_versions, None).read
+    read = Leaves(ctx, at_versions, None, narrowed).read
     return compile_node(at(node, End.START), read)
 
 

@@ -10,7 +10,9 @@ matched by ROW_ID). The planner picks the cheaper from catalog metadata (rows th
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from changelake.catalog.model import StreamInfo, TableInfo
 from changelake.changes.columns import (
@@ -51,7 +53,7 @@ from changelake.runtime.env import VIEW_CHANGES_PLAN, Context, Settings
 from changelake.schema import quoted
 from changelake.spark.local import sql_literal
 from changelake.spark.relation import Relation
-from changelake.storage.pruning import Comparison, prune, value_range
+from changelake.storage.pruning import Comparison, holding, prune, value_range
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, PointKind, resolve_all
@@ -394,6 +396,15 @@ def _changed_rows(ctx: StatementContext, info: TableInfo, start: int, end: int) 
     return plan.before_files.rows + deleted_from + plan.after_files.rows
 
 
+@dataclass(frozen=True)
+class Narrowing:
+    """Only the rows of a table whose ``column`` holds one of ``values`` (no NULL) are needed:
+    files whose statistics leave them out are not read (a recompute of some groups)."""
+
+    column: str
+    values: tuple[Any, ...]
+
+
 class Leaves:
     """Reads the leaves of a view's plans: base tables at the interval's ends, and their changes."""
 
@@ -402,10 +413,12 @@ class Leaves:
         ctx: Context,
         versions: Versions,
         information: Information | None,
+        narrowed: Mapping[int, Narrowing] | None = None,
     ):
         self.ctx = ctx
         self.versions = versions
         self.information = information
+        self.narrowed = narrowed or {}
 
     def changed(self, scan: Scan) -> bool:
         _, first, last = self.versions[scan.table_id]
@@ -442,10 +455,17 @@ class Leaves:
             lo, hi = bounds
             within = [Comparison(key, ">=", lo), Comparison(key, "<=", hi)]
             state = state.with_files(prune(state.files, state.schema, within))
+        narrowing = self.narrowed.get(info.table_id)
+        if narrowing is not None:
+            values = [(v,) for v in narrowing.values]
+            state = state.with_files(holding(state.files, state.schema, [narrowing.column], values))
         rel = state_relation(self.ctx.spark, self.ctx.warehouse, state, identity=True, row_ids=True)
         if bounds is not None:
             lo, hi = (sql_literal(b) for b in bounds)
             rel = rel.where(f"{quoted(key)} BETWEEN {lo} AND {hi}")
+        if narrowing is not None:
+            listed = ", ".join(sql_literal(v) for v in narrowing.values)
+            rel = rel.where(f"{quoted(narrowing.column)} IN ({listed})")
         columns = [quoted(c.name) for c in state.schema.visible]
         rid = table_row_id(state.schema)
         return rel.select(*columns, f"{rid} AS {VIEW_ROW_ID}")

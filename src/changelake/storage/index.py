@@ -100,15 +100,15 @@ def stored_positions(
     read per key and index file, against ``ROWS_PER_PAGE_READ`` stored rows). One job, reading about ``PAGE_ROWS`` index rows per key
     and index file. A row another key's first hash finds is among them: the caller matches the
     rows it reads by both hashes."""
+    hashes = pc.unique(keys[_HASH].combine_chunks().drop_null()).cast(pa.int64())
     indexes = sorted({f.file.index for f in files if f.file.index is not None})
-    pages = keys.num_rows * len(indexes)
-    if keys.num_rows > LOOKUP_KEYS or pages * ROWS_PER_PAGE_READ > sum(f.live_rows for f in files):
+    pages = len(hashes) * len(indexes)
+    if len(hashes) > LOOKUP_KEYS or pages * ROWS_PER_PAGE_READ > sum(f.live_rows for f in files):
         return None
     parts = [(dv, f.file, None) for f in files for dv in f.dv_paths]
     deleted = read_positions(warehouse, parts)
     if deleted is None:
         return None
-    hashes = pc.unique(keys[_HASH].combine_chunks().drop_null()).cast(pa.int64())
     sorted_hashes = hashes.take(pc.sort_indices(hashes))
     schema = StructType([_HASH_FIELD, StructField(DATA, StringType()), StructField(AT, LongType())])
     reads: list[native.FileRead] = [
