@@ -44,11 +44,12 @@ from changelake.plan.delta import formula
 from changelake.plan.ir import Col, referenced, scans, source_column
 from changelake.plan.ir import describe as ir_describe
 from changelake.plan.subtree import input_changes, node_rows
-from changelake.plan.views import Narrowing, Versions
+from changelake.plan.views import Versions
 from changelake.runtime.env import Context
 from changelake.schema import ROW_KEY, TableSchema, quoted
 from changelake.spark.local import sql_literal
 from changelake.spark.relation import Relation, output_name
+from changelake.storage.pruning import Narrowing
 from changelake.storage.snapshot import state_relation
 from changelake.storage.writer import run_checked
 

@@ -12,10 +12,11 @@ from changelake.changes.columns import METADATA_ROW_ID
 from changelake.plan.compile import VIEW_ROW_ID, compile_node
 from changelake.plan.delta import derive
 from changelake.plan.ir import End, Node, at
-from changelake.plan.views import Leaves, Narrowing, Versions
+from changelake.plan.views import Leaves, Versions
 from changelake.runtime.env import Context
 from changelake.schema import quoted
 from changelake.spark.relation import Relation
+from changelake.storage.pruning import Narrowing
 
 
 def input_changes(

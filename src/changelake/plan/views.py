@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from changelake.catalog.model import StreamInfo, TableInfo
 from changelake.changes.columns import (
@@ -53,7 +52,7 @@ from changelake.runtime.env import VIEW_CHANGES_PLAN, Context, Settings
 from changelake.schema import quoted
 from changelake.spark.local import sql_literal
 from changelake.spark.relation import Relation
-from changelake.storage.pruning import Comparison, holding, prune, value_range
+from changelake.storage.pruning import Comparison, Narrowing, holding, prune, value_range
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext
 from changelake.txn.points import Point, PointKind, resolve_all
@@ -394,15 +393,6 @@ def _changed_rows(ctx: StatementContext, info: TableInfo, start: int, end: int) 
     plan = plan_interval(ctx.catalog, info, start=start, end=end, information=Information.DEFAULT)
     deleted_from = sum(f.row_count for f in plan.before_deleted.files)
     return plan.before_files.rows + deleted_from + plan.after_files.rows
-
-
-@dataclass(frozen=True)
-class Narrowing:
-    """Only the rows of a table whose ``column`` holds one of ``values`` (no NULL) are needed:
-    files whose statistics leave them out are not read (a recompute of some groups)."""
-
-    column: str
-    values: tuple[Any, ...]
 
 
 class Leaves:

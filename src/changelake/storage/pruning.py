@@ -31,6 +31,15 @@ class Comparison:
             raise ValueError(f"unknown comparison {self.op!r}")
 
 
+@dataclass(frozen=True)
+class Narrowing:
+    """Only the rows of a table whose ``column`` holds one of ``values`` (no NULL) are needed:
+    files whose statistics leave them out are not read (a recompute of some groups)."""
+
+    column: str
+    values: tuple[Any, ...]
+
+
 def _comparable(column_type: str, value: Any) -> Any:
     if value is None or isinstance(value, bool):
         return value
