@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from dataclasses import dataclass
 from functools import partial
 
 from bench.external import Benchmark
@@ -54,7 +55,20 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
-def run(ctx: Context, *, lag_s: float = LAG_S, benchmark: str = NAME) -> Result:
+@dataclass(frozen=True)
+class Kept:
+    """What a run of the pipeline left: its tables (name -> id), the lags the watcher saw after
+    the warm-up, the rows sent, and the run's time."""
+
+    ids: dict[str, int]
+    lags: list[float]
+    sent: int
+    duration_s: float
+
+
+def keep_pipeline(ctx: Context, *, lag_s: float, duration_s: float) -> Kept:
+    """The ten dynamic tables made over a fresh base table and kept by ``changelake serve``
+    while a channel ingests ``RATE`` rows/s for the warm-up and then ``duration_s``."""
     s = ctx.session
     queries = _LEVEL1 + _LEVEL2 + _LEVEL3
     names = [f"bench_dl_{i}" for i in range(1, len(queries) + 1)]
@@ -63,7 +77,6 @@ def run(ctx: Context, *, lag_s: float = LAG_S, benchmark: str = NAME) -> Result:
     create_table(ctx, TABLE)
     for name, query in zip(names, queries, strict=True):
         s.sql(f"CREATE DYNAMIC TABLE {name} TARGET_LAG = '{lag_s:g} seconds' AS {query}")
-    duration = max(60.0, DURATION_S * ctx.scale)
     ids = {n: s.catalog.table(n).table_id for n in names}
     lags: list[float] = []
     stop = threading.Event()
@@ -86,11 +99,12 @@ def run(ctx: Context, *, lag_s: float = LAG_S, benchmark: str = NAME) -> Result:
     process = start_serve(s.warehouse.root)
     watcher = threading.Thread(target=watch)
     watcher.start()
+    sent = 0
     try:
         with Client(s.warehouse.root, max_client_lag=1.0) as client:
             channel = client.open_channel("lag", table=TABLE)
-            start, sent = time.perf_counter(), 0
-            while time.perf_counter() - start < WARMUP_S + duration:
+            start = time.perf_counter()
+            while time.perf_counter() - start < WARMUP_S + duration_s:
                 batch = RATE // 10
                 channel.insert_rows(dict_rows(sent, batch))
                 sent += batch
@@ -102,6 +116,14 @@ def run(ctx: Context, *, lag_s: float = LAG_S, benchmark: str = NAME) -> Result:
         watcher.join()
         process.terminate()
         process.wait(timeout=120)
+    return Kept(ids, lags, sent, duration_s)
+
+
+def run(ctx: Context, *, lag_s: float = LAG_S, benchmark: str = NAME) -> Result:
+    s = ctx.session
+    kept = keep_pipeline(ctx, lag_s=lag_s, duration_s=max(60.0, DURATION_S * ctx.scale))
+    ids, lags, sent, duration = kept.ids, kept.lags, kept.sent, kept.duration_s
+    names = list(ids)
     failed = [
         r for n in names for r in s.catalog.refresh_history(ids[n]) if r.record.state == "FAILED"
     ]
