@@ -75,9 +75,11 @@ def apply_delta(
 
     ``changed``: how to learn about how many rows the delta's sources changed (an update
     counted twice), if known; asked only of a delta without addresses. Up to ``LOOKUP_ROWS``
-    of them, a stored table larger than one task reads finds the delta's stored rows by a
-    lookup: the delta (computed once) sends its keys to a scan of the stored keys, which sends
-    back the rows they name, so the table is not shuffled (two broadcasts).
+    of them, a stored table larger than one task reads, or one with a key index, finds the
+    delta's stored rows by a lookup: the delta (computed once) sends its keys to the index
+    (``storage.index``: the pages that may hold them, then a late read of the rows found) or
+    to a scan of the stored keys, which sends back the rows they name, so the table is not
+    shuffled (two broadcasts).
 
     ``inserts_only``: the delta is known to hold only INSERTs of keys the table does not hold
     (a view that only gains rows, over versions that only added rows): no stored row is read."""

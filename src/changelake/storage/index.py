@@ -13,9 +13,9 @@ reads of each index file only the pages whose range may hold one (``Late.restric
 pairs found, less the positions deleted since, say where the stored rows are, and a late read of
 the data files decodes only those rows (which the caller matches by both hashes). A page read
 costs about what a thousand rows of a scan do (``ROWS_PER_PAGE_READ``, measured), so past a key
-per thousand stored rows the lookup reads the stored hashes whole instead. A write smaller than ``INDEX_MIN_ROWS`` leaves its files
-without an index: lookups read their key hashes whole (the table's recent small files, until a
-compaction rewrites them into one indexed file).
+per thousand stored rows the lookup reads the stored hashes whole instead. A write smaller than
+``INDEX_MIN_ROWS`` leaves its files without an index: lookups read their key hashes whole (the
+table's recent small files, until a compaction rewrites them into one indexed file).
 """
 
 from __future__ import annotations
@@ -55,8 +55,6 @@ _PAGES = {
     f"parquet.enable.dictionary#{_HASH}": "false",
     f"parquet.enable.dictionary#{AT}": "false",
 }
-
-
 _HASH_FIELD = StructField(_HASH, LongType())
 
 
@@ -97,9 +95,9 @@ def stored_positions(
     is among ``keys`` (a table of that column, as ``wanted``, a plan of the same rows, has it),
     per data file name; None where the index cannot answer (too many keys, or too many deleted
     positions to hold on the driver) or a scan of the files' hashes would cost less (a page
-    read per key and index file, against ``ROWS_PER_PAGE_READ`` stored rows). One job, reading about ``PAGE_ROWS`` index rows per key
-    and index file. A row another key's first hash finds is among them: the caller matches the
-    rows it reads by both hashes."""
+    read per key and index file, against ``ROWS_PER_PAGE_READ`` stored rows). One job, reading
+    about ``PAGE_ROWS`` index rows per key and index file. A row another key's first hash finds
+    is among them: the caller matches the rows it reads by both hashes."""
     hashes = pc.unique(keys[_HASH].combine_chunks().drop_null()).cast(pa.int64())
     indexes = sorted({f.file.index for f in files if f.file.index is not None})
     pages = len(hashes) * len(indexes)
