@@ -79,6 +79,21 @@ def test_a_refresh_reads_the_index_pages_of_its_keys_not_the_tables_keys(session
     assert without == 0
 
 
+def test_explain_says_how_a_refresh_finds_its_stored_rows(session, indexing):
+    _setup(session)
+    session.sql("UPDATE fact SET v = v + 1 WHERE id = 3")
+
+    def explained() -> str:
+        return "\n".join(
+            r.plan for r in session.sql("EXPLAIN ALTER DYNAMIC TABLE j REFRESH").collect()
+        )
+
+    assert f"key index (1 index file(s) over {ROWS:,} of {ROWS:,} rows" in explained()
+    session.sql("ALTER DYNAMIC TABLE j REFRESH")  # a small write: a file without an index
+    session.sql("UPDATE fact SET v = v + 1 WHERE id = 4")
+    assert f"over {ROWS - 1:,} of {ROWS:,} rows" in explained()
+
+
 def test_lookups_by_index_stay_right_through_deletes_updates_and_small_writes(session, indexing):
     _setup(session)
     for statement in (

@@ -23,7 +23,7 @@ import changelake
 
 # statement -> (py4j calls, Spark jobs, catalog queries) at most: what they cost now. The py4j
 # calls include the action's own (collect). Small inputs run without adaptive execution and
-# broadcasts (storage/relation.py, SMALL_INPUT): a plan is one job.
+# broadcasts (spark/relation.py, SMALL_INPUT): a plan is one job.
 CEILINGS: dict[str, tuple[int, int, int]] = {
     "select": (10, 1, 4),
     "changes of a table": (12, 1, 5),
@@ -33,7 +33,7 @@ CEILINGS: dict[str, tuple[int, int, int]] = {
     "dt refresh": (42, 1, 23),
     # MIN: no group needs a recompute, so none is counted first (refresh._applied)
     "dt refresh of a group by": (41, 2, 25),
-    "merge": (52, 2, 16),
+    "merge": (45, 2, 16),
     "follow step": (47, 2, 18),
 }
 

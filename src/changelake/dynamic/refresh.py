@@ -66,6 +66,7 @@ from changelake.schema import quoted
 from changelake.spark import native
 from changelake.spark.jobs import counted_jobs
 from changelake.spark.relation import Relation
+from changelake.storage import index
 from changelake.storage.snapshot import state_relation
 from changelake.txn.context import StatementContext, new_statement_id
 from changelake.txn.points import Point, PointKind, resolve, resolve_all
@@ -423,4 +424,5 @@ def explain_refresh(
                 lines += explain_lines(ctx, state, plan.versions)
                 continue
             lines += ["  " + line for line in view_plan.lines()]
+            lines.append("  " + index.describe(ctx.state(dyn.info).files))
     return lines

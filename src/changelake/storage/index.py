@@ -135,6 +135,21 @@ def stored_positions(
     return {name: pos.take(pc.sort_indices(pos)) for name, pos in by_file.items() if len(pos)}
 
 
+def describe(files: Sequence[LiveFile]) -> str:
+    """How a lookup finds the stored rows of ``files`` (EXPLAIN): by which index files, over
+    how many of their rows."""
+    indexes = {f.file.index for f in files if f.file.index is not None}
+    if not indexes:
+        return "stored rows found by a scan of their key hashes (no key index)"
+    covered = sum(f.live_rows for f in files if f.file.index is not None)
+    total = sum(f.live_rows for f in files)
+    return (
+        f"stored rows found by the key index ({len(indexes)} index file(s) over {covered:,} of"
+        f" {total:,} rows; the others' key hashes scanned), up to a key per"
+        f" {ROWS_PER_PAGE_READ:,} rows"
+    )
+
+
 def _grouped(hits: pa.Table) -> dict[str, pa.Array]:
     """The positions of ``hits`` (DATA, AT) per data file name."""
     if hits.num_rows == 0:

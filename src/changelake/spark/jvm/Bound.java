@@ -55,7 +55,7 @@ public final class Bound {
 
   private static final String PLAN_TEXT = "spark.sql.maxPlanStringLength";
   private static final int KEPT = 256;
-  // names a relation's SQL gives its leaves and subqueries (storage/relation.py): they differ
+  // names a relation's SQL gives its leaves and subqueries (spark/relation.py): they differ
   // between otherwise equal statements
   private static final Pattern FRESH = Pattern.compile("__cl_leaf\\d+__|\\b_q\\d+\\b");
   // the ids a parsed plan's aliases are given: they differ too
