@@ -169,3 +169,15 @@ def test_an_older_catalog_opens_with_its_files_unindexed(session, clock, indexin
         again.sql("UPDATE fact SET v = v + 1 WHERE id % 7 = 0")
         again.sql("ALTER DYNAMIC TABLE j REFRESH")
         assert _right(again)
+
+
+def test_a_refresh_looking_up_by_index_runs_a_bounded_number_of_jobs(session, indexing):
+    """Six, whatever the keys and files: the delta and its keys, the keys' broadcast and the
+    index's pages, the rows found with the write of the new rows (and its broadcast), the DV."""
+    _setup(session)
+    session.sql("UPDATE fact SET v = v + 1 WHERE id % 500 = 0")
+    session.sql("ALTER DYNAMIC TABLE j REFRESH")
+    table_id = session.catalog.table("j").table_id
+    jobs = session.catalog.refresh_history(table_id, limit=1)[0].record.spark_jobs
+    assert jobs <= 6, jobs
+    assert _right(session)
