@@ -14,7 +14,8 @@ Spark JVM with it, as a crash of the machine's follower would.
 ``after_advance``
     the slot is advanced past what that commit applied;
 ``mid_write``
-    a follow step has written its data files, its deletion vectors are not written yet.
+    a follow step has written its files and committed nothing (a large delta: its data files,
+    its deletion vectors not yet; a small one, applied in one pass: both).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from changelake.dml import keyed
 from changelake.errors import ConflictError, SourceError
 from changelake.external.postgresql import replication
 from changelake.external.postgresql.follow import OPERATION
+from changelake.spark import native
 
 FAULT = "CHANGELAKE_TEST_FAULT"
 FAULT_AT = "CHANGELAKE_TEST_FAULT_AT"
@@ -79,14 +81,20 @@ def _install(session: changelake.Session, fault: str, countdown: Callable[[], No
     session.catalog.commit = commit  # type: ignore[method-assign]
     replication.advance = advance
     if fault == "mid_write":  # the inserted rows are written before the deletion vectors
-        real_write = keyed._write_inserts
+        keyed._write_inserts = _then(keyed._write_inserts, countdown)
+        native.write_events = _then(native.write_events, countdown)
 
-        def write_inserts(*args: Any, **kwargs: Any) -> Any:
-            written = real_write(*args, **kwargs)
+
+def _then(write: Callable[..., Any], countdown: Callable[[], None]) -> Callable[..., Any]:
+    """``write``, then ``countdown`` (a write that returns None wrote nothing)."""
+
+    def written(*args: Any, **kwargs: Any) -> Any:
+        result = write(*args, **kwargs)
+        if result is not None:
             countdown()
-            return written
+        return result
 
-        keyed._write_inserts = write_inserts
+    return written
 
 
 def main(warehouse: str, table: str) -> None:

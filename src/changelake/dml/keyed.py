@@ -18,27 +18,43 @@ the DV: no count job before the writes, no second read of the table.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import DataType
 
 from changelake.catalog.model import DataFile, NewDeletes
 from changelake.catalog.writes import TableWrite, WriteKind
 from changelake.changes.columns import METADATA_ACTION, METADATA_ISUPDATE, METADATA_ROW_ID
 from changelake.changes.scan import PAIR_EVENTS
-from changelake.dml.common import SMALL_INPUT_ROWS, Target, record_deletes, small_input
+from changelake.dml.common import (
+    SMALL_INPUT_ROWS,
+    Target,
+    record_deletes,
+    small_input,
+    split_deletes,
+)
 from changelake.dml.matches import persisted
 from changelake.errors import ConflictError
 from changelake.schema import KEY_HASHES, ROW_KEY, key_hashes, quoted
 from changelake.spark import native
 from changelake.spark.observed import Counted
 from changelake.spark.relation import Relation
-from changelake.storage.index import stored_positions
-from changelake.storage.snapshot import ADDRESS, FILE, IDENTITY, RID, key_hashed, state_relation
+from changelake.storage.footers import describe_files
+from changelake.storage.index import index_files, stored_positions
+from changelake.storage.snapshot import (
+    ADDRESS,
+    FILE,
+    IDENTITY,
+    RID,
+    key_hashed,
+    spark_type,
+    state_relation,
+)
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import write_data
+from changelake.storage.writer import data_columns, dv_columns, run_checked, write_data
 from changelake.txn.snapshot import TableState
 
 _KEY = "_cl_dkey"
@@ -62,6 +78,7 @@ def apply_delta(
     statement_id: str,
     changed: Callable[[], int] | None = None,
     inserts_only: bool = False,
+    typed: bool = False,
 ) -> TableWrite:
     """Write what turns ``target``'s rows into the rows ``delta`` leads to (files, DV files).
 
@@ -82,7 +99,9 @@ def apply_delta(
     shuffled (two broadcasts).
 
     ``inserts_only``: the delta is known to hold only INSERTs of keys the table does not hold
-    (a view that only gains rows, over versions that only added rows): no stored row is read."""
+    (a view that only gains rows, over versions that only added rows): no stored row is read.
+    ``typed``: the delta's columns have the table's types (an incremental refresh's: the query
+    and the table were defined together), so the columns written are planned with it."""
     rel, lookup = delta, False
     with ExitStack() as stack:
         if inserts_only:
@@ -97,7 +116,13 @@ def apply_delta(
         # a lookup's joins are broadcasts and it shuffles nothing: four jobs (the delta and
         # its keys, the stored rows found, the write, the DV), not a job per adaptive stage
         return _applied(
-            spark, warehouse, target, rel, statement_id=statement_id, adaptive=not lookup
+            spark,
+            warehouse,
+            target,
+            rel,
+            statement_id=statement_id,
+            adaptive=not lookup,
+            typed=typed,
         )
 
 
@@ -109,9 +134,16 @@ def _applied(
     *,
     statement_id: str,
     adaptive: bool = True,
+    typed: bool = False,
 ) -> TableWrite:
     """``apply_delta`` of ``rel``, a delta whose events carry their stored rows' addresses
-    (``adaptive``: see ``Relation.frame``)."""
+    (``adaptive``: see ``Relation.frame``): a small plan in one pass (``_in_one_pass``), another
+    by a write of its new rows that counts its events and a write of its deletes."""
+    done = _in_one_pass(
+        spark, warehouse, target, rel, statement_id=statement_id, adaptive=adaptive, typed=typed
+    )
+    if done is not None:
+        return done
     counted = Counted(rel.frame(spark, adaptive=adaptive), _KINDS)
     schema = target.state.schema
     with persisted(counted.frame) as changes:
@@ -146,18 +178,104 @@ def _applied(
             )
             if found != counts["deleting"]:
                 raise _not_held(target, f"{counts['deleting']} to delete, {found} found")
+    return _change(target, tuple(added), removed, deletes, counts)
+
+
+def _change(
+    target: Target,
+    added: tuple[DataFile, ...],
+    removed: tuple[str, ...],
+    deletes: tuple[NewDeletes, ...],
+    counts: dict[str, int],
+) -> TableWrite:
+    """The write of a delta to ``target``, its rows counted by kind from its events."""
     return TableWrite(
         target.info.table_id,
         target.info.name,
         target.state.version,
         WriteKind.CHANGE,
-        added=tuple(added),
+        added=added,
         removed=removed,
         deletes=deletes,
         inserted=counts["inserting"] - counts["updating"],
         updated=counts["updating"],
         deleted=counts["deleting"] - counts["updated_away"],
     )
+
+
+def _in_one_pass(
+    spark: SparkSession,
+    warehouse: Warehouse,
+    target: Target,
+    rel: Relation,
+    *,
+    statement_id: str,
+    adaptive: bool,
+    typed: bool,
+) -> TableWrite | None:
+    """``_applied`` of the events ``rel`` by one job whose task writes the new rows to a data
+    file and the deleted positions to a DV file, counting the events as it goes
+    (``native.write_events``); None, having written nothing, if the plan is not small.
+    ``typed``: see ``apply_delta``."""
+    schema = target.state.schema
+    if typed:  # the columns written planned with the delta: one plan, analysed once
+        types = {c.name: spark_type(c.type) for c in schema.columns if c.name in rel.columns}
+        types[METADATA_ROW_ID] = spark_type(schema.column(ROW_KEY, table=target.info.name).type)
+        events = rel.select(*_event_columns(target, types)).frame(spark, adaptive=adaptive)
+    else:
+        frame = rel.frame(spark, adaptive=adaptive)
+        types = {f.name: f.dataType for f in frame.schema.fields}
+        events = native.select(frame, _event_columns(target, types))
+    data_dir, dv_dir = warehouse.data_dir(statement_id), warehouse.dv_dir(statement_id)
+    written = run_checked(
+        lambda: native.write_events(events, warehouse.uri(data_dir), warehouse.uri(dv_dir)),
+        table=target.info.name,
+    )
+    if written is None:
+        return None
+    counts = written.counts
+    if counts["unresolved"]:
+        for directory in (data_dir, dv_dir):
+            for path, _ in warehouse.list_parquet(directory):
+                warehouse.fs.delete_file(warehouse.fs_path(path))
+        raise Unresolved(counts["unresolved"])
+    added = index_files(spark, warehouse, describe_files(warehouse, data_dir), directory=data_dir)
+    removed: tuple[str, ...] = ()
+    deletes: tuple[NewDeletes, ...] = ()
+    if counts["deleting"]:
+        dv_files = describe_files(warehouse, dv_dir)
+        by_name = {
+            file: NewDeletes(file_path="", dv_path=dv_files[0].path, row_count=n)
+            for file, n in written.deleted.items()
+        }
+        removed, deletes, found = split_deletes(target.state, by_name)
+        if found != counts["deleting"]:
+            raise _not_held(target, f"{counts['deleting']} to delete, {found} found")
+    return _change(target, tuple(added), removed, deletes, counts)
+
+
+def _event_columns(target: Target, types: Mapping[str, DataType]) -> list[str]:
+    """The columns ``native.write_events`` takes, as SQL over a delta whose columns have
+    ``types`` (by name; a column of the table the delta lacks is written NULL)."""
+    schema, name = target.state.schema, target.info.name
+    values = [
+        (quoted(c.name), types[c.name])
+        if c.name in types
+        else (f"CAST(NULL AS {c.type})", spark_type(c.type))
+        for c in schema.stored
+    ]
+    values.append((quoted(METADATA_ROW_ID), types[METADATA_ROW_ID]))
+    data = data_columns(values, schema, table=name, row_id=RID)
+    images = schema if target.info.before_images() else None
+    dv = dv_columns(images, {ROW_KEY: quoted(METADATA_ROW_ID)})
+    return [
+        f"CASE {_ACTION} WHEN 'INSERT' THEN 0 WHEN 'DELETE' THEN 1"
+        f" WHEN '{UNRESOLVED}' THEN 2 ELSE 3 END AS _k",
+        f"{_ISUPDATE} AS _u",
+        f"CASE WHEN {_ACTION} = 'INSERT' THEN struct({', '.join(data)}) END AS _d",
+        f"CASE WHEN {_ACTION} = 'DELETE' AND {FILE} IS NOT NULL"
+        f" THEN struct({', '.join(dv)}) END AS _v",
+    ]
 
 
 _ACTION, _ISUPDATE = quoted(METADATA_ACTION), quoted(METADATA_ISUPDATE)

@@ -328,6 +328,7 @@ def _written(
             statement_id=write_id,
             changed=changed,
             inserts_only=inserts,
+            typed=plan.action == RefreshAction.INCREMENTAL,
         )
     return written, kept
 

@@ -35,6 +35,7 @@ import subprocess
 import tempfile
 import zipfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
@@ -202,14 +203,16 @@ def read_relation(
     *,
     keep: bool = False,
     keys: bool = False,
+    sizes: Sequence[int] = (),
 ) -> Relation:
     """The rows of the Parquet files ``uris`` read with changelake's file format: ``schema``'s
     physical columns and any of the ``VIRTUAL`` columns, each file's positions skipped
     inside the reader, or, if ``keep``, only the rows at each file's positions read (and only
     they decoded where the files have a page index: late materialization), or, if ``keys``,
     the "positions" are sorted key hashes and only the pages of an index file that may hold one
-    are read (``storage.index``). A leaf of a relation: built by the JVM with the statement's
-    plan."""
+    are read (``storage.index``). ``sizes``: each file's size in bytes, if the catalog knows
+    them (then the file system is not asked). A leaf of a relation: built by the JVM with the
+    statement's plan."""
     table = bytearray()
     any_positions = False
     flags = (-(2**63) if keep else 0) + (2**62 if keys else 0)
@@ -221,7 +224,7 @@ def read_relation(
         table += _name(name) + struct.pack("<q4qi", mask, *values, count)
         if count:
             table += _longs(positions)
-    read = Read(tuple(uris), schema.json(), bytes(table), any_positions)
+    read = Read(tuple(uris), schema.json(), bytes(table), any_positions, tuple(sizes))
     return Relation.of_read(read, schema.fieldNames())
 
 
@@ -252,3 +255,37 @@ def write_parquet(
     else:
         lines = "\n".join(f"{k}={v}" for k, v in (options or {}).items())
         frames.write(jvm_frame(df), uri, one_file_if_small, lines)
+
+
+@dataclass(frozen=True)
+class EventsWritten:
+    """What ``write_events`` wrote: counts of the events by kind (``unresolved``, ``deleting``,
+    ``updated_away``, ``inserting``, ``updating``), the positions written per data file name
+    and whether one was written twice."""
+
+    counts: dict[str, int]
+    deleted: dict[str, int]
+    repeated: bool
+
+
+_EVENT_COUNTS = ("unresolved", "deleting", "updated_away", "inserting", "updating")
+
+
+def write_events(
+    df: DataFrame, data_uri: str, dv_uri: str, *, options: Mapping[str, str] | None = None
+) -> EventsWritten | None:
+    """Write a delta's events in one pass (``OnePass``: ``df`` has its ``_k``, ``_u``, ``_d``
+    and ``_v`` columns): the new rows to a data file in ``data_uri``, the deleted positions to
+    a DV file in ``dv_uri``. None, having written nothing, where the jar is not loaded or
+    ``df``'s plan is not small."""
+    one_pass = jvm_class(df.sparkSession, f"{PACKAGE}.OnePass")
+    if one_pass is None:
+        return None
+    lines = "\n".join(f"{k}={v}" for k, v in (options or {}).items())
+    text = one_pass.write(jvm_frame(df), data_uri, dv_uri, lines)
+    if text is None:
+        return None
+    first, *files = text.split("\n")
+    *counts, repeated = (int(v) for v in first.split())
+    deleted = {name: int(n) for name, n in (line.rsplit("\t", 1) for line in files)}
+    return EventsWritten(dict(zip(_EVENT_COUNTS, counts, strict=True)), deleted, repeated == 1)

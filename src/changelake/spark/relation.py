@@ -50,9 +50,17 @@ class Read:
     schema: str  # JSON of the StructType: physical and virtual columns
     table: bytes  # the reader's per-file table
     positions: bool  # whether any file has positions to skip
+    sizes: tuple[int, ...] = ()  # each file's size in bytes, where the catalog knows them
 
 
 Leaf = Read | DataFrame
+
+
+def _files(read: Read) -> str:
+    """The files of ``read`` as ``Frames.plan`` takes them: a line each, with its size if known."""
+    if read.sizes:
+        return "\n".join(f"{u}\t{n}" for u, n in zip(read.uris, read.sizes, strict=True))
+    return "\n".join(read.uris)
 
 
 def _fresh(prefix: str = "_q") -> str:
@@ -183,7 +191,7 @@ class Relation:
         frames = [(n, leaf) for n, leaf in self.leaves if not isinstance(leaf, Read)]
         blob = bytearray(struct.pack("<i", len(reads)))
         for name, read in reads:
-            blob += _string(name) + _string("\n".join(read.uris)) + _string(read.schema)
+            blob += _string(name) + _string(_files(read)) + _string(read.schema)
             blob += struct.pack("<i", len(read.table)) + read.table
             blob += b"\x01" if read.positions else b"\x00"
         blob += struct.pack("<i", len(frames))

@@ -75,7 +75,8 @@ def index_files(
     reads: list[native.FileRead] = [
         (posixpath.basename(f.path), (None, None, None, None), None) for f in files
     ]
-    rel = native.read_relation([warehouse.uri(f.path) for f in files], schema, reads)
+    uris = [warehouse.uri(f.path) for f in files]
+    rel = native.read_relation(uris, schema, reads, sizes=[f.size_bytes for f in files])
     rows = rel.select(_HASH, f"_cl_file AS {DATA}", f"_cl_pos AS {AT}").frame(spark)
     target = "index/" + directory.removeprefix("data/")
     sorted_rows = rows.repartition(1).sortWithinPartitions(_HASH)

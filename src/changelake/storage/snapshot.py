@@ -177,7 +177,8 @@ def _format_read(warehouse: Warehouse, scan: Scan, skipped: Mapping[str, pa.Arra
         reads.append((name, (f.base_row_id, f.begin_version, tag, scramble), positions))
     uris = [warehouse.uri(f.path) for f in scan.files]
     schema = StructType(list(scan.physical.fields) + native.virtual_fields())
-    rel = native.read_relation(uris, schema, reads, keep=scan.only is not None)
+    sizes = [f.size_bytes for f in scan.files]
+    rel = native.read_relation(uris, schema, reads, keep=scan.only is not None, sizes=sizes)
     columns = [quoted(f.name) for f in scan.physical.fields]
     if scan.positions:
         columns += [FILE, POS, SIZE, f"{address_key(SIZE, POS)} AS {KEY}"]

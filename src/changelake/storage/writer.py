@@ -6,7 +6,7 @@ row fails the job before anything is committed; the error is translated for the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -79,18 +79,45 @@ def check_assignable(source: DataType, target_type: str, *, column: str, table: 
         )
 
 
-def conform(df: DataFrame, schema: TableSchema, *, table: str) -> list[str]:
-    """SQL expressions casting ``df``'s columns (in table order) to the table's physical
-    columns (text: one call into the JVM for all of them)."""
+def conform(
+    values: Sequence[tuple[str, DataType]], schema: TableSchema, *, table: str
+) -> list[str]:
+    """SQL expressions casting ``values`` ((SQL expression, Spark type) of each of the table's
+    columns, in table order) to the table's physical columns (text: one call into the JVM for
+    all of them), a NULL in a NOT NULL column failing the job."""
     exprs = []
-    for col, field in zip(schema.columns, df.schema.fields[: len(schema.columns)], strict=True):
-        check_assignable(field.dataType, col.type, column=col.name, table=table)
-        value = f"CAST({quoted(field.name)} AS {col.type})"
+    for col, (source, dtype) in zip(schema.columns, values, strict=True):
+        check_assignable(dtype, col.type, column=col.name, table=table)
+        value = f"CAST({source} AS {col.type})"
         if not col.nullable:
             marker = sql_literal(not_null_marker(f"{table}.{col.name}"))
             value = f"CASE WHEN {value} IS NULL THEN raise_error({marker}) ELSE {value} END"
         exprs.append(f"{value} AS {quoted(col.physical)}")
     return exprs
+
+
+def data_columns(
+    values: Sequence[tuple[str, DataType]],
+    schema: TableSchema,
+    *,
+    table: str,
+    row_id: str | None = None,
+    row_version: str | None = None,
+) -> list[str]:
+    """SQL expressions of a data file's columns: the table's (``conform``), the identities
+    ``row_id`` and ``row_version`` (SQL expressions; None: NULL) and, for a table with a row key
+    and no aggregate state, its ``KEY_HASHES``."""
+    columns = conform(values, schema, table=table)
+    for value, hidden in ((row_id, STORED_ROW_ID), (row_version, ROW_VERSION)):
+        columns.append(f"CAST({value or 'NULL'} AS BIGINT) AS {hidden}")
+    key = schema.row_key
+    # a table with aggregate state finds its stored rows by their addresses, never by a
+    # lookup: its hashes would only make its files (and its refreshes' inputs) larger
+    if key is not None and not schema.state:
+        source = values[schema.columns.index(key)][0]
+        hashes = key_hashes(f"CAST({source} AS STRING)")
+        columns += [f"{h} AS {name}" for h, (name, _, _) in zip(hashes, KEY_HASHES, strict=True)]
+    return columns
 
 
 @contextmanager
@@ -127,16 +154,14 @@ def write_data(
     name further columns of ``df`` holding identities to materialize. A table with a row key
     and no aggregate state has its ``KEY_HASHES`` written too.
     """
-    columns = conform(df, schema, table=table)
-    for name, hidden in ((row_id, STORED_ROW_ID), (row_version, ROW_VERSION)):
-        columns.append(f"CAST({quoted(name) if name else 'NULL'} AS BIGINT) AS {hidden}")
-    key = schema.row_key
-    # a table with aggregate state finds its stored rows by their addresses, never by a
-    # lookup: its hashes would only make its files (and its refreshes' inputs) larger
-    if key is not None and not schema.state:
-        source = df.schema.fields[schema.columns.index(key)].name
-        hashes = key_hashes(f"CAST({quoted(source)} AS STRING)")
-        columns += [f"{h} AS {name}" for h, (name, _, _) in zip(hashes, KEY_HASHES, strict=True)]
+    values = [(quoted(f.name), f.dataType) for f in df.schema.fields[: len(schema.columns)]]
+    columns = data_columns(
+        values,
+        schema,
+        table=table,
+        row_id=row_id and quoted(row_id),
+        row_version=row_version and quoted(row_version),
+    )
     out = native.select(df, columns)
     if partitions is not None:
         # Rows already in memory are regrouped for free; otherwise spread the write evenly.
@@ -176,12 +201,7 @@ def write_deletes(
     """
     if counts is not None and not counts:
         return {}, False
-    columns = [f"{FILE} AS {DV_FILE}", f"{POS} AS {DV_POS}"]
-    if images is not None:
-        columns += [
-            f"CAST({quoted(c.name)} AS {c.type}) AS {quoted(c.physical)}" for c in images.columns
-        ]
-        columns += [f"{RID} AS {STORED_ROW_ID}", f"{VER} AS {ROW_VERSION}"]
+    columns = dv_columns(images)
     # One file; from a large input through a shuffle of the (few) deleted rows, so the read that
     # finds them (or materializes them, when ``deleted`` is persisted) stays parallel.
     selected = native.select(deleted, columns)
@@ -198,6 +218,21 @@ def write_deletes(
         name: NewDeletes(file_path="", dv_path=dv_file.path, row_count=n)
         for name, n in counts.items()
     }, repeated
+
+
+def dv_columns(images: TableSchema | None, sources: Mapping[str, str] | None = None) -> list[str]:
+    """SQL expressions of a DV file's columns over deleted rows with their ``FILE`` and ``POS``
+    and, with ``images`` (see ``write_deletes``), their old values and identity; ``sources``:
+    the SQL expression of a column whose value is not under its name."""
+    columns = [f"{FILE} AS {DV_FILE}", f"{POS} AS {DV_POS}"]
+    if images is not None:
+        sources = sources or {}
+        columns += [
+            f"CAST({sources.get(c.name, quoted(c.name))} AS {c.type}) AS {quoted(c.physical)}"
+            for c in images.columns
+        ]
+        columns += [f"{RID} AS {STORED_ROW_ID}", f"{VER} AS {ROW_VERSION}"]
+    return columns
 
 
 _SPARK_TO_TYPE = {

@@ -2,10 +2,12 @@ package io.changelake.spark;
 
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.IdentityHashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.WeakHashMap;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.UnaryOperator;
@@ -42,7 +44,7 @@ import scala.runtime.AbstractPartialFunction;
  * reads: the kept plan's leaf relations are replaced by the new reads' relations, keeping their
  * output attributes) and its parameters, the literals whose value cannot steer analysis: an
  * integer literal cast to BIGINT and a string compared by {@code =} (the per-file values of a
- * change scan's lookups: versions, sizes, file names). Anything else that could make analysis
+ * change scan's lookups: versions, sizes, file names), but for a change event's action. Anything else that could make analysis
  * differ (every other literal, function names, the reads' schemas) is part of the key. A plan
  * whose parameters analysis did not keep as they were, with a CTE, with rows as data (the
  * parser makes a VALUES of constants one), with a function that is not built in (a temporary
@@ -63,10 +65,29 @@ public final class Bound {
   // a string literal a plan's text could confuse with a fresh name, an id or an attribute (the
   // text prints attributes with a leading quote, literals bare)
   private static final Pattern CONFUSABLE = Pattern.compile("__cl_leaf\\d+__|\\b_q\\d+\\b|#\\d|^'");
+  // A change event's kind: its values are a closed set that steers the plan (a delta known to
+  // hold inserts only compares it with constants), never a per-round value.
+  private static final String ACTION = "METADATA$ACTION";
   private static final Map<SparkSession, Map<String, Kept>> KEPT_BY_SESSION = new WeakHashMap<>();
   private static final AtomicLong HITS = new AtomicLong();
+  private static final AtomicLong OPTIMIZED_HITS = new AtomicLong();
 
-  private record Kept(LogicalPlan analysed, List<Literal> parameters, List<LogicalRelation> leaves) {}
+  private record Kept(
+      LogicalPlan analysed,
+      List<Literal> parameters,
+      List<LogicalRelation> leaves,
+      Map<String, LogicalPlan> optimized) {
+    Kept(LogicalPlan analysed, List<Literal> parameters, List<LogicalRelation> leaves) {
+      this(analysed, parameters, leaves, new java.util.concurrent.ConcurrentHashMap<>());
+    }
+  }
+
+  /**
+   * A statement's plan as {@link #bound} made it from a kept one: the kept plan, and what it
+   * put in place of the kept plan's leaf relations and parameters.
+   */
+  record Binding(
+      LogicalPlan plan, Kept kept, Map<Object, BaseRelation> relations, List<Literal> values) {}
 
   /**
    * A statement's parsed plan with each parameter replaced by a marker literal of its own (a
@@ -79,6 +100,11 @@ public final class Bound {
   /** Plans bound from a kept plan since the JVM started (tests count them). */
   public static long hits() {
     return HITS.get();
+  }
+
+  /** Optimized plans bound from a kept one since the JVM started (tests count them). */
+  public static long optimizedHits() {
+    return OPTIMIZED_HITS.get();
   }
 
   /** On unless turned off, or a plan's text (the key) may be cut short by a setting. */
@@ -94,7 +120,7 @@ public final class Bound {
    * shape; the shape is analysed (in {@code own}) and kept first if it was not. Null where it
    * cannot be kept: the caller analyses the statement itself.
    */
-  static LogicalPlan bound(
+  static Binding bound(
       SparkSession spark, SparkSession own, Shape shape, List<String> names,
       Map<String, LogicalPlan> leaves) {
     Kept kept;
@@ -128,7 +154,159 @@ public final class Bound {
     }
     LogicalPlan plan = kept.analysed().transformUpWithSubqueries(replaced(relations, values));
     plan.setAnalyzed();
+    return new Binding(plan, kept, relations, shape.values());
+  }
+
+  /**
+   * The optimized plan of {@code binding}'s statement, made from the optimized plan kept for
+   * its shape and {@code mode} (the session's settings, with those {@link Frames#plan} chose), which is optimized in
+   * {@code own} and kept first if it was not; null if the shape's optimization cannot be kept.
+   *
+   * <p>The optimizer may fold a parameter with constants, compare it with one, or simplify by
+   * its value: an optimized plan is kept only if optimizing the shape with its markers and with
+   * every parameter of a type set to one other value (far from the markers, all equal) gives
+   * the same plan with the parameters blanked, and every marker is still in it (one compared
+   * with a constant is folded away). A parameter folded by a cast into BIGINT stays
+   * recognizable by its value.
+   */
+  static LogicalPlan optimized(SparkSession own, String mode, Binding binding) {
+    Kept kept = binding.kept();
+    LogicalPlan marked = kept.optimized().get(mode);
+    if (marked == null) {
+      marked = kept.optimized().computeIfAbsent(mode, m -> checkedOptimization(own, kept));
+    } else if (marked != NOT_KEPT) {
+      OPTIMIZED_HITS.incrementAndGet();
+    }
+    if (marked == NOT_KEPT) {
+      return null;
+    }
+    Map<Object, Expression> none = Map.of();
+    LogicalPlan plan =
+        marked
+            .transformUpWithSubqueries(replaced(binding.relations(), none))
+            .transformUpWithSubqueries(byValue(valuesOf(kept.parameters(), binding.values())));
+    plan.setAnalyzed();
     return plan;
+  }
+
+  private static final LogicalPlan NOT_KEPT = new LocalRelation(
+      scala.collection.immutable.List$.MODULE$.empty(),
+      scala.collection.immutable.List$.MODULE$.empty(),
+      false,
+      scala.Option.empty());
+
+  private static LogicalPlan checkedOptimization(SparkSession own, Kept kept) {
+    var optimizer = own.sessionState().optimizer();
+    LogicalPlan first =
+        optimizer.executeAndTrack(kept.analysed(), new QueryPlanningTracker(scala.Option.empty()));
+    Map<Object, Expression> others = new IdentityHashMap<>();
+    List<Literal> alike = new ArrayList<>();
+    for (Literal marker : kept.parameters()) {
+      Literal other = new Literal(alikeValue(marker), marker.dataType());
+      others.put(marker, other);
+      alike.add(other);
+    }
+    LogicalPlan otherAnalysed =
+        kept.analysed().transformUpWithSubqueries(replaced(Map.of(), others));
+    otherAnalysed.setAnalyzed();
+    LogicalPlan second =
+        optimizer.executeAndTrack(otherAnalysed, new QueryPlanningTracker(scala.Option.empty()));
+    String a = blanked(first, kept.parameters());
+    String b = blanked(second, alike);
+    return a.equals(b) && holdsAll(first, kept.parameters()) ? first : NOT_KEPT;
+  }
+
+  /**
+   * Whether each of {@code markers} is in {@code plan} (by value: a cast into BIGINT is folded
+   * into a literal of the same value): one the optimizer folded away (compared with a constant,
+   * say) would be lost to the plans bound from it.
+   */
+  private static boolean holdsAll(LogicalPlan plan, List<Literal> markers) {
+    Set<List<Object>> seen = new HashSet<>();
+    plan.foreachWithSubqueries(
+        node -> {
+          for (Expression e : CollectionConverters.asJava(node.expressions())) {
+            e.foreach(
+                x -> {
+                  if (x instanceof Literal l && l.value() != null) {
+                    seen.add(List.of(l.dataType(), l.value()));
+                  }
+                  return null;
+                });
+          }
+          return null;
+        });
+    for (Literal marker : markers) {
+      if (variants(marker, marker).keySet().stream().noneMatch(seen::contains)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /** The value every parameter of {@code marker}'s type takes in the second optimization. */
+  private static Object alikeValue(Literal marker) {
+    if (marker.dataType() instanceof StringType) {
+      return UTF8String.fromString("\u0001changelake other parameter");
+    }
+    return marker.dataType() == LongType$.MODULE$
+        ? (Object) (Long.MAX_VALUE - 7)
+        : (Object) (Integer.MAX_VALUE - 7);
+  }
+
+  /** The text of {@code plan} with each literal of {@code parameters}' values blanked. */
+  private static String blanked(LogicalPlan plan, List<Literal> parameters) {
+    Map<List<Object>, Expression> blanks = new HashMap<>();
+    for (Literal p : parameters) {
+      for (Map.Entry<List<Object>, Literal> e : variants(p, p).entrySet()) {
+        blanks.put(e.getKey(), Literal.create(null, e.getValue().dataType()));
+      }
+    }
+    String text =
+        plan.transformUpWithSubqueries(byValue(blanks))
+            .treeString(true, false, Integer.MAX_VALUE, false, false);
+    return EXPR_ID.matcher(text).replaceAll("#");
+  }
+
+  /** Per (type, value) of each marker (and of its cast into BIGINT), the value's literal. */
+  private static Map<List<Object>, Expression> valuesOf(List<Literal> markers, List<Literal> values) {
+    Map<List<Object>, Expression> out = new HashMap<>();
+    for (int i = 0; i < markers.size(); i++) {
+      out.putAll(variants(markers.get(i), values.get(i)));
+    }
+    return out;
+  }
+
+  private static Map<List<Object>, Literal> variants(Literal marker, Literal value) {
+    Map<List<Object>, Literal> out = new HashMap<>();
+    out.put(List.of(marker.dataType(), marker.value()), value);
+    if (marker.dataType() == IntegerType$.MODULE$) {
+      out.put(
+          List.of(LongType$.MODULE$, ((Integer) marker.value()).longValue()),
+          new Literal(((Number) value.value()).longValue(), LongType$.MODULE$));
+    }
+    return out;
+  }
+
+  private static AbstractPartialFunction<LogicalPlan, LogicalPlan> byValue(
+      Map<List<Object>, ? extends Expression> literals) {
+    return everywhere(
+        node ->
+            node.transformExpressionsUp(
+                new AbstractPartialFunction<Expression, Expression>() {
+                  @Override
+                  public boolean isDefinedAt(Expression e) {
+                    return e instanceof Literal l
+                        && l.value() != null
+                        && literals.containsKey(List.of(l.dataType(), l.value()));
+                  }
+
+                  @Override
+                  public Expression apply(Expression e) {
+                    Literal l = (Literal) e;
+                    return literals.get(List.of(l.dataType(), l.value()));
+                  }
+                }));
   }
 
   /**
@@ -267,7 +445,8 @@ public final class Bound {
             return new Cast(parameter(l, values, markers), c.dataType(), c.timeZoneId(), c.evalMode());
           }
           if (e instanceof EqualTo eq
-              && eq.left() instanceof UnresolvedAttribute
+              && eq.left() instanceof UnresolvedAttribute a
+              && !ACTION.equalsIgnoreCase(a.nameParts().last())
               && eq.right() instanceof Literal l
               && l.dataType() instanceof StringType
               && l.value() != null) {

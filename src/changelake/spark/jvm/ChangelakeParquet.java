@@ -11,6 +11,7 @@ import java.security.NoSuchAlgorithmException;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.HexFormat;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import org.apache.hadoop.conf.Configuration;
@@ -18,6 +19,7 @@ import org.apache.hadoop.fs.Path;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.datasources.FileIndex;
 import org.apache.spark.sql.execution.datasources.FileStatusCache;
 import org.apache.spark.sql.execution.datasources.HadoopFsRelation;
 import org.apache.spark.sql.execution.datasources.InMemoryFileIndex;
@@ -99,7 +101,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   }
 
   /**
-   * The rows of the files {@code paths} (separated by newlines) with the schema {@code schema}
+   * The rows of the files {@code paths} (separated by newlines; each with a tab and its size in
+   * bytes where the catalog knows it: then the file system is not asked) with the schema {@code schema}
    * (JSON: physical and virtual columns), each file as {@code table} says: a relation, not
    * analysed as a Dataset of its own (a statement's plan puts it in place and analyses the whole
    * once, {@link Frames#plan}).
@@ -107,7 +110,13 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   static LogicalPlan relation(
       SparkSession spark, String paths, String schema, byte[] table, boolean positions) {
     List<Path> roots = new ArrayList<>();
+    List<Long> sizes = new ArrayList<>();
     for (String p : paths.split("\n")) {
+      int tab = p.indexOf('\t');
+      if (tab >= 0) {
+        sizes.add(Long.parseLong(p.substring(tab + 1)));
+        p = p.substring(0, tab);
+      }
       if (!p.isEmpty()) {
         roots.add(new Path(p));
       }
@@ -121,14 +130,17 @@ public final class ChangelakeParquet extends ParquetFileFormat {
       throw new IllegalStateException(e); // every Java platform has SHA-256
     }
     scala.collection.immutable.Map<String, String> none = scala.collection.immutable.Map$.MODULE$.empty();
-    InMemoryFileIndex index = new InMemoryFileIndex(
-        spark,
-        CollectionConverters.asScala(roots).toList(),
-        none,
-        Option.apply(columns),
-        FileStatusCache.getOrCreate(spark),
-        Option.empty(),
-        Option.empty());
+    FileIndex index =
+        sizes.size() == roots.size()
+            ? new KnownFiles(roots, sizes.stream().mapToLong(Long::longValue).toArray())
+            : new InMemoryFileIndex(
+                spark,
+                CollectionConverters.asScala(roots).toList(),
+                none,
+                Option.apply(columns),
+                FileStatusCache.getOrCreate(spark),
+                Option.empty(),
+                Option.empty());
     HadoopFsRelation relation = new HadoopFsRelation(
         index, new StructType(), columns, Option.empty(),
         new ChangelakeParquet(shared, positions, digest), none, spark);
@@ -194,21 +206,73 @@ public final class ChangelakeParquet extends ParquetFileFormat {
         data.add(f);
       }
     }
-    scala.Function1<PartitionedFile, Iterator<InternalRow>> read =
-        super.buildReaderWithPartitionValues(
-            spark,
-            new StructType(data.toArray(new StructField[0])),
+    StructType dataRead = new StructType(data.toArray(new StructField[0]));
+    StructType innerRead = new StructType(inner.toArray(new StructField[0]));
+    // Spark's reader broadcasts the Hadoop configuration it is given, serialized key by key
+    // (each key's sources gzipped): a reader for the same schemas, filters and settings is
+    // taken from the last ones made instead
+    ReaderKey key =
+        new ReaderKey(
+            dataRead,
             partitionSchema,
-            new StructType(inner.toArray(new StructField[0])),
-            CollectionConverters.asScala(pushed).toList(),
+            innerRead,
+            pushed,
             options,
-            hadoopConf);
+            settings(hadoopConf),
+            ((org.apache.spark.sql.classic.SparkSession) spark).sessionState().conf().getAllConfs());
+    scala.Function1<PartitionedFile, Iterator<InternalRow>> read;
+    synchronized (READERS) {
+      read = READERS.get(key);
+    }
+    if (read == null) {
+      read =
+          super.buildReaderWithPartitionValues(
+              spark,
+              dataRead,
+              partitionSchema,
+              innerRead,
+              CollectionConverters.asScala(pushed).toList(),
+              options,
+              hadoopConf);
+      synchronized (READERS) {
+        READERS.put(key, read);
+      }
+    }
     boolean batches = "true".equals(options.getOrElse("returning_batch", () -> "false"));
     DataType[] types = new DataType[source.length];
     for (int i = 0; i < source.length; i++) {
       types[i] = requiredSchema.fields()[i].dataType();
     }
     return new Reader(read, table, source, index, wantsHex ? stored : -1, types, batches);
+  }
+
+  /** What a reader of Spark's Parquet format is made of: equal keys make equal readers. */
+  private record ReaderKey(
+      StructType data,
+      StructType partitions,
+      StructType required,
+      List<Filter> filters,
+      scala.collection.immutable.Map<String, String> options,
+      Map<String, String> hadoop,
+      scala.collection.immutable.Map<String, String> session) {}
+
+  private static final int READERS_KEPT = 64;
+  private static final Map<ReaderKey, scala.Function1<PartitionedFile, Iterator<InternalRow>>>
+      READERS =
+          new LinkedHashMap<>(16, 0.75f, true) {
+            @Override
+            protected boolean removeEldestEntry(
+                Map.Entry<ReaderKey, scala.Function1<PartitionedFile, Iterator<InternalRow>>> eldest) {
+              return size() > READERS_KEPT;
+            }
+          };
+
+  private static Map<String, String> settings(Configuration conf) {
+    Map<String, String> all = new HashMap<>();
+    for (Map.Entry<String, String> e : conf) {
+      all.put(e.getKey(), e.getValue());
+    }
+    return all;
   }
 
   @Override

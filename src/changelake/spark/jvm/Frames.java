@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import org.apache.spark.SparkContext;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.analysis.UnresolvedRelation;
@@ -15,6 +16,7 @@ import org.apache.spark.sql.catalyst.plans.logical.LogicalPlan;
 import org.apache.spark.sql.catalyst.plans.logical.SubqueryAlias;
 import org.apache.spark.sql.catalyst.plans.logical.UnresolvedWith;
 import org.apache.spark.sql.classic.SparkSession;
+import org.apache.spark.sql.execution.QueryExecution;
 import scala.Tuple2;
 import scala.Tuple3;
 import scala.jdk.javaapi.CollectionConverters;
@@ -50,6 +52,9 @@ public final class Frames {
   static final String PLANNED = "spark.changelake.plannedInput";
 
   private static final String COMMIT_PROTOCOL = "spark.sql.sources.commitProtocolClass";
+  // Spark's local properties of a thread's call site (org.apache.spark.util.CallSite)
+  private static final String CALL_SITE_SHORT = "callSite.short";
+  private static final String CALL_SITE_LONG = "callSite.long";
 
   // One shuffle partition is what AQE would coalesce a small input's shuffles to; joins are
   // sort-merge joins in the query's own job, not a job per broadcast (static size estimates of
@@ -114,10 +119,13 @@ public final class Frames {
     SparkSession own = spark.cloneSession();
     Bound.Shape shape =
         named == 0 && Bound.enabled(spark) ? Bound.shape(parsed, names, keys) : null;
-    LogicalPlan bound = shape == null ? null : Bound.bound(spark, own, shape, names, leaves);
+    Bound.Binding binding = shape == null ? null : Bound.bound(spark, own, shape, names, leaves);
     var df =
         org.apache.spark.sql.classic.Dataset.ofRows(
-            own, bound != null ? bound : substitute(parsed, leaves));
+            own, binding != null ? binding.plan() : substitute(parsed, leaves));
+    if (binding != null) {
+      BINDINGS.put(df, binding);
+    }
     long bytes = inputBytes(df.logicalPlan());
     boolean small = bytes <= smallInput(spark);
     if (small) {
@@ -125,6 +133,57 @@ public final class Frames {
     }
     own.sessionState().conf().setConfString(PLANNED, (small ? "small " : "large ") + bytes);
     return df;
+  }
+
+  // The plans of #plan bound from a kept one (Bound), for #execution.
+  private static final Map<Dataset<Row>, Bound.Binding> BINDINGS =
+      java.util.Collections.synchronizedMap(new java.util.WeakHashMap<>());
+
+  /**
+   * How to run {@code df} as it is: for a plan of {@link #plan} bound from a kept one, an
+   * execution whose optimized plan is the kept one's, bound (Bound#optimized), where it can be
+   * kept; else {@code df}'s own.
+   */
+  public static QueryExecution execution(Dataset<Row> df) {
+    var classic = (org.apache.spark.sql.classic.Dataset<Row>) df;
+    Bound.Binding binding = BINDINGS.get(df);
+    SparkSession own = classic.sparkSession();
+    String planned = own.sessionState().conf().getConfString(PLANNED, null);
+    if (binding == null || planned == null) {
+      return classic.queryExecution();
+    }
+    // the optimizer's settings: the plan's size class and every setting of its session
+    var settings = new java.util.TreeMap<>(CollectionConverters.asJava(own.conf().getAll()));
+    settings.remove(PLANNED);
+    String mode = planned.split(" ")[0] + settings;
+    LogicalPlan optimized = Bound.optimized(own, mode, binding);
+    if (optimized == null) {
+      return classic.queryExecution();
+    }
+    return new KeptExecution(own, classic.logicalPlan(), optimized);
+  }
+
+  /** An execution of an analysed plan whose optimized plan is given. */
+  private static final class KeptExecution extends QueryExecution {
+    private final LogicalPlan optimized;
+
+    KeptExecution(SparkSession spark, LogicalPlan analysed, LogicalPlan optimized) {
+      super(
+          spark,
+          analysed,
+          QueryExecution.$lessinit$greater$default$3(),
+          QueryExecution.$lessinit$greater$default$4(),
+          QueryExecution.$lessinit$greater$default$5(),
+          QueryExecution.$lessinit$greater$default$6(),
+          QueryExecution.$lessinit$greater$default$7(),
+          QueryExecution.$lessinit$greater$default$8());
+      this.optimized = optimized;
+    }
+
+    @Override
+    public LogicalPlan optimizedPlan() {
+      return optimized;
+    }
   }
 
   /**
@@ -209,13 +268,39 @@ public final class Frames {
           writer = writer.option(line.substring(0, at), line.substring(at + 1));
         }
       }
-      writer.parquet(path);
+      var parquet = writer;
+      labelled(
+          spark.sparkContext(),
+          "changelake write",
+          () -> {
+            parquet.parquet(path);
+            return null;
+          });
     } finally {
       if (before == null) {
         conf.unsetConf(COMMIT_PROTOCOL);
       } else {
         conf.setConfString(COMMIT_PROTOCOL, before);
       }
+    }
+  }
+
+  /**
+   * {@code action}'s result, its jobs and RDDs labelled {@code label} where Spark shows where
+   * they were made (the UI's call site), unless the thread has a label already: Spark otherwise
+   * walks the thread's stack for every RDD a plan makes.
+   */
+  static <T> T labelled(SparkContext sc, String label, java.util.function.Supplier<T> action) {
+    if (sc.getLocalProperty(CALL_SITE_SHORT) != null) {
+      return action.get();
+    }
+    sc.setLocalProperty(CALL_SITE_SHORT, label);
+    sc.setLocalProperty(CALL_SITE_LONG, label);
+    try {
+      return action.get();
+    } finally {
+      sc.setLocalProperty(CALL_SITE_SHORT, null);
+      sc.setLocalProperty(CALL_SITE_LONG, null);
     }
   }
 
