@@ -81,16 +81,20 @@ def _install(session: changelake.Session, fault: str, countdown: Callable[[], No
     session.catalog.commit = commit  # type: ignore[method-assign]
     replication.advance = advance
     if fault == "mid_write":  # the inserted rows are written before the deletion vectors
-        keyed._write_inserts = _then(keyed._write_inserts, countdown)
-        native.write_events = _then(native.write_events, countdown)
+        keyed._write_new_rows = _then(keyed._write_new_rows, countdown)
+        native.write_events = _then(native.write_events, countdown, none_is_nothing=True)
 
 
-def _then(write: Callable[..., Any], countdown: Callable[[], None]) -> Callable[..., Any]:
-    """``write``, then ``countdown`` (a write that returns None wrote nothing)."""
+def _then(
+    write: Callable[..., Any], countdown: Callable[[], None], *, none_is_nothing: bool = False
+) -> Callable[..., Any]:
+    """``write``, then ``countdown``; with ``none_is_nothing``, not after a write that returned
+    None having written nothing (``native.write_events`` of a large delta, whose new rows
+    ``_write_new_rows`` writes next)."""
 
     def written(*args: Any, **kwargs: Any) -> Any:
         result = write(*args, **kwargs)
-        if result is not None:
+        if result is not None or not none_is_nothing:
             countdown()
         return result
 

@@ -11,14 +11,16 @@ holds the row as stored) with the stored row's identity.
 
 A delta computed against the stored rows (a maintained aggregate's, a FULL refresh's diff)
 carries their addresses and identities; another (a view's changes) is joined to the stored rows'
-keys and hidden columns in its own plan. Either way the delta is one plan, applied by a write of
-its new rows that also counts its events (``DataFrame.observe``) and, if it deletes, a write of
-the DV: no count job before the writes, no second read of the table.
+keys and hidden columns in its own plan. Either way the delta is one plan, planned with the
+columns its files take: a small one applied in one pass (one job whose task writes the new rows
+and the DV and counts the events), a large one by a write of its new rows that also counts its
+events (``DataFrame.observe``) and, if it deletes, a write of the DV: no count job before the
+writes, no second read of the table.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 
 import pyarrow as pa
@@ -32,7 +34,6 @@ from changelake.changes.scan import PAIR_EVENTS
 from changelake.dml.common import (
     SMALL_INPUT_ROWS,
     Target,
-    record_deletes,
     small_input,
     split_deletes,
 )
@@ -42,6 +43,7 @@ from changelake.schema import KEY_HASHES, ROW_KEY, key_hashes, quoted
 from changelake.spark import native
 from changelake.spark.observed import Counted
 from changelake.spark.relation import Relation
+from changelake.storage.deletion import counted as counted_positions
 from changelake.storage.footers import describe_files
 from changelake.storage.index import index_files, stored_positions
 from changelake.storage.snapshot import (
@@ -54,7 +56,7 @@ from changelake.storage.snapshot import (
     state_relation,
 )
 from changelake.storage.warehouse import Warehouse
-from changelake.storage.writer import data_columns, dv_columns, run_checked, write_data
+from changelake.storage.writer import data_columns, dv_columns, run_checked
 from changelake.txn.snapshot import TableState
 
 _KEY = "_cl_dkey"
@@ -85,10 +87,11 @@ def apply_delta(
     A delta computed against the stored rows themselves (a maintained aggregate, a FULL
     refresh's diff) carries each stored row's address and identity (``STORED``) on its events;
     another is joined to the stored rows by key in its own plan, reading only their key and
-    hidden columns. The new rows are written first, and the events are counted by kind in that
-    job; a DV file follows only if there are deletes, its positions counted from the file. A
-    delta is one plan, run by one or two jobs. A delta with ``UNRESOLVED`` events raises
-    ``Unresolved`` once they are counted, its new rows' files deleted: no DV is written.
+    hidden columns. A small delta's new rows and DV are written by one job that counts the
+    events; a large one's new rows first, the events counted by kind in that job, then a DV
+    file only if there are deletes, its positions counted from the file. A delta is one plan,
+    run by one or two jobs. A delta with ``UNRESOLVED`` events raises ``Unresolved`` once they
+    are counted, the files it wrote deleted.
 
     ``changed``: how to learn about how many rows the delta's sources changed (an update
     counted twice), if known; asked only of a delta without addresses. Up to ``LOOKUP_ROWS``
@@ -137,48 +140,83 @@ def _applied(
     typed: bool = False,
 ) -> TableWrite:
     """``apply_delta`` of ``rel``, a delta whose events carry their stored rows' addresses
-    (``adaptive``: see ``Relation.frame``): a small plan in one pass (``_in_one_pass``), another
-    by a write of its new rows that counts its events and a write of its deletes."""
-    done = _in_one_pass(
-        spark, warehouse, target, rel, statement_id=statement_id, adaptive=adaptive, typed=typed
-    )
-    if done is not None:
-        return done
-    counted = Counted(rel.frame(spark, adaptive=adaptive), _KINDS)
+    (``adaptive``: see ``Relation.frame``; ``typed``: see ``apply_delta``), planned once with
+    the columns its files take (``_event_columns``). A small plan is applied in one pass (one
+    job: ``native.write_events``); another by a write of its new rows that counts its events,
+    then a write of its deletes."""
     schema = target.state.schema
-    with persisted(counted.frame) as changes:
-        # an update's new row keeps the identity (RID) of the row it replaces
-        rows = changes.where(f"{_ACTION} = 'INSERT'")
-        added = _write_inserts(warehouse, target, rows, rel.columns, statement_id=statement_id)
-        counts = counted.counts()
-        if counts["unresolved"]:
-            for written in added:
-                warehouse.fs.delete_file(warehouse.fs_path(written.path))
-            raise Unresolved(counts["unresolved"])
-        removed: tuple[str, ...] = ()
-        deletes: tuple[NewDeletes, ...] = ()
-        if counts["deleting"]:
-            found_rows = changes.where(f"{_ACTION} = 'DELETE' AND {FILE} IS NOT NULL")
-            deleted = native.select(
-                found_rows,
-                [
-                    *[quoted(c.name) for c in schema.stored],
-                    f"{quoted(METADATA_ROW_ID)} AS {quoted(ROW_KEY)}",
-                    *STORED,
-                ],
-            )
-            # the events are materialized by now: few deletes are written by one task
-            removed, deletes, found = record_deletes(
-                warehouse,
-                target,
-                deleted,
-                counts=None,
-                statement_id=statement_id,
-                small=counts["deleting"] <= SMALL_INPUT_ROWS,
-            )
-            if found != counts["deleting"]:
-                raise _not_held(target, f"{counts['deleting']} to delete, {found} found")
+    if typed:  # the columns written planned with the delta: one plan, analysed once
+        types = {c.name: spark_type(c.type) for c in schema.columns if c.name in rel.columns}
+        key = schema.column(ROW_KEY, table=target.info.name)
+        types[METADATA_ROW_ID] = spark_type(key.type)
+        events = rel.select(*_event_columns(target, types)).frame(spark, adaptive=adaptive)
+    else:
+        frame = rel.frame(spark, adaptive=adaptive)
+        types = {f.name: f.dataType for f in frame.schema.fields}
+        events = native.select(frame, _event_columns(target, types))
+    data_dir, dv_dir = warehouse.data_dir(statement_id), warehouse.dv_dir(statement_id)
+    written = run_checked(
+        lambda: native.write_events(events, warehouse.uri(data_dir), warehouse.uri(dv_dir)),
+        table=target.info.name,
+    )
+    if written is not None:
+        counts, deleted = written.counts, written.deleted
+    else:
+        counts, deleted = _in_two_writes(warehouse, target, events, data_dir, dv_dir)
+    if counts["unresolved"]:
+        for directory in (data_dir, dv_dir):
+            for path, _ in warehouse.list_parquet(directory):
+                warehouse.fs.delete_file(warehouse.fs_path(path))
+        raise Unresolved(counts["unresolved"])
+    added = index_files(spark, warehouse, describe_files(warehouse, data_dir), directory=data_dir)
+    removed: tuple[str, ...] = ()
+    deletes: tuple[NewDeletes, ...] = ()
+    if counts["deleting"]:
+        dv_files = describe_files(warehouse, dv_dir)
+        by_name = {
+            file: NewDeletes(file_path="", dv_path=dv_files[0].path, row_count=n)
+            for file, n in deleted.items()
+        }
+        removed, deletes, found = split_deletes(target.state, by_name)
+        if found != counts["deleting"]:
+            raise _not_held(target, f"{counts['deleting']} to delete, {found} found")
     return _change(target, tuple(added), removed, deletes, counts)
+
+
+def _in_two_writes(
+    warehouse: Warehouse, target: Target, events: DataFrame, data_dir: str, dv_dir: str
+) -> tuple[dict[str, int], dict[str, int]]:
+    """The ``events`` (``_event_columns``) of a large plan written to ``data_dir`` (the new
+    rows, the events counted by kind in that job) and, if there are deletes, to ``dv_dir`` (one
+    DV file, its positions counted from it); (counts, positions per data file name)."""
+    counted = Counted(events, _KINDS)
+    with persisted(counted.frame) as changes:
+        _write_new_rows(warehouse, target, changes, data_dir)
+        counts = counted.counts()
+        if not counts["deleting"] or counts["unresolved"]:
+            return counts, {}
+        gone = native.select(changes.where("_v IS NOT NULL"), ["_v.*"])
+        # the events are materialized by now: few deletes are written by one task
+        one = gone.coalesce(1) if counts["deleting"] <= SMALL_INPUT_ROWS else gone.repartition(1)
+        run_checked(
+            lambda: native.write_parquet(one, warehouse.uri(dv_dir)), table=target.info.name
+        )
+    dv_files = describe_files(warehouse, dv_dir)
+    if not dv_files:
+        return counts, {}
+    return counts, counted_positions(events.sparkSession, warehouse, dv_files[0].path)[0]
+
+
+def _write_new_rows(
+    warehouse: Warehouse, target: Target, changes: DataFrame, directory: str
+) -> None:
+    """The new rows of the ``changes`` (``_event_columns``) written to ``directory``: one file
+    from a small plan."""
+    rows = native.select(changes.where("_d IS NOT NULL"), ["_d.*"])
+    run_checked(
+        lambda: native.write_parquet(rows, warehouse.uri(directory), one_file_if_small=True),
+        table=target.info.name,
+    )
 
 
 def _change(
@@ -201,57 +239,6 @@ def _change(
         updated=counts["updating"],
         deleted=counts["deleting"] - counts["updated_away"],
     )
-
-
-def _in_one_pass(
-    spark: SparkSession,
-    warehouse: Warehouse,
-    target: Target,
-    rel: Relation,
-    *,
-    statement_id: str,
-    adaptive: bool,
-    typed: bool,
-) -> TableWrite | None:
-    """``_applied`` of the events ``rel`` by one job whose task writes the new rows to a data
-    file and the deleted positions to a DV file, counting the events as it goes
-    (``native.write_events``); None, having written nothing, if the plan is not small.
-    ``typed``: see ``apply_delta``."""
-    schema = target.state.schema
-    if typed:  # the columns written planned with the delta: one plan, analysed once
-        types = {c.name: spark_type(c.type) for c in schema.columns if c.name in rel.columns}
-        types[METADATA_ROW_ID] = spark_type(schema.column(ROW_KEY, table=target.info.name).type)
-        events = rel.select(*_event_columns(target, types)).frame(spark, adaptive=adaptive)
-    else:
-        frame = rel.frame(spark, adaptive=adaptive)
-        types = {f.name: f.dataType for f in frame.schema.fields}
-        events = native.select(frame, _event_columns(target, types))
-    data_dir, dv_dir = warehouse.data_dir(statement_id), warehouse.dv_dir(statement_id)
-    written = run_checked(
-        lambda: native.write_events(events, warehouse.uri(data_dir), warehouse.uri(dv_dir)),
-        table=target.info.name,
-    )
-    if written is None:
-        return None
-    counts = written.counts
-    if counts["unresolved"]:
-        for directory in (data_dir, dv_dir):
-            for path, _ in warehouse.list_parquet(directory):
-                warehouse.fs.delete_file(warehouse.fs_path(path))
-        raise Unresolved(counts["unresolved"])
-    added = index_files(spark, warehouse, describe_files(warehouse, data_dir), directory=data_dir)
-    removed: tuple[str, ...] = ()
-    deletes: tuple[NewDeletes, ...] = ()
-    if counts["deleting"]:
-        dv_files = describe_files(warehouse, dv_dir)
-        by_name = {
-            file: NewDeletes(file_path="", dv_path=dv_files[0].path, row_count=n)
-            for file, n in written.deleted.items()
-        }
-        removed, deletes, found = split_deletes(target.state, by_name)
-        if found != counts["deleting"]:
-            raise _not_held(target, f"{counts['deleting']} to delete, {found} found")
-    return _change(target, tuple(added), removed, deletes, counts)
 
 
 def _event_columns(target: Target, types: Mapping[str, DataType]) -> list[str]:
@@ -282,13 +269,13 @@ _ACTION, _ISUPDATE = quoted(METADATA_ACTION), quoted(METADATA_ISUPDATE)
 # An event a delta could not compute in its plan (a group whose extreme was deleted): the
 # delta stands for nothing then, and its maker computes it otherwise (``Unresolved``).
 UNRESOLVED = "UNRESOLVED"
-# the events of a delta, counted by kind while its new rows are written
+# the events of a delta (``_event_columns``), counted by kind while its new rows are written
 _KINDS = {
-    "unresolved": f"{_ACTION} = '{UNRESOLVED}'",
-    "deleting": f"{_ACTION} = 'DELETE'",
-    "updated_away": f"{_ACTION} = 'DELETE' AND {_ISUPDATE}",
-    "inserting": f"{_ACTION} = 'INSERT'",
-    "updating": f"{_ACTION} = 'INSERT' AND {_ISUPDATE}",
+    "unresolved": "_k = 2",
+    "deleting": "_k = 1",
+    "updated_away": "_k = 1 AND _u",
+    "inserting": "_k = 0",
+    "updating": "_k = 0 AND _u",
 }
 
 
@@ -375,36 +362,6 @@ def _not_held(target: Target, found: str) -> ConflictError:
     return ConflictError(
         f"{what} {name} does not hold the rows its last {last} left ({found}); nothing was"
         f" written. {fix}."
-    )
-
-
-def _write_inserts(
-    warehouse: Warehouse,
-    target: Target,
-    rows: DataFrame,
-    columns: Sequence[str],
-    *,
-    statement_id: str,
-) -> list[DataFile]:
-    """Write the delta's INSERT ``rows`` (``columns``; with the identity column: NULL for a new
-    row) as the
-    table's rows, keyed by their ROW_ID: one file from a small plan. A state column the delta
-    lacks (a table whose state a refresh cannot maintain any longer: its query changed) is left
-    NULL."""
-    schema = target.state.schema
-    values = [
-        quoted(c.name) if c.name in columns else f"CAST(NULL AS {c.type}) AS {quoted(c.name)}"
-        for c in schema.stored
-    ]
-    new = native.select(rows, [*values, f"{quoted(METADATA_ROW_ID)} AS {quoted(ROW_KEY)}", RID])
-    return write_data(
-        warehouse,
-        new,
-        schema=schema,
-        table=target.info.name,
-        directory=warehouse.data_dir(statement_id),
-        row_id=RID,
-        one_file_if_small=True,
     )
 
 
