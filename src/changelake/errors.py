@@ -173,6 +173,10 @@ class InsertRejectedError(ChangelakeError, ValueError):
         self.errors = errors
 
 
+class MissingFileError(ChangelakeError, FileNotFoundError):
+    """A file the catalog says a table holds is not in the warehouse (deleted or moved by hand)."""
+
+
 class ExportError(ChangelakeError, OSError):
     """An export could not write its files (a bad location, no permission, ...)."""
 

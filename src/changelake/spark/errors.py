@@ -26,6 +26,7 @@ from changelake.errors import (
     ColumnNotFoundError,
     ExpressionError,
     InvalidStatementError,
+    MissingFileError,
     NotNullViolationError,
     SqlSyntaxError,
     TableNotFoundError,
@@ -37,6 +38,9 @@ _NOT_NULL_MARK = "CL_NOT_NULL_VIOLATION"
 _INVALID_MARK = "CL_INVALID_INPUT:"
 _NO_NAMES: Mapping[str, str] = {}
 _MAX_CAUSES = 8
+# A read of a file the warehouse lost (a SparkException from inside the job, which PySpark
+# does not convert)
+_FILE_NOT_EXIST = "FAILED_READ_FILE.FILE_NOT_EXIST"
 
 # The statement of the innermost spark_errors block, so storage code deep inside a statement
 # names it without every caller passing it down.
@@ -125,6 +129,14 @@ def spark_errors(statement: str, *, names: Mapping[str, str] = _NO_NAMES) -> Ite
             raise
         raise translated from e
     except Py4JJavaError as e:
+        missing = _missing_file(e)
+        if missing is not None:
+            raise MissingFileError(
+                f"{statement}: a file of the warehouse is missing: {missing}; nothing was"
+                " changed. changelake deletes a table's files only by VACUUM, once no version"
+                " within retention reads them: restore the file from a backup, or connect to"
+                " where the warehouse's files are now if they were moved."
+            ) from e
         wrapped = _wrapped_spark_error(e)
         translated = (
             None if wrapped is None else translate(wrapped, statement=statement, names=names)
@@ -134,6 +146,23 @@ def spark_errors(statement: str, *, names: Mapping[str, str] = _NO_NAMES) -> Ite
         raise translated from wrapped
     finally:
         _statement.reset(token)
+
+
+def _missing_file(e: Py4JJavaError) -> str | None:
+    """The path of the file whose read failed ``e``'s job because it does not exist, if that
+    is what failed it (a ``SparkException`` PySpark does not convert)."""
+    cause, depth = e.java_exception, 0
+    while cause is not None and depth < _MAX_CAUSES:
+        try:
+            if cause.getCondition() == _FILE_NOT_EXIST:
+                return str(cause.getMessageParameters().get("path"))
+        except Py4JError:  # not a Spark error (no condition), or the JVM is gone
+            pass
+        try:
+            cause, depth = cause.getCause(), depth + 1
+        except Py4JError:
+            return None
+    return None
 
 
 def _wrapped_spark_error(e: Py4JJavaError) -> PySparkException | None:
