@@ -1,7 +1,8 @@
 """A bootstrap's snapshot is written once, by the JDBC partitions, as the table's own data files:
-the final step commits those files (the ones holding no key that the transactions after the
-snapshot touched, as written; the others' untouched rows again, with the delta), and nothing is
-staged elsewhere. Oracles: the source's rows under the scope, the table's CHANGES, the files."""
+the final step commits those files as written, with a deletion vector in the same commit for the
+rows of keys the transactions after the snapshot touched, and nothing is staged elsewhere or
+written twice. Oracles: the source's rows under the scope, the table's CHANGES in every format,
+the files."""
 
 from __future__ import annotations
 
@@ -111,21 +112,37 @@ def test_keys_touched_after_the_snapshot_point_get_their_state_at_its_end(
         )
     )
     scoped.sql(f"CREATE VIEW big AS SELECT * FROM orders WHERE {BIG}")
+    rescoped = scoped.catalog.table("orders").current_version
     scoped.sql("ALTER EXTERNAL TABLE orders REFRESH")
     assert held(scoped) == source_under(dsn, f"({EU}) OR ({BIG})")
     (base,) = bases[1:]
     live = _live_paths(scoped)
-    # the snapshot's file holding touched keys was written again with the delta, and is gone
-    assert not {f.path for f in base} & live
-    for f in base:
-        assert not scoped.warehouse.fs.get_file_info(scoped.warehouse.fs_path(f.path)).is_file
+    # every file the snapshot wrote is the table's as written, and nothing else was written for
+    # it: the superseded rows (161, 170) are deleted by a deletion vector of the same commit
+    assert {f.path for f in base if f.row_count} <= live
+    info = scoped.catalog.table("orders")
+    made = scoped.catalog.files_changed_between(
+        info.table_id, start_exclusive=rescoped - 1, end_inclusive=rescoped
+    )
+    own = [d for f in made if f.file.path in live for d in f.dvs if d[0] == rescoped]
+    assert sum(n for _, _, n in own) == 2
     assert not _uncommitted(scoped)
     changes = _changes(scoped, before)
     assert (161, "INSERT") in changes and not changes[(161, "INSERT")]  # new to the table
+    assert (161, "DELETE") not in changes
     assert (170, "INSERT") not in changes and (170, "DELETE") not in changes
     assert (5000, "INSERT") in changes and (1, "INSERT") in changes
     assert changes.get((3, "INSERT")) is True and changes.get((3, "DELETE")) is True
     assert [r for r in held(scoped) if r[0] == 161][0][3] == "changed"
+    # a row superseded in the version that added it is no change in any format, nor a delete
+    for information in ("APPEND_ONLY", "REDO"):
+        rows = scoped.sql(
+            f"SELECT id, METADATA$ACTION FROM orders CHANGES(INFORMATION => {information})"
+            f" AT(VERSION => {before}) WHERE {BIG} OR {EU}"
+        ).collect()
+        assert {(r[0], r[1]) for r in rows if r[0] in (161, 170)} == {(161, "INSERT")}, information
+    counts = scoped.catalog.version_info(info.table_id, rescoped)
+    assert counts is not None and counts.rows_deleted == 0  # no row of the table went
 
 
 def test_a_bootstrap_failing_after_its_snapshot_leaves_no_file(scoped, source, monkeypatch):  # noqa: F811

@@ -127,8 +127,10 @@ class TableWrite:
 
     @property
     def touched(self) -> tuple[str, ...]:
-        """The existing data files whose rows it deletes or moves."""
-        return self.removed + tuple(d.file_path for d in self.deletes)
+        """The existing data files whose rows it deletes or moves (not a file it adds, whose
+        deletion vector is part of its own write: a bootstrap's superseded rows)."""
+        own = {f.path for f in self.added}
+        return self.removed + tuple(d.file_path for d in self.deletes if d.file_path not in own)
 
     def updates(self) -> tuple[Update, ...]:
         """The catalog updates that commit what was written."""

@@ -18,6 +18,9 @@ on its side of the interval's start (``Born``): the after side those written aft
 before side (the file's later deletes and its removal) those written up to it. The catalog's
 statistics of the version column tell which sides a compacted file can hold rows for, so an
 interval that only compacted reads nothing.
+
+A deletion vector made in the version that added its file (a bootstrap's superseded snapshot
+rows) deletes rows the table never showed: no side reads it as a change (``_later_dvs``).
 """
 
 from __future__ import annotations
@@ -198,10 +201,24 @@ def _live_rows(
 
 
 def _added_rows(files: Sequence[TrackedFile], *, tags: Sequence[int]) -> FileRows:
-    """Every row of ``files`` as added: no deletion vector subtracted; ``tags``, one per file."""
+    """Every row of ``files`` as their version added them: less the positions of deletion
+    vectors made in that version (``_later_dvs``), no later one subtracted; ``tags``, one per
+    file."""
+    own = [(f, [(p, n) for v, p, n in f.dvs if v == f.file.begin_version]) for f in files]
     return FileRows(
-        tuple(f.file for f in files), (), tuple(tags), sum(f.file.row_count for f in files)
+        tuple(f.file for f in files),
+        tuple(sorted({(p, f.file.path) for f, dvs in own for p, _ in dvs})),
+        tuple(tags),
+        sum(f.file.row_count - sum(n for _, n in dvs) for f, dvs in own),
     )
+
+
+def _later_dvs(f: TrackedFile, *, start: int, end: int) -> list[tuple[int, str, int]]:
+    """The deletion vectors of ``f`` made by versions ``(start, end]`` after the version that
+    added it. One made in that version (a bootstrap's: a snapshot row a later change of its key
+    superseded) deletes rows the table never showed: they are no change, and the file's rows
+    are as that version added them (``_added_rows``)."""
+    return [d for d in f.dvs if start < d[0] <= end and d[0] != f.file.begin_version]
 
 
 _NO_FILES = FileRows((), (), (), 0)
@@ -265,8 +282,8 @@ def _redo(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
     s, e = start, end
     removed = [f for f in touched if f.end_version is not None and s < f.end_version <= e]
     removed = [f for f in removed if not f.moved_out]
-    dv_parts = {(v, p, f.file.path) for f in touched for v, p, _ in f.dvs if s < v <= e}
-    dv_files = [f for f in touched if any(s < v <= e for v, _, _ in f.dvs)]
+    dv_parts = {(v, p, f.file.path) for f in touched for v, p, _ in _later_dvs(f, start=s, end=e)}
+    dv_files = [f for f in touched if _later_dvs(f, start=s, end=e)]
     added = [f for f in _added(touched, start=s, end=e) if not f.file.moved]
     return _Sides(
         before_files=_live_rows(
@@ -277,7 +294,7 @@ def _redo(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
         before_deleted=DeletedRows(
             tuple(f.file for f in dv_files),
             tuple(sorted(dv_parts)),
-            sum(n for f in dv_files for v, _, n in f.dvs if s < v <= e),
+            sum(n for f in dv_files for _, _, n in _later_dvs(f, start=s, end=e)),
         ),
         after_files=_added_rows(
             added,
@@ -296,7 +313,7 @@ def _default(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
     held = [f for f in touched if f.live_at(s)]
     held += [f for f in added if f.file.moved and _holds(f, by=s)]
     removed = [f for f in held if _gone(f, end=e)]
-    dv_files = [f for f in held if not _gone(f, end=e) and any(s < v <= e for v, _, _ in f.dvs)]
+    dv_files = [f for f in held if not _gone(f, end=e) and _later_dvs(f, start=s, end=e)]
     surviving = [f for f in added if f.live_at(e) and (not f.file.moved or _holds(f, after=s))]
     return _Sides(
         before_files=_live_rows(
@@ -308,9 +325,15 @@ def _default(touched: Sequence[TrackedFile], *, start: int, end: int) -> _Sides:
         before_deleted=DeletedRows(
             tuple(f.file for f in dv_files),
             tuple(
-                sorted({(e, p, f.file.path) for f in dv_files for v, p, _ in f.dvs if s < v <= e})
+                sorted(
+                    {
+                        (e, p, f.file.path)
+                        for f in dv_files
+                        for _, p, _ in _later_dvs(f, start=s, end=e)
+                    }
+                )
             ),
-            sum(n for f in dv_files for v, _, n in f.dvs if s < v <= e),
+            sum(n for f in dv_files for _, _, n in _later_dvs(f, start=s, end=e)),
             born_by=s if any(f.file.moved for f in dv_files) else None,
         ),
         after_files=_live_rows(
@@ -334,9 +357,7 @@ def only_inserts(touched: Sequence[TrackedFile], *, start: int, end: int) -> boo
     changed): none of them deleted from a file or removed one, other than by a compaction
     (which moves rows). Their changes in every format are then the rows the files they added
     first inserted (APPEND_ONLY's)."""
-    return all(
-        not _gone(f, end=end) and not any(start < v <= end for v, _, _ in f.dvs) for f in touched
-    )
+    return all(not _gone(f, end=end) and not _later_dvs(f, start=start, end=end) for f in touched)
 
 
 def plan_changes(

@@ -82,10 +82,12 @@ def apply_folded(
     a TRUNCATE) and those that satisfy ``stored``.
 
     ``base``: the table's own data files, not committed, that a bootstrap's snapshot wrote
-    (rows satisfying ``keep``): what a key not folded holds. A file whose key statistics leave
-    no room for a folded key is added as written; the others' rows of keys not folded are
-    written again with the delta (none after a TRUNCATE: the base is gone). The write returned
-    adds the files kept; those it does not add are the caller's to delete."""
+    (rows satisfying ``keep``): what a key not folded holds. Every base file is added as
+    written; a base row whose key was folded is superseded, deleted by a deletion vector of the
+    same commit (a row that never was the table's: ``changes.plan`` reads no change of it), and
+    a base file every row of which is superseded is not added (after a TRUNCATE none is: the
+    base is gone). The write returned adds the files kept; those it does not add are the
+    caller's to delete."""
     if base is not None and not folded.rows and not folded.truncated and stored is None:
         # no change since the snapshot and no stored row leaves: its files are the write
         return TableWrite(
@@ -98,27 +100,46 @@ def apply_folded(
         )
     staged = _stage(warehouse, ext, folded, statement_id)
     try:
+        held: list[LiveFile] = []
         kept: list[DataFile] = []
-        rewritten = None
         if base is not None and not folded.truncated:
             keys = ext.definition.spec["keys"]
-            live = [LiveFile(f) for f in base]
+            live = [LiveFile(f) for f in base if f.row_count]
             held = holding(live, state.schema, keys, folded.rows) if folded.rows else []
-            rewritten = state_relation(spark, warehouse, state.with_files(held))
-            kept = [f.file for f in live if f not in held and f.file.row_count]
+            kept = [f.file for f in live]
+        superseded = None
+        if held:
+            superseded = state_relation(spark, warehouse, state.with_files(held), identity=True)
         every = None
         if base is not None:  # values a change did not repeat may come from any base row
             every = state_relation(spark, warehouse, state.with_files([LiveFile(f) for f in base]))
-        delta = _delta(spark, warehouse, ext, state, folded, staged, keep, rewritten, every, stored)
-        target = Target(ext.info, state)
-        write = apply_delta(spark, warehouse, target, delta, statement_id=statement_id)
-        return replace(
-            write,
-            added=(*write.added, *kept),
-            inserted=write.inserted + sum(f.row_count for f in kept),
+        delta = _delta(
+            spark, warehouse, ext, state, folded, staged, keep, superseded, every, stored
         )
+        # the base files the superseded rows' deletes name are the target's too
+        target = Target(ext.info, state.with_files([*state.files, *held]))
+        write = apply_delta(spark, warehouse, target, delta, statement_id=statement_id)
+        return _with_base(write, kept)
     finally:
         warehouse.fs.delete_dir(warehouse.fs_path(staged.rsplit("/", 1)[0]))
+
+
+def _with_base(write: TableWrite, base: Sequence[DataFile]) -> TableWrite:
+    """``write`` adding the ``base`` files too, but those whose every row it deletes; the
+    rows it deletes of them were never the table's, so neither they nor the files' other
+    rows count as inserted or deleted twice."""
+    paths = {f.path for f in base}
+    emptied = {p for p in write.removed if p in paths}
+    superseded = sum(f.row_count for f in base if f.path in emptied)
+    superseded += sum(d.row_count for d in write.deletes if d.file_path in paths)
+    kept = [f for f in base if f.path not in emptied]
+    return replace(
+        write,
+        added=(*write.added, *kept),
+        removed=tuple(p for p in write.removed if p not in emptied),
+        inserted=write.inserted + sum(f.row_count for f in base) - superseded,
+        deleted=write.deleted - superseded,
+    )
 
 
 def _stage(warehouse: Warehouse, ext: ExternalTableInfo, folded: Folded, statement_id: str) -> str:
@@ -159,7 +180,7 @@ def _delta(
     folded: Folded,
     staged: str,
     keep: str | None,
-    base: Plan | None,
+    superseded: Plan | None,
     every_base: Plan | None,
     stored_where: str | None,
 ) -> Plan:
@@ -202,22 +223,18 @@ def _delta(
         stored = state_relation(spark, warehouse, state, identity=True)
         hit = stored.join(touched, by_key, "left", columns=[*_all("_l", stored), "_r._cl_k"])
         stored = hit.where(f"_cl_k IS NOT NULL OR coalesce({stored_where}, false)").drop("_cl_k")
-    inserts = None
     values = [quoted(n) for n in names]
-    if base is not None and not folded.truncated:
-        # A key no transaction touched keeps its base row, and no stored row has that key: it
-        # was outside the old scope at the snapshot and has not changed since. So it is a
-        # plain insert, with no join against the stored rows.
-        unfolded = base.select(*values, f"{key} AS {quoted(ROW_KEY)}")
-        unfolded = unfolded.join(touched, by_key, "left_anti")
-        if keep is not None:
-            unfolded = unfolded.where(f"coalesce({keep}, false)")
-        inserts = unfolded.select(
+    gone = None
+    if superseded is not None:
+        # a base row of a folded key is superseded: deleted in the commit that adds its file
+        # (a key no transaction touched keeps its base row, as written: no stored row has that
+        # key, it was outside the old scope at the snapshot and has not changed since)
+        gone = superseded.join(touched, by_key, "left_semi").select(
             *values,
-            f"'INSERT' AS {quoted(METADATA_ACTION)}",
+            f"'DELETE' AS {quoted(METADATA_ACTION)}",
             f"false AS {quoted(METADATA_ISUPDATE)}",
             f"{quoted(ROW_KEY)} AS {quoted(METADATA_ROW_ID)}",
-            *[f"CAST(NULL AS {'string' if c == FILE else 'bigint'}) AS {c}" for c in STORED],
+            *STORED,
         )
     keeps = any(e is not None and e.keep for e in folded.rows.values())
     if keeps:  # values a change did not repeat: the stored row's (or the base row's)
@@ -250,7 +267,7 @@ def _delta(
         rows = rows.where(f"coalesce({keep}, false)")
     rows = rows.select(*values, f"{quoted(ROW_KEY)} AS {quoted(METADATA_ROW_ID)}")
     delta = diff(stored, rows, names, carried=STORED)
-    return delta if inserts is None else delta.union(inserts)
+    return delta if gone is None else delta.union(gone)
 
 
 def _planned_small(spark: SparkSession, state: TableState) -> bool:

@@ -248,9 +248,9 @@ def _commit(
 ) -> Followed:
     """Steps 2 to 4 of a rescope: the follow brought past P, then the fence (state
     RESCOPING: other follows wait), then one commit that applies the second slot's transactions
-    and adds the snapshot's files (``base``: those holding no key the transactions touched as
-    written, the others' untouched rows written again), moves the position to the second slot's
-    end and sets the scope."""
+    and adds the snapshot's files as written (``base``; the rows of keys the transactions
+    touched deleted by a deletion vector of the same commit), moves the position to the second
+    slot's end and sets the scope."""
     old, table_id, name = ext.scope, ext.table_id, ext.name
     try:
         ext = _past(env, ext, start)
@@ -306,7 +306,7 @@ def _commit(
             _delete(env, base or ())
         raise
     added = {f.path for f in applied.added}
-    _delete(env, [f for f in base or () if f.path not in added])  # rewritten with the delta
+    _delete(env, [f for f in base or () if f.path not in added])  # every row superseded
     if end > position:  # the table holds the main slot's changes up to there too
         with postgres.connect(info) as conn:
             replication.advance(conn, ext.definition.slot, format_lsn(end))
