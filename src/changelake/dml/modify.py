@@ -66,8 +66,12 @@ def _plan(
         joined=bool(sources),
         needs_rows=operation == "UPDATE" or target.info.before_images(),
         probe=lambda file: _probe(ctx, target, table, file, condition),
+        reads_late=lambda: native.reader_available(ctx.spark),
     )
-    placeholder = binder.target(state, table.name, identity=strategy.one_pass)
+    # one pass reads every column of the matched rows: the condition first, in the reader
+    placeholder = binder.target(
+        state, table.name, identity=strategy.one_pass, late=strategy.one_pass
+    )
     projection = address(alias) + computed
     if strategy.one_pass:
         projection += [exp.column(c.name, table=alias, quoted=True) for c in state.schema.columns]

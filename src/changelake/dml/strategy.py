@@ -11,6 +11,11 @@ scan there, so a dense condition is probed in a few batches and only a sparse on
 file), and the expected number of files with a match follows from that rate, taking matches as
 spread independently of files (min/max pruning has already removed what statistics rule out).
 
+Where changelake's reader evaluates the condition itself (a deterministic predicate of the row:
+``ReaderCondition.java``), one pass reads the condition's columns first and decodes the other
+columns of the matched rows only, so it reads nothing in vain that two phases would not, in one
+plan: it is taken without a probe.
+
 A MERGE finds its matches by its join of the source either way; the choice is whether the join
 also carries the matched rows' old values and identity (``choose_merge``).
 """
@@ -96,13 +101,15 @@ def choose(
     joined: bool,
     needs_rows: bool,
     probe: Callable[[LiveFile], tuple[int, int]],
+    reads_late: Callable[[], bool] = lambda: False,
 ) -> Strategy:
     """The strategy of a row-level write over candidate ``files``.
 
         ``phase_one_columns`` are the physical columns phase 1 would read; ``joined``: the statement
         joins a source; ``needs_rows``: it needs the matched rows' old values (an UPDATE, or a
         DELETE that keeps before-images); ``probe(file)`` returns (matches, rows examined) of the
-    condition in one file.
+    condition in one file; ``reads_late()``: whether changelake's reader evaluates a one pass's
+    condition before decoding its other columns (``Scan.late``).
         ``spark.changelake.rowLevelPlan`` = ``one-pass`` or ``two-phase`` overrides the choice for
     a statement without a source join.
     """
@@ -122,6 +129,12 @@ def choose(
     total = sum(f.file.size_bytes for f in files)
     if total <= SMALL_BYTES:
         return Strategy(ONE_PASS, f"{len(files)} candidate files, {_size(total)}: one read")
+    if _row_predicate(condition) and reads_late():
+        return Strategy(
+            ONE_PASS,
+            "changelake's reader evaluates the condition first and decodes the other columns of"
+            " the matched rows only",
+        )
     share = _share(env.warehouse, files, phase_one_columns)
     largest = max(files, key=lambda f: f.live_rows)
     matched, examined = probe(largest)
@@ -139,6 +152,17 @@ def choose(
         f" {share:.0%} of their {_size(total)}, one pass would decode {in_vain / total:.0%} in"
         " vain",
     )
+
+
+# Functions whose value is not the row's alone (sqlglot's names; a function it does not know,
+# a UDF among them, is an Anonymous one: not known to be a row predicate either)
+_NOT_OF_THE_ROW = (exp.Rand, exp.Randn, exp.Uuid, exp.Shuffle, exp.Anonymous)
+
+
+def _row_predicate(condition: exp.Expression) -> bool:
+    """Whether ``condition`` is a deterministic predicate of the row alone, which changelake's
+    reader evaluates itself (``ReaderCondition.java``: it checks again)."""
+    return condition.find(*_NOT_OF_THE_ROW) is None
 
 
 def choose_merge(env: Env, files: Sequence[LiveFile]) -> Strategy:

@@ -245,11 +245,13 @@ class Binder:
         initial = read.plan is not None and read.plan.shape is Shape.INITIAL_ROWS
         return stamp(self.ctx.catalog, info, version, initial_rows=initial)
 
-    def target(self, state: TableState, label: str, *, identity: bool = False) -> str:
+    def target(
+        self, state: TableState, label: str, *, identity: bool = False, late: bool = False
+    ) -> str:
         """Bind ``state`` of a write statement's target with its hidden address columns (and
-        identity columns if ``identity``)."""
+        identity columns if ``identity``); ``late``: see ``Scan.late``."""
         rel = state_relation(
-            self.ctx.spark, self.ctx.warehouse, state, address=True, identity=identity
+            self.ctx.spark, self.ctx.warehouse, state, address=True, identity=identity, late=late
         )
         return self.bind_relation(rel, label)
 

@@ -204,6 +204,7 @@ def read_relation(
     keep: bool = False,
     keys: bool = False,
     sizes: Sequence[int] = (),
+    late: bool = False,
 ) -> Relation:
     """The rows of the Parquet files ``uris`` read with changelake's file format: ``schema``'s
     physical columns and any of the ``VIRTUAL`` columns, each file's positions skipped
@@ -211,8 +212,10 @@ def read_relation(
     they decoded where the files have a page index: late materialization), or, if ``keys``,
     the "positions" are sorted key hashes and only the pages of an index file that may hold one
     are read (``storage.index``). ``sizes``: each file's size in bytes, if the catalog knows
-    them (then the file system is not asked). A leaf of a relation: built by the JVM with the
-    statement's plan."""
+    them (then the file system is not asked). ``late``: a filter directly over the read is
+    evaluated in the reader first, the other columns decoded at its matches only
+    (``ReaderCondition.java``). A leaf of a relation: built by the JVM with the statement's
+    plan."""
     table = bytearray()
     any_positions = False
     flags = (-(2**63) if keep else 0) + (2**62 if keys else 0)
@@ -224,7 +227,7 @@ def read_relation(
         table += _name(name) + struct.pack("<q4qi", mask, *values, count)
         if count:
             table += _longs(positions)
-    read = Read(tuple(uris), schema.json(), bytes(table), any_positions, tuple(sizes))
+    read = Read(tuple(uris), schema.json(), bytes(table), any_positions, tuple(sizes), late)
     return Relation.of_read(read, schema.fieldNames())
 
 

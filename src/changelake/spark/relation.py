@@ -51,6 +51,7 @@ class Read:
     table: bytes  # the reader's per-file table
     positions: bool  # whether any file has positions to skip
     sizes: tuple[int, ...] = ()  # each file's size in bytes, where the catalog knows them
+    late: bool = False  # a filter over it is evaluated in the reader first (``Scan.late``)
 
 
 Leaf = Read | DataFrame
@@ -193,7 +194,7 @@ class Relation:
         for name, read in reads:
             blob += _string(name) + _string(_files(read)) + _string(read.schema)
             blob += struct.pack("<i", len(read.table)) + read.table
-            blob += b"\x01" if read.positions else b"\x00"
+            blob += bytes([(1 if read.positions else 0) | (2 if read.late else 0)])
         blob += struct.pack("<i", len(frames))
         for name, _ in frames:
             blob += _string(name)

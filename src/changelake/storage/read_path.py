@@ -31,7 +31,11 @@ class Scan:
 
     ``only`` (file name -> positions, instead of ``deleted``) says which rows the caller wants:
     changelake's reader then decodes little more than those (late materialization); the other
-    ways return every row, for the caller's join to select."""
+    ways return every row, for the caller's join to select.
+
+    ``late``: the caller filters the scan by a condition on its stored columns and reads every
+    column of few rows (a row-level write's one pass): changelake's reader evaluates the filter
+    on the condition's columns first and decodes the others only at the rows it keeps."""
 
     files: tuple[DataFile, ...]
     physical: StructType
@@ -42,6 +46,7 @@ class Scan:
     row_ids_of: int | None = None
     deleted: tuple[Part, ...] = ()
     only: Mapping[str, pa.Array] | None = None
+    late: bool = False
 
     def __post_init__(self) -> None:
         if self.row_ids_of is not None and not self.identity:

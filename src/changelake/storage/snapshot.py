@@ -93,13 +93,14 @@ def state_relation(
     row_ids: bool = False,
     key_hashes: bool = False,
     only: Mapping[str, pa.Array] | None = None,
+    late: bool = False,
 ) -> Relation:
     """The live rows of ``state`` with logical column names, plus the hidden address columns if
     ``address``, the address and identity columns if ``identity`` and ``ROW_HEX`` (the rows'
     METADATA$ROW_IDs) if ``row_ids`` too. A dynamic table's row key comes only with ``address``
     or ``identity`` (it is part of a row's identity); its ``KEY_HASHES`` with ``key_hashes``
     (every file must hold them: ``key_hashed``). ``only`` (data file name -> sorted live
-    positions): just those rows, read late (``Scan.only``)."""
+    positions): just those rows, read late (``Scan.only``); ``late``: see ``Scan.late``."""
     shown = state.schema.columns if identity or address else state.schema.visible
     logical = [f"{quoted(c.physical)} AS {quoted(c.name)}" for c in shown]
     hidden = [h for h in (*ADDRESS, *IDENTITY) if identity or (address and h in ADDRESS)]
@@ -122,6 +123,7 @@ def state_relation(
         row_ids_of=state.table_id if identity and row_ids else None,
         deleted=() if only else tuple((dv, f.file, None) for f in files for dv in f.dv_paths),
         only=only,
+        late=late,
     )
     rel = scan_files(spark, warehouse, scan)
     return rel.select(*logical, *hidden)
@@ -178,7 +180,9 @@ def _format_read(warehouse: Warehouse, scan: Scan, skipped: Mapping[str, pa.Arra
     uris = [warehouse.uri(f.path) for f in scan.files]
     schema = StructType(list(scan.physical.fields) + native.virtual_fields())
     sizes = [f.size_bytes for f in scan.files]
-    rel = native.read_relation(uris, schema, reads, keep=scan.only is not None, sizes=sizes)
+    rel = native.read_relation(
+        uris, schema, reads, keep=scan.only is not None, sizes=sizes, late=scan.late
+    )
     columns = [quoted(f.name) for f in scan.physical.fields]
     if scan.positions:
         columns += [FILE, POS, SIZE, f"{address_key(SIZE, POS)} AS {KEY}"]

@@ -89,15 +89,40 @@ public final class ChangelakeParquet extends ParquetFileFormat {
   private final boolean positions;
   // What equality compares: the table's content (two reads of the same state are one scan).
   private final String digest;
+  // Whether a filter over the scan is evaluated in the reader first (ReaderCondition), and it.
+  private final boolean late;
+  private final ReaderCondition condition;
 
   /**
    * {@code positions}: whether any file of the table has a set of positions to apply;
-   * {@code digest}: a digest of the table's bytes.
+   * {@code digest}: a digest of the table's bytes; {@code late}: a filter directly over the
+   * scan is to be evaluated in the reader before the other columns are decoded ({@code
+   * condition}, once {@link ReaderCondition#RULE} has put it here).
    */
-  ChangelakeParquet(Shared table, boolean positions, String digest) {
+  ChangelakeParquet(
+      Shared table, boolean positions, String digest, boolean late, ReaderCondition condition) {
     this.table = table;
     this.positions = positions;
     this.digest = digest;
+    this.late = late;
+    this.condition = condition;
+  }
+
+  boolean late() {
+    return late;
+  }
+
+  ReaderCondition condition() {
+    return condition;
+  }
+
+  ChangelakeParquet withCondition(ReaderCondition condition) {
+    return new ChangelakeParquet(table, positions, digest, late, condition);
+  }
+
+  /** Whether {@code name} is a column the reader makes rather than reads. */
+  static boolean isVirtual(String name) {
+    return VIRTUAL.contains(name) || name.equals(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME());
   }
 
   /**
@@ -105,10 +130,11 @@ public final class ChangelakeParquet extends ParquetFileFormat {
    * bytes where the catalog knows it: then the file system is not asked) with the schema {@code schema}
    * (JSON: physical and virtual columns), each file as {@code table} says: a relation, not
    * analysed as a Dataset of its own (a statement's plan puts it in place and analyses the whole
-   * once, {@link Frames#plan}).
+   * once, {@link Frames#plan}); {@code late}: see the constructor.
    */
   static LogicalPlan relation(
-      SparkSession spark, String paths, String schema, byte[] table, boolean positions) {
+      SparkSession spark, String paths, String schema, byte[] table, boolean positions,
+      boolean late) {
     List<Path> roots = new ArrayList<>();
     List<Long> sizes = new ArrayList<>();
     for (String p : paths.split("\n")) {
@@ -143,7 +169,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
                 Option.empty());
     HadoopFsRelation relation = new HadoopFsRelation(
         index, new StructType(), columns, Option.empty(),
-        new ChangelakeParquet(shared, positions, digest), none, spark);
+        new ChangelakeParquet(shared, positions, digest, late, null), none, spark);
     return LogicalRelation$.MODULE$.apply(relation, false);
   }
 
@@ -186,7 +212,7 @@ public final class ChangelakeParquet extends ParquetFileFormat {
       inner.add(storedRowId());
     }
     int index = -1;
-    if (wantsPos || wantsHex || positions) {
+    if (wantsPos || wantsHex || positions || condition != null) {
       index = inner.size();
       inner.add(rowIndex());
     }
@@ -208,9 +234,43 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     }
     StructType dataRead = new StructType(data.toArray(new StructField[0]));
     StructType innerRead = new StructType(inner.toArray(new StructField[0]));
-    // Spark's reader broadcasts the Hadoop configuration it is given, serialized key by key
-    // (each key's sources gzipped): a reader for the same schemas, filters and settings is
-    // taken from the last ones made instead
+    var read = reader(spark, dataRead, partitionSchema, innerRead, pushed, options, hadoopConf);
+    boolean batches = "true".equals(options.getOrElse("returning_batch", () -> "false"));
+    DataType[] types = new DataType[source.length];
+    for (int i = 0; i < source.length; i++) {
+      types[i] = requiredSchema.fields()[i].dataType();
+    }
+    Reader out = new Reader(read, table, source, index, wantsHex ? stored : -1, types, batches);
+    if (condition == null) {
+      return out;
+    }
+    // the condition's columns read first: of a file read from its start, every row in order,
+    // so a row's position is its count (Spark's row index costs ~10 ns a row); of another
+    // split of a file, with the row index
+    StructType tested = condition.columns();
+    var counted =
+        reader(spark, dataRead, partitionSchema, tested, List.of(),
+            options.updated("returning_batch", String.valueOf(super.supportBatch(spark, tested))),
+            hadoopConf);
+    tested = tested.add(rowIndex());
+    var indexed =
+        reader(spark, dataRead, partitionSchema, tested, pushed,
+            options.updated("returning_batch", String.valueOf(super.supportBatch(spark, tested))),
+            hadoopConf);
+    return out.late(condition, counted, indexed, tested.length() - 1);
+  }
+
+  // Spark's reader broadcasts the Hadoop configuration it is given, serialized key by key (each
+  // key's sources gzipped): a reader for the same schemas, filters and settings is taken from
+  // the last ones made instead.
+  private scala.Function1<PartitionedFile, Iterator<InternalRow>> reader(
+      org.apache.spark.sql.SparkSession spark,
+      StructType dataRead,
+      StructType partitionSchema,
+      StructType innerRead,
+      List<Filter> pushed,
+      scala.collection.immutable.Map<String, String> options,
+      Configuration hadoopConf) {
     ReaderKey key =
         new ReaderKey(
             dataRead,
@@ -225,6 +285,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
       read = READERS.get(key);
     }
     if (read == null) {
+      // a copy: Spark's reader sets the schema it reads in the configuration it broadcasts,
+      // which a second reader of the same scan (ReaderCondition's) must not overwrite
       read =
           super.buildReaderWithPartitionValues(
               spark,
@@ -233,17 +295,12 @@ public final class ChangelakeParquet extends ParquetFileFormat {
               innerRead,
               CollectionConverters.asScala(pushed).toList(),
               options,
-              hadoopConf);
+              new Configuration(hadoopConf));
       synchronized (READERS) {
         READERS.put(key, read);
       }
     }
-    boolean batches = "true".equals(options.getOrElse("returning_batch", () -> "false"));
-    DataType[] types = new DataType[source.length];
-    for (int i = 0; i < source.length; i++) {
-      types[i] = requiredSchema.fields()[i].dataType();
-    }
-    return new Reader(read, table, source, index, wantsHex ? stored : -1, types, batches);
+    return read;
   }
 
   /** What a reader of Spark's Parquet format is made of: equal keys make equal readers. */
@@ -282,16 +339,23 @@ public final class ChangelakeParquet extends ParquetFileFormat {
 
   @Override
   public String toString() {
-    return "ChangelakeParquet";
+    return condition == null ? "ChangelakeParquet" : "ChangelakeParquet(first " + condition.text() + ")";
   }
 
   // Two scans of the same files with different deletion vectors must not be taken for one;
   // two reads of the same files and table are one (a persisted or reused plan is found).
   @Override
   public boolean equals(Object other) {
-    return other instanceof ChangelakeParquet
-        && ((ChangelakeParquet) other).positions == positions
-        && ((ChangelakeParquet) other).digest.equals(digest);
+    if (!(other instanceof ChangelakeParquet)) {
+      return false;
+    }
+    ChangelakeParquet that = (ChangelakeParquet) other;
+    return that.positions == positions
+        && that.digest.equals(digest)
+        && that.late == late
+        && (condition == null
+            ? that.condition == null
+            : that.condition != null && that.condition.text().equals(condition.text()));
   }
 
   @Override
@@ -377,10 +441,25 @@ public final class ChangelakeParquet extends ParquetFileFormat {
     private final int stored;
     private final DataType[] types;
     private final boolean batches;
+    // a condition read and evaluated first (null: none): the reads of its columns, without
+    // and with the row index (at `tested`)
+    private final ReaderCondition condition;
+    private final scala.Function1<PartitionedFile, Iterator<InternalRow>> counted;
+    private final scala.Function1<PartitionedFile, Iterator<InternalRow>> indexed;
+    private final int tested;
     private transient Map<String, Integer> offsets;
 
     Reader(scala.Function1<PartitionedFile, Iterator<InternalRow>> read, Shared table,
         int[] source, int index, int stored, DataType[] types, boolean batches) {
+      this(read, table, source, index, stored, types, batches, null, null, null, -1);
+    }
+
+    private Reader(scala.Function1<PartitionedFile, Iterator<InternalRow>> read, Shared table,
+        int[] source, int index, int stored, DataType[] types, boolean batches,
+        ReaderCondition condition,
+        scala.Function1<PartitionedFile, Iterator<InternalRow>> counted,
+        scala.Function1<PartitionedFile, Iterator<InternalRow>> indexed,
+        int tested) {
       this.read = read;
       this.table = table;
       this.source = source;
@@ -388,6 +467,44 @@ public final class ChangelakeParquet extends ParquetFileFormat {
       this.stored = stored;
       this.types = types;
       this.batches = batches;
+      this.condition = condition;
+      this.counted = counted;
+      this.indexed = indexed;
+      this.tested = tested;
+    }
+
+    /**
+     * This reader, evaluating {@code condition} first over its columns ({@code counted} reads
+     * them, {@code indexed} with the row index at {@code tested} too), then decoding the rest
+     * at the matches only.
+     */
+    Reader late(ReaderCondition condition,
+        scala.Function1<PartitionedFile, Iterator<InternalRow>> counted,
+        scala.Function1<PartitionedFile, Iterator<InternalRow>> indexed, int tested) {
+      return new Reader(read, table, source, index, stored, types, batches, condition, counted,
+          indexed, tested);
+    }
+
+    /** The sorted positions of {@code file} the condition keeps, less {@code skipped}. */
+    private long[] matching(PartitionedFile file, long[] skipped) {
+      boolean whole = file.start() == 0;
+      @SuppressWarnings("unchecked")
+      Iterator<Object> rows =
+          (Iterator<Object>) (Iterator<?>) (whole ? counted : indexed).apply(file);
+      try {
+        org.apache.spark.TaskContext task = org.apache.spark.TaskContext.get();
+        int partition = task == null ? 0 : task.partitionId();
+        return ReaderCondition.matching(
+            rows, whole ? -1 : tested, condition.predicate(partition), skipped);
+      } finally {
+        if (rows instanceof Closeable) {
+          try {
+            ((Closeable) rows).close();
+          } catch (IOException e) {
+            throw new java.io.UncheckedIOException(e);
+          }
+        }
+      }
     }
 
     // Where each file's entry starts; an entry's positions are parsed when its file is read.
@@ -427,13 +544,24 @@ public final class ChangelakeParquet extends ParquetFileFormat {
       }
       long[] set = entry == null ? null : entry.set;
       boolean keep = entry != null && entry.keep;
+      long[] sorted = keep ? entry.sorted : null;
+      int n = keep ? entry.n : 0;
+      if (condition != null && !keep && !(entry != null && entry.keys)) {
+        sorted = matching(file, set);
+        n = (int) sorted[0];
+        if (n == 0) {
+          return scala.collection.Iterator$.MODULE$.empty();
+        }
+        set = Positions.of(sorted, n);
+        keep = true;
+      }
       RowIds ids =
           stored < 0 ? null : new RowIds(stored, index, (Long) values[3], (Long) values[HEX]);
       // Spark passes batches as an iterator of rows: the casts are unchecked, as Spark's own.
       @SuppressWarnings("unchecked")
       Iterator<Object> rows = (Iterator<Object>) (Iterator<?>) read.apply(file);
       if (keep) {
-        Late.restrict(rows, entry.sorted, entry.n);
+        Late.restrict(rows, sorted, n);
       } else if (entry != null && entry.keys) {
         Late.restrictToKeys(rows, entry.sorted, entry.n, KEY_HASH);
       }

@@ -95,6 +95,7 @@ public final class Frames {
     Map<String, LogicalPlan> leaves = new HashMap<>();
     List<String> names = new ArrayList<>();
     List<String> keys = new ArrayList<>();
+    boolean anyLate = false;
     int count = in.getInt();
     for (int i = 0; i < count; i++) {
       String name = string(in);
@@ -102,10 +103,13 @@ public final class Frames {
       String schema = string(in);
       byte[] table = new byte[in.getInt()];
       in.get(table);
-      boolean positions = in.get() != 0;
-      leaves.put(name, ChangelakeParquet.relation(spark, paths, schema, table, positions));
+      byte flags = in.get();
+      boolean positions = (flags & 1) != 0;
+      boolean late = (flags & 2) != 0;
+      leaves.put(name, ChangelakeParquet.relation(spark, paths, schema, table, positions, late));
       names.add(name);
-      keys.add(schema + (positions ? " with positions" : ""));
+      keys.add(schema + (positions ? " with positions" : "") + (late ? " late" : ""));
+      anyLate |= late;
     }
     int named = in.getInt();
     for (int i = 0; i < named; i++) {
@@ -117,6 +121,10 @@ public final class Frames {
     // is analysed (planning, which they steer, comes with the first action), and a write of
     // the plan sets its commit protocol there (observed metrics stay with their session).
     SparkSession own = spark.cloneSession();
+    if (anyLate) { // a filter over a late read goes into its reader (ReaderCondition)
+      own.sessionState().experimentalMethods().extraOptimizations_$eq(
+          CollectionConverters.asScala(List.of(ReaderCondition.RULE)).toList());
+    }
     Bound.Shape shape =
         named == 0 && Bound.enabled(spark) ? Bound.shape(parsed, names, keys) : null;
     Bound.Binding binding = shape == null ? null : Bound.bound(spark, own, shape, names, leaves);
