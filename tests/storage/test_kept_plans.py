@@ -73,6 +73,27 @@ def test_refreshes_of_one_shape_run_with_its_kept_optimized_plan(session):
     assert _optimized_hits(session) >= hits + 4  # the later rounds were not optimized again
 
 
+def test_refreshes_after_an_update_each_round_run_with_the_kept_optimized_plan(session):
+    """A refresh after a one-row UPDATE pairs the update by its DV's before-images, whose
+    lookup names the DV and data files and the tag: as parameters of the shape, so the later
+    rounds are bound into the kept optimized plan (each with its own files and tag) and follow
+    the query."""
+    _tables(session)
+    query = "SELECT f.id, f.v, d.name FROM fact f JOIN dim d ON f.g = d.g WHERE f.v > 2"
+    session.sql(f"CREATE DYNAMIC TABLE dt TARGET_LAG = '1 hour' AS {query}")
+    hits = _optimized_hits(session)
+    for step in range(6):
+        session.sql(f"UPDATE fact SET v = v + 5 WHERE id = {step * 7}")
+        session.sql("ALTER DYNAMIC TABLE dt REFRESH")
+        assert _rows(session, "SELECT * FROM dt") == _rows(session, query)
+        changes = session.sql(
+            f"SELECT id, v, METADATA$ACTION, METADATA$ISUPDATE FROM dt CHANGES (INFORMATION =>"
+            f" DEFAULT) AT (VERSION => {session.catalog.table('dt').current_version - 1})"
+        ).collect()
+        assert {(r[0], r[2]) for r in changes} <= {(step * 7, "INSERT"), (step * 7, "DELETE")}
+    assert _optimized_hits(session) >= hits + 4
+
+
 def _tables(session) -> None:
     session.sql("CREATE TABLE fact (id BIGINT, g INT, v INT)")
     session.sql("CREATE TABLE dim (g INT, name STRING)")

@@ -129,7 +129,9 @@ def _deleted(
     physical = physical_schema(schema)
     frames = []
     if imaged:
-        images = read_registered(spark, wh, image_schema(physical), imaged, row_ids_of=table_id)
+        images = read_registered(
+            spark, wh, image_schema(physical), imaged, row_ids_of=table_id, sized=False
+        )
         if part.born_by is not None:  # a before-image keeps its row's version
             images = images.where(f"{ROW_VERSION} <= {part.born_by}")
         frames.append(images.select(*_columns(schema, TAG, rid=STORED_ROW_ID)))

@@ -108,10 +108,17 @@ def lookup_relation(
             + f" THEN {i}"
             for i, row in enumerate(rows, start=1)
         )
+        # a CASE, not an array the optimizer folds into one literal: each value stays a
+        # parameter of the plan's shape (``Bound.java``), so a plan of another round's values
+        # is bound into the kept optimized plan
         picked = [
             (
-                f"CAST(element_at(array({', '.join(_cast(row[len(keys) + k], type_) for row in rows)}),"
-                f" _l_ordinal) AS {type_}) AS {quoted(name)}"
+                "CASE _l_ordinal"
+                + "".join(
+                    f" WHEN {i} THEN {_cast(row[len(keys) + k], type_)}"
+                    for i, row in enumerate(rows, start=1)
+                )
+                + f" END AS {quoted(name)}"
                 if rows
                 else f"CAST(NULL AS {type_}) AS {quoted(name)}"
             )

@@ -170,9 +170,12 @@ def read_registered(
     parts: Sequence[Part],
     *,
     row_ids_of: int | None = None,
+    sized: bool = True,
 ) -> Relation:
     """The rows (``schema``: DV columns) of the DV files of ``parts`` that belong to a registered
-    pair, with ``_d_size`` (the data file's size) and ``_cl_tag``: one scan of all the DV files
+    pair, with ``_d_size`` (the data file's size; not unless ``sized``: a value the plan would
+    not use is left out of its text, where it would keep the plan from being bound into a kept
+    optimized one) and ``_cl_tag``: one scan of all the DV files
     (by changelake's reader, whose ``_cl_file`` is the DV file's name, where the session has it).
     ``row_ids_of``: a table whose before-images these are (``schema`` has their identity), whose
     METADATA$ROW_IDs are added as ``ROW_HEX``."""
@@ -192,12 +195,15 @@ def read_registered(
         rel = Relation.of_frame(df, [*schema.fieldNames(), "_d_dv"])
         if row_ids_of is not None:
             rel = rel.select(*own, f"{row_id_sql(row_ids_of, STORED_ROW_ID)} AS {ROW_HEX}", "_d_dv")
-    pairs = sorted({(_name(data.path), _name(dv), data.size_bytes, tag) for dv, data, tag in parts})
+    sizes = [("_d_size", "bigint")] if sized else []
+    pairs = sorted(
+        {
+            (_name(data.path), _name(dv), *([data.size_bytes] if sized else []), tag)
+            for dv, data, tag in parts
+        }
+    )
     return lookup_relation(
-        rel,
-        [(DV_FILE, "string"), ("_d_dv", "string")],
-        [("_d_size", "bigint"), (TAG, "bigint")],
-        pairs,
+        rel, [(DV_FILE, "string"), ("_d_dv", "string")], [*sizes, (TAG, "bigint")], pairs
     ).drop("_d_dv")
 
 
