@@ -277,22 +277,3 @@ _IDENTITY = (
     f"coalesce({STORED_ROW_ID}, _i_base + {POS}) AS {RID}",
     f"coalesce({ROW_VERSION}, _i_version) AS {VER}",
 )
-
-
-def parquet_relation(
-    spark: SparkSession, uris: Sequence[str], columns: Sequence[tuple[str, str]]
-) -> Relation:
-    """Every row of the Parquet files ``uris`` (a statement's own staged files, which no
-    catalog records) with ``columns`` = [(name, Spark SQL type)]: a read of changelake's
-    format where the session has it, so the plan holding it has no DataFrame leaf and its
-    shape can be kept (``Bound.java``); else Spark's reader, with the schema given (no job to
-    infer it)."""
-    schema = StructType([StructField(n, spark_type(t), True) for n, t in columns])
-    names = [n for n, _ in columns]
-    # (a column named as one of the format's virtual columns, a staged address, is Spark's)
-    if not set(names) & set(native.VIRTUAL) and native.reader_available(spark):
-        read = native.read_relation(
-            uris, StructType([*schema.fields, *native.virtual_fields()]), []
-        )
-        return read.select(*map(quoted, names))
-    return Relation.of_frame(spark.read.schema(schema).parquet(*uris), names)

@@ -32,7 +32,7 @@ from changelake.spark.local import sql_literal
 from changelake.spark.relation import DEFAULT_SMALL_INPUT, small_input_bytes
 from changelake.spark.relation import Relation as Plan
 from changelake.storage.pruning import holding
-from changelake.storage.snapshot import FILE, parquet_relation, state_relation
+from changelake.storage.snapshot import FILE, state_relation
 from changelake.storage.warehouse import Warehouse
 from changelake.txn.snapshot import TableState
 
@@ -189,15 +189,19 @@ def _delta(
     names = [n for n, _ in columns]
     types = dict(columns)
     keys = ext.definition.spec["keys"]
-    staged_columns = [
-        *columns,
-        (_GONE, "boolean"),
-        (_KEEP, "string"),
-        *((_FROM + k, types[k]) for k in keys),
-    ]
-    read = parquet_relation(spark, [warehouse.uri(staged)], staged_columns)
+    # with its schema given, Spark runs no job to infer it from the file
+    staged_schema = ", ".join(
+        [
+            *(f"{quoted(n)} {t}" for n, t in columns),
+            f"{_GONE} boolean",
+            f"{_KEEP} string",
+            *(f"{quoted(_FROM + k)} {types[k]}" for k in keys),
+        ]
+    )
+    staged_names = [*names, _GONE, _KEEP, *(_FROM + k for k in keys)]
+    read = spark.read.schema(staged_schema).parquet(warehouse.uri(staged))
     key = row_key_sql(keys, types)
-    new = read.select("*", f"{key} AS {quoted(ROW_KEY)}")
+    new = Plan.of_frame(read, staged_names).select("*", f"{key} AS {quoted(ROW_KEY)}")
     touched = new.select(f"{quoted(ROW_KEY)} AS _cl_k")
     by_key = f"_l.{quoted(ROW_KEY)} = _r._cl_k"
     kept_from = [e.stored_key for e in folded.rows.values() if e is not None and e.keep]
@@ -304,7 +308,9 @@ def _looked_up(
     native.write_parquet(found.frame(spark), warehouse.uri(directory))
     typed = [(c.name, c.type) for c in state.schema.columns]
     typed += [(FILE, "string"), *((c, "bigint") for c in STORED[1:])]  # POS, KEY, RID, VER
-    return parquet_relation(spark, [warehouse.uri(directory)], typed)
+    schema = ", ".join(f"{quoted(n)} {t}" for n, t in typed)
+    read = spark.read.schema(schema).parquet(warehouse.uri(directory))
+    return Plan.of_frame(read, [n for n, _ in typed])
 
 
 def _holding(state: TableState, keys: Sequence[str], values: Iterable[tuple]) -> TableState:
