@@ -92,3 +92,22 @@ def test_a_condition_that_fails_in_the_reader_is_the_user_s_error(session):
             s, "UPDATE t SET v = 1 WHERE 10 / (v - v) > 1", ExpressionError, "division by zero"
         )
     assert DIVISION_FIX in message
+
+
+def test_a_condition_on_a_column_older_files_lack_and_through_spark_s_row_reader(session):
+    s = session
+    s.sql("CREATE TABLE t (id BIGINT, x INT)")
+    s.sql("INSERT INTO t SELECT id, CAST(id % 5 AS INT) FROM range(0, 50)")
+    s.sql("ALTER TABLE t ADD COLUMN w INT")
+    s.sql("INSERT INTO t SELECT id, 9, CAST(id AS INT) FROM range(50, 60)")
+    rows_reader = {"spark.sql.parquet.enableVectorizedReader": "false"}
+    with spark_settings(s.spark, ONE_PASS):
+        before = _restricted(s.spark)
+        s.sql("UPDATE t SET w = -1 WHERE w < 55")  # NULL in the older file: no match there
+        assert _restricted(s.spark) == before + 1
+        with spark_settings(s.spark, rows_reader):  # rows, not batches, in both passes
+            s.sql("DELETE FROM t WHERE x = 3")
+    got = {r[0]: r[1] for r in s.sql("SELECT id, w FROM t").collect()}
+    expected = {i: None for i in range(50) if i % 5 != 3}
+    expected.update({i: -1 if i < 55 else i for i in range(50, 60)})
+    assert got == expected
