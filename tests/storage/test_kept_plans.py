@@ -59,9 +59,7 @@ def test_refreshes_apply_updates_deletes_and_inserts_in_one_job(session, query):
 def test_refreshes_of_one_shape_run_with_its_kept_optimized_plan(session):
     """A join over tables that only gained rows: each refresh's delta has the same shape, so
     the later ones are bound into the optimized plan kept for it, and follow the query."""
-    _tables(session)
-    query = "SELECT f.id, f.v, d.name FROM fact f JOIN dim d ON f.g = d.g WHERE f.v > 2"
-    session.sql(f"CREATE DYNAMIC TABLE dt TARGET_LAG = '1 hour' AS {query}")
+    query = _join_dt(session)
     hits = _optimized_hits(session)
     for step in range(6):
         session.sql(f"INSERT INTO dim VALUES ({20 + step}, 'new{step}')")
@@ -78,9 +76,7 @@ def test_refreshes_after_an_update_each_round_run_with_the_kept_optimized_plan(s
     lookup names the DV and data files and the tag: as parameters of the shape, so the later
     rounds are bound into the kept optimized plan (each with its own files and tag) and follow
     the query."""
-    _tables(session)
-    query = "SELECT f.id, f.v, d.name FROM fact f JOIN dim d ON f.g = d.g WHERE f.v > 2"
-    session.sql(f"CREATE DYNAMIC TABLE dt TARGET_LAG = '1 hour' AS {query}")
+    query = _join_dt(session)
     hits = _optimized_hits(session)
     for step in range(6):
         session.sql(f"UPDATE fact SET v = v + 5 WHERE id = {step * 7}")
@@ -92,6 +88,14 @@ def test_refreshes_after_an_update_each_round_run_with_the_kept_optimized_plan(s
         ).collect()
         assert {(r[0], r[2]) for r in changes} <= {(step * 7, "INSERT"), (step * 7, "DELETE")}
     assert _optimized_hits(session) >= hits + 4
+
+
+def _join_dt(session) -> str:
+    """The tables and a dynamic table ``dt`` joining them; returns its query."""
+    _tables(session)
+    query = "SELECT f.id, f.v, d.name FROM fact f JOIN dim d ON f.g = d.g WHERE f.v > 2"
+    session.sql(f"CREATE DYNAMIC TABLE dt TARGET_LAG = '1 hour' AS {query}")
+    return query
 
 
 def _tables(session) -> None:

@@ -122,7 +122,8 @@ public final class ChangelakeParquet extends ParquetFileFormat {
 
   /** Whether {@code name} is a column the reader makes rather than reads. */
   static boolean isVirtual(String name) {
-    return VIRTUAL.contains(name) || name.equals(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME());
+    return VIRTUAL.contains(name)
+        || name.equals(ParquetFileFormat.ROW_INDEX_TEMPORARY_COLUMN_NAME());
   }
 
   /**
@@ -339,7 +340,9 @@ public final class ChangelakeParquet extends ParquetFileFormat {
 
   @Override
   public String toString() {
-    return condition == null ? "ChangelakeParquet" : "ChangelakeParquet(first " + condition.text() + ")";
+    return condition == null
+        ? "ChangelakeParquet"
+        : "ChangelakeParquet(first " + condition.text() + ")";
   }
 
   // Two scans of the same files with different deletion vectors must not be taken for one;
